@@ -1,0 +1,3 @@
+from neurips26.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,207 @@
+"""The ``neurips26`` command: list | run | bench | reproduce | report, plus paper sub-commands.
+
+Errors a user can fix (unknown slug, bad scale or seed, unwritable output folder, missing extra)
+print one line ``neurips26: error: ...`` and exit with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from neurips26 import __version__
+from neurips26.harness import registry
+from neurips26.harness.run import SCALES, RunSetupError
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """An error the user can fix; printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise UsageError(message)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be a non-negative integer, got {text!r}")
+    return value
+
+
+def _slug(text: str) -> str:
+    try:
+        return registry.get(text).slug
+    except registry.UnknownPaperError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _slug_list(text: str) -> list[str]:
+    return [_slug(s.strip()) for s in text.split(",") if s.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    commands = ", ".join(sorted(p.command for p in registry.PAPERS if p.command))
+    parser = _Parser(
+        prog="neurips26",
+        description="NeurIPS 2026 papers as working software: run a paper's reproduction, "
+                    "benchmark it against its anchor, or reproduce them all into one report.",
+        epilog=f"Paper tools: neurips26 <tool> --help, with <tool> one of: {commands}.")
+    parser.add_argument("--version", action="version", version=f"neurips26 {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    sub.add_parser("list", help="list the 19 papers with their status")
+
+    run = sub.add_parser("run", help="reproduce one paper's headline claims",
+                         description="Reproduce SLUG's headline experiment; write DIR/result.json and "
+                                     "the plots, print the claims table (paper figure, ours, verdict).")
+    run.add_argument("slug", type=_slug, help="paper slug (see `neurips26 list`)")
+    run.add_argument("--scale", choices=SCALES, default="quick",
+                     help="quick: minutes on 2 CPU cores (default); full: the larger configuration")
+    run.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    run.add_argument("--out", type=Path, default=None, help="output folder (default runs/SLUG/run-<UTC time>/)")
+    run.add_argument("--json", action="store_true", help="print result.json to stdout; no progress bars")
+
+    bench = sub.add_parser("bench", help="benchmark one paper against its anchor",
+                           description="Time SLUG's method against the best existing tool; write "
+                                       "DIR/bench.json and print each row with its ratio.")
+    bench.add_argument("slug", type=_slug, help="paper slug")
+    bench.add_argument("--out", type=Path, default=None, help="output folder (default runs/SLUG/bench-<UTC time>/)")
+    bench.add_argument("--json", action="store_true", help="print bench.json to stdout; no progress bars")
+
+    rep = sub.add_parser("reproduce", help="run every implemented paper, then write the report",
+                         description="Run each implemented paper at SCALE into runs/, then write "
+                                     "runs/report.html and runs/report.md.")
+    rep.add_argument("--scale", choices=SCALES, default="quick", help="quick (default) or full")
+    rep.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    rep.add_argument("--only", type=_slug_list, default=None, help="comma-separated slugs to run")
+    rep.add_argument("--bench", action="store_true", help="also run each paper's benchmark")
+    rep.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
+
+    report = sub.add_parser("report", help="write report.html and report.md from the results in runs/")
+    report.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
+    report.add_argument("--out", type=Path, default=None, help="where to write (default: the results folder)")
+    return parser
+
+
+def _print_claims(result: dict) -> None:
+    rows = [("claim", "paper", "ours", "verdict")]
+    rows += [(c["id"], c["paper_figure"], c["measured"], c["verdict"]) for c in result["claims"]]
+    widths = [min(max(len(r[i]) for r in rows), cap) for i, cap in enumerate((28, 36, 60, 12))]
+    for r in rows:
+        print("  ".join(_clip(cell, w).ljust(w) for cell, w in zip(r, widths)).rstrip())
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _print_bench(result: dict) -> None:
+    for row in result["rows"]:
+        ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        anchor = "not run" if row["anchor"] is None else f"{row['anchor']:.4g}"
+        note = f"  ({row['note']})" if row.get("note") else ""
+        print(f"{row['name']}: ours {row['ours']:.4g} {row['unit']} | {row['anchor_name']} {anchor} "
+              f"| ours better by {ratio} ({row['better']} is better){note}")
+
+
+def _cmd_list() -> int:
+    for p in registry.PAPERS:
+        print(f"{p.slug:<16} {p.status:<12} {p.title}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from neurips26.harness.run import run_paper
+
+    result = run_paper(args.slug, args.scale, args.seed, args.out, progress=not args.json)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_claims(result)
+        print(f"{args.slug}: {result['seconds']:.1f} s; result.json in {_out_of(result, args.out)}")
+    return 0
+
+
+def _out_of(result: dict, out: Path | None) -> str:
+    return str(out) if out is not None else "runs/" + result["paper"] + "/"
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from neurips26.harness.run import bench_paper
+
+    result = bench_paper(args.slug, args.out, progress=not args.json)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_bench(result)
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from neurips26.harness.report import write_report
+    from neurips26.harness.run import bench_paper, default_out_dir, run_paper
+
+    slugs = args.only or [p.slug for p in registry.PAPERS if p.implemented]
+    failed = []
+    for slug in slugs:
+        print(f"== {slug} ({args.scale})", flush=True)
+        try:
+            result = run_paper(slug, args.scale, args.seed, default_out_dir(slug, root=args.root))
+            _print_claims(result)
+            if args.bench:
+                _print_bench(bench_paper(slug, default_out_dir(slug, "bench", root=args.root)))
+        except (registry.MissingExtraError, registry.PaperNotImplementedError) as e:
+            print(f"neurips26: skipped {slug}: {e}", file=sys.stderr)
+            failed.append(slug)
+    md, page = write_report(args.root)
+    print(f"report: {page} and {md}")
+    if failed:
+        print(f"neurips26: error: not run: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from neurips26.harness.report import write_report
+
+    if not args.root.is_dir():
+        raise UsageError(f"results folder {str(args.root)!r} does not exist; run `neurips26 run SLUG` first")
+    md, page = write_report(args.root, args.out)
+    print(f"report: {page} and {md}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and (paper := registry.by_command(argv[0])) is not None:
+            return int(registry.load(paper.slug, "cli").main(argv[1:]) or 0)
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            build_parser().print_help()
+            return EXIT_USAGE
+        handler = {"list": lambda: _cmd_list(), "run": lambda: _cmd_run(args),
+                   "bench": lambda: _cmd_bench(args), "reproduce": lambda: _cmd_reproduce(args),
+                   "report": lambda: _cmd_report(args)}[args.command]
+        return handler()
+    except (UsageError, RunSetupError, registry.UnknownPaperError, registry.PaperNotImplementedError,
+            registry.MissingExtraError) as e:
+        print(f"neurips26: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("neurips26: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
