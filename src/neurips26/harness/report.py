@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,8 @@ def _md_cell(x: Any) -> str:
     return _fmt(x).replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(rows: list[dict[str, Any]]) -> str:
+def to_markdown(rows: list[dict[str, Any]], where: Path | str = ".") -> str:
+    """The report as Markdown; plot links are relative to the folder ``where`` it is written."""
     out = ["# neurips26 — reproduction report", "",
            "| paper | status | scale | claims holding | seconds |", "|---|---|---|---|---|"]
     for r in rows:
@@ -73,7 +75,8 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
                 out.append(f"| {c['id']} | {_md_cell(c['statement'])} | {_md_cell(c['paper_figure'])} "
                            f"| {_md_cell(c['measured'])} | **{c['verdict']}** |")
             for plot in prov.get("plots", []):
-                out += ["", f"![{plot}]({Path(r['result_dir']) / plot})"]
+                link = os.path.relpath(Path(r["result_dir"]) / plot, where)
+                out += ["", f"![{plot}]({link})"]
         if bench:
             out += ["", "| benchmark | ours | anchor | anchor value | unit | ratio (x better) |",
                     "|---|---|---|---|---|---|"]
@@ -151,6 +154,6 @@ def write_report(root: Path | str = "runs", out: Path | str | None = None) -> tu
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = collect(root)
     md, page = out_dir / "report.md", out_dir / "report.html"
-    md.write_text(to_markdown(rows))
+    md.write_text(to_markdown(rows, out_dir))
     page.write_text(to_html(rows))
     return md, page

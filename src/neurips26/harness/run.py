@@ -187,8 +187,13 @@ def prepare_out_dir(out: Path | str) -> Path:
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON via a temporary file and rename, so no half-written file is ever left."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+    tmp.write_text(json.dumps(obj, indent=2, default=_json_default) + "\n")
     tmp.replace(path)
+
+
+def to_json_types(obj: Any) -> Any:
+    """``obj`` with numpy values, dataclasses and paths turned into plain JSON types."""
+    return json.loads(json.dumps(obj, default=_json_default))
 
 
 def _json_default(o: Any) -> Any:
@@ -240,6 +245,7 @@ def run_paper(slug: str, scale: str = "quick", seed: int = 0, out: Path | str | 
         "metrics": dict(metrics),
         "claims": [c.to_dict() for c in claims],
     }
+    result = to_json_types(result)
     write_json_atomic(out_dir / RESULT_FILE, result)
     return result
 
@@ -258,6 +264,7 @@ def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True)
         "provenance": provenance(),
         "rows": [r.to_dict() for r in rows],
     }
+    result = to_json_types(result)
     write_json_atomic(out_dir / BENCH_FILE, result)
     return result
 
