@@ -1,0 +1,245 @@
+"""The forked side of ``create``: child A (namespaces) and child B (pid 1 of the sandbox).
+
+Imports only the standard library and ``_sys`` so that the zygote can load it by file path and a
+rootless child never needs to read the interpreter's library dir after dropping privileges. Once
+B has forked, A shares B's mount namespace and its root follows B's ``pivot_root``: A touches no
+file after that (no lazy imports, no traceback formatting); errors go back as ``F:`` lines on the
+control socket followed by ``os._exit``.
+
+Numbered steps refer to the spec's "create(config)" section.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import resource
+import signal
+import socket
+import struct
+from dataclasses import dataclass, field
+
+try:  # loaded as part of the package
+    from neurips26.nitrobox import _sys
+except ImportError:  # loaded by file path inside the zygote (``_sys`` injected first)
+    import _nbx_sys as _sys  # type: ignore[no-redef]
+
+# Docker's default capability keep-list; every other cap is dropped from the bounding set.
+KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
+# CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP NET_BIND_SERVICE NET_RAW SYS_CHROOT
+# MKNOD AUDIT_WRITE SETFCAP
+
+PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_NULL = ("kcore", "keys", "timer_list", "sched_debug", "latency_stats")
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+SIOCSIFFLAGS = 0x8914
+IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
+
+
+@dataclass
+class ChildSpec:
+    """Everything the children need, computed by the client before fork (no work after fork)."""
+
+    sock: int                      # child end of the control socketpair (CLOEXEC)
+    stdin_r: int
+    out_w: int
+    status_w: int
+    parent_pid: int
+    map_by_parent: bool            # rootful (0 0 65536) or rootless subuid: the client writes maps
+    uid: int
+    gid: int
+    cgroup_procs: list = field(default_factory=list)
+    network_none: bool = True
+    pdeathsig_b: bool = True
+    merged: str = ""
+    overlay_data: str = ""
+    host_usr: bool = True
+    disk_dir: str | None = None    # tmpfs mount point holding upper/work when disk_limit is set
+    disk_size: int = 0
+    disk_mkdirs: tuple = ()
+    shm_size: int = 64 << 20
+    hostname: str = "sandbox"
+    rlimits: list = field(default_factory=list)
+    cap_last: int = 40
+    seccomp: object = None         # _sys.SeccompProgram
+    shell: str = "/bin/bash"
+    argv: list = field(default_factory=lambda: ["bash", "--noprofile", "--norc"])
+    env: dict = field(default_factory=dict)
+    usr_flags: int = 0             # locked flags of the host /usr mount, translated ST_ -> MS_
+
+
+def _send(fd: int, msg: str) -> None:
+    try:
+        os.write(fd, msg.encode(errors="replace"))
+    except OSError:
+        pass
+
+
+def run_a(s: ChildSpec) -> None:
+    """Child A: steps 2-4. Never returns."""
+    step = "A:start"
+    try:
+        _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != s.parent_pid:  # parent (spawner thread) already gone
+            os._exit(1)
+        _sys.close_all_except([s.sock, s.stdin_r, s.out_w, s.status_w])
+        step = "A:cgroup"
+        me = str(os.getpid()).encode()
+        for procs in s.cgroup_procs:  # step 2: join the sandbox's cgroup(s)
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, me)
+            finally:
+                os.close(fd)
+        step = "A:unshare"
+        flags = (_sys.CLONE_NEWUSER | _sys.CLONE_NEWNS | _sys.CLONE_NEWPID | _sys.CLONE_NEWIPC
+                 | _sys.CLONE_NEWUTS | _sys.CLONE_NEWCGROUP)
+        if s.network_none:
+            flags |= _sys.CLONE_NEWNET
+        _sys.unshare(flags)  # step 3
+        step = "A:idmap"
+        if s.map_by_parent:
+            os.write(s.sock, b"U")
+            if os.read(s.sock, 1) != b"G":
+                os._exit(1)
+        else:  # rootless single-id map, self-written (no parent round trip)
+            for name, data in (("setgroups", b"deny"), ("uid_map", b"0 %d 1" % s.uid),
+                               ("gid_map", b"0 %d 1" % s.gid)):
+                fd = os.open("/proc/self/" + name, os.O_WRONLY)
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+        step = "A:mount-private"
+        _sys.mount(None, "/", None, _sys.MS_REC | _sys.MS_PRIVATE)  # step 4
+        keep = None
+        if s.disk_dir:  # disk_limit: upper/work on a per-sandbox tmpfs, mounted inside the ns
+            step = "A:disk-tmpfs"
+            _sys.mount("tmpfs", s.disk_dir, "tmpfs", _sys.MS_NOSUID | _sys.MS_NODEV,
+                       f"size={s.disk_size},mode=755")
+            for d in s.disk_mkdirs:
+                os.mkdir(d, 0o755)
+            keep = os.open(s.disk_dir, os.O_PATH | os.O_DIRECTORY)
+        step = "A:fork"
+        pid = os.fork()
+        if pid == 0:
+            run_b(s)
+        # From here on A's root follows B's pivot_root: no filesystem access.
+        _send(s.sock, f"P:{pid}\n" + (f"D:{os.getpid()},{keep}\n" if keep is not None else ""))
+        for fd in (s.sock, s.stdin_r, s.out_w, s.status_w):
+            os.close(fd)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        del keep
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 137)
+    except BaseException as e:  # noqa: BLE001 - report and die, never unwind into the client's code
+        _send(s.sock, f"F:{step}: {_describe(e)}\n")
+        os._exit(127)
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, OSError):
+        return f"{e.strerror or e} [errno {e.errno}]" + (f" ({e.filename})" if e.filename else "")
+    return f"{type(e).__name__}: {e}"
+
+
+def _mkfile(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    os.close(fd)
+
+
+def run_b(s: ChildSpec) -> None:
+    """Child B = pid 1 of the sandbox: steps 5-10. Never returns."""
+    step = "B:start"
+    try:
+        os.setsid()
+        if s.pdeathsig_b:
+            _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
+        m = s.merged
+        step = "B:overlay"
+        _sys.mount("overlay", m, "overlay", 0, s.overlay_data)  # step 5
+        if s.host_usr:
+            step = "B:usr"
+            _sys.mount("/usr", m + "/usr", None, _sys.MS_BIND | _sys.MS_REC)
+            _sys.mount(None, m + "/usr", None,
+                       _sys.MS_BIND | _sys.MS_REMOUNT | _sys.MS_RDONLY | s.usr_flags)
+        step = "B:proc"  # step 6
+        for d in ("proc", "dev", "sys", "tmp"):
+            if not os.path.isdir(m + "/" + d):
+                os.mkdir(m + "/" + d, 0o1777 if d == "tmp" else 0o755)
+        pflags = _sys.MS_NOSUID | _sys.MS_NODEV | _sys.MS_NOEXEC
+        _sys.mount("proc", m + "/proc", "proc", pflags)
+        for name in PROC_RO:  # read-only self-binds (Docker's masked/readonly paths)
+            p = m + "/proc/" + name
+            if os.path.exists(p):
+                _sys.mount(p, p, None, _sys.MS_BIND | _sys.MS_REC)
+                _sys.mount(None, p, None, _sys.MS_BIND | _sys.MS_REMOUNT | _sys.MS_RDONLY | pflags)
+        for name in PROC_NULL:
+            p = m + "/proc/" + name
+            if os.path.exists(p):
+                _sys.mount("/dev/null", p, None, _sys.MS_BIND)
+        step = "B:dev"
+        dev = m + "/dev"
+        _sys.mount("tmpfs", dev, "tmpfs", _sys.MS_NOSUID | _sys.MS_NOEXEC, "mode=755,size=64k")
+        for n in DEV_NODES:
+            if os.path.exists("/dev/" + n):
+                _mkfile(dev + "/" + n)
+                _sys.mount("/dev/" + n, dev + "/" + n, None, _sys.MS_BIND)
+        for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                             ("ptmx", "pts/ptmx")):
+            os.symlink(target, dev + "/" + link)
+        os.mkdir(dev + "/pts", 0o755)
+        _sys.mount("devpts", dev + "/pts", "devpts", _sys.MS_NOSUID | _sys.MS_NOEXEC,
+                   "newinstance,ptmxmode=0666,mode=620")
+        os.mkdir(dev + "/shm", 0o1777)
+        _sys.mount("tmpfs", dev + "/shm", "tmpfs", _sys.MS_NOSUID | _sys.MS_NODEV,
+                   f"mode=1777,size={s.shm_size}")
+        step = "B:sys"
+        sflags = _sys.MS_RDONLY | _sys.MS_NOSUID | _sys.MS_NODEV | _sys.MS_NOEXEC
+        if s.network_none:
+            _sys.mount("sysfs", m + "/sys", "sysfs", sflags)
+        else:
+            _sys.mount("tmpfs", m + "/sys", "tmpfs", sflags, "size=4k")
+        step = "B:net"  # step 7
+        if s.network_none:
+            sk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                fcntl.ioctl(sk.fileno(), SIOCSIFFLAGS,
+                            struct.pack("16sH14s", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING, b""))
+            finally:
+                sk.close()
+        _sys.sethostname(s.hostname)
+        step = "B:pivot_root"  # step 8
+        os.chdir(m)
+        _sys.pivot_root(".", ".")
+        _sys.umount2(".", _sys.MNT_DETACH)
+        os.chdir("/")
+        step = "B:rlimits"  # step 9
+        for res, soft, hard in s.rlimits:
+            resource.setrlimit(res, (soft, hard))
+        step = "B:caps"
+        for cap in range(s.cap_last + 1):
+            if cap not in KEEP_CAPS:
+                _sys.prctl(_sys.PR_CAPBSET_DROP, cap)
+        _sys.prctl(_sys.PR_SET_NO_NEW_PRIVS, 1)
+        step = "B:seccomp"
+        if s.seccomp is not None:
+            s.seccomp.load()
+        step = "B:exec"  # step 10
+        srcs = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (s.stdin_r, s.out_w, s.status_w, s.sock)]
+        os.dup2(srcs[0], 0)
+        os.dup2(srcs[1], 1)
+        os.dup2(srcs[1], 2)
+        os.dup2(srcs[2], 3)
+        sock = srcs[3]
+        _sys.close_all_except([0, 1, 2, 3, sock])
+        s.sock = sock
+        os.execve(s.shell, s.argv, s.env)
+    except BaseException as e:  # noqa: BLE001
+        _send(s.sock, f"F:{step}: {_describe(e)}\n")
+        os._exit(127)

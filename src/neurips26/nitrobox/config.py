@@ -1,0 +1,210 @@
+"""``SandboxConfig``: one plain dataclass, validated at the API boundary before anything is created."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: Any, name: str) -> int | None:
+    """``"128m"``/``"1g"``/``"64MiB"``/int bytes -> bytes; ``None`` stays ``None``.
+
+    Raises ``ValueError`` naming ``name`` for anything else (``"12q"``, negative, bool).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a size like '128m' or an int of bytes, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0 bytes, got {value}")
+        return value
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if not m:
+            raise ValueError(f"{name} must be a size like '128m', '1g' or an int of bytes, got {value!r}")
+        return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    raise ValueError(f"{name} must be a size like '128m' or an int of bytes, got {type(value).__name__}")
+
+
+@dataclass
+class SandboxConfig:
+    """Everything a sandbox is created from.
+
+    image:        ``"host"`` (skeleton lower + the host's ``/usr`` bind-mounted read-only; needs no
+                  download), a rootfs directory, or a ``Snapshot`` (used as an image).
+    working_dir:  absolute path inside the sandbox; created in the upper layer, owned by the caller.
+    env:          extra environment of the shell (keys without ``=``/NUL).
+    network:      ``"none"`` (own netns with only ``lo``) or ``"host"``.
+    memory/pids/cpu/disk_limit: limits; ``None`` = unlimited. ``strict_limits=True`` raises
+                  ``LimitsUnavailableError`` if the active backend cannot enforce one.
+    exec_timeout: default per-exec timeout (s), ``None`` = none.
+    max_lifetime: watchdog (s) that deletes the sandbox after this wall time, ``None`` = none.
+    state_root:   where state dirs live (default ``$NEURIPS26_NBX_STATE`` or
+                  ``/dev/shm/neurips26-nbx-<uid>``).
+    spawn_mode:   ``"auto"`` (zygote when the client RSS >= 256 MiB), ``"direct"`` or ``"zygote"``.
+    subuid:       rootless only: map 65536 ids with ``newuidmap`` instead of one.
+    criu:         prepare the tree for CRIU (no PDEATHSIG on the sandbox init).
+    """
+
+    image: Any = "host"
+    working_dir: str = "/workspace"
+    env: dict = field(default_factory=dict)
+    hostname: str = "sandbox"
+    name: str | None = None
+    network: str = "none"
+    memory: Any = None
+    pids: int | None = None
+    cpu: float | None = None
+    disk_limit: Any = None
+    shm_size: Any = "64m"
+    strict_limits: bool = False
+    exec_timeout: float | None = None
+    max_lifetime: float | None = None
+    max_output_bytes: int = 1 << 20
+    start_timeout: float = 10.0
+    stateful: bool = False
+    state_root: str | None = None
+    spawn_mode: str = "auto"
+    subuid: bool = False
+    criu: bool = False
+    max_layers: int = 32
+
+    # ------------------------------------------------------------------ construction helpers
+    @classmethod
+    def from_any(cls, config: "SandboxConfig | Mapping[str, Any] | None" = None,
+                 **overrides: Any) -> "SandboxConfig":
+        """A validated copy from a config, a dict, or nothing, plus keyword overrides."""
+        if config is None:
+            base: dict[str, Any] = {}
+        elif isinstance(config, SandboxConfig):
+            base = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)}
+        elif isinstance(config, Mapping):
+            base = dict(config)
+        else:
+            raise TypeError(f"config must be a SandboxConfig, a dict or None, got {type(config).__name__}")
+        base.update(overrides)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(base) - known)
+        if unknown:
+            raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}")
+        cfg = cls(**base)
+        cfg.env = dict(cfg.env or {})
+        cfg.validate()
+        return cfg
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise ``ValueError``/``TypeError`` naming the field; never touches the filesystem."""
+        if not isinstance(self.working_dir, str) or not self.working_dir.startswith("/"):
+            raise ValueError(f"working_dir must be an absolute path, got {self.working_dir!r}")
+        check_path_text(self.working_dir, "working_dir")
+        if not isinstance(self.env, Mapping):
+            raise TypeError(f"env must be a dict of str to str, got {type(self.env).__name__}")
+        check_env(self.env, "env")
+        if not isinstance(self.hostname, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}",
+                                                                  self.hostname):
+            raise ValueError(f"hostname must be 1-63 chars of [A-Za-z0-9.-], got {self.hostname!r}")
+        if self.name is not None:
+            if (not isinstance(self.name, str) or not self.name or "/" in self.name or ".." in self.name
+                    or "\0" in self.name or len(self.name) > 64):
+                raise ValueError(f"name must be 1-64 chars without '/', '..' or NUL, got {self.name!r}")
+        if self.network not in ("none", "host"):
+            raise ValueError(f"network must be 'none' or 'host', got {self.network!r}")
+        mem = parse_size(self.memory, "memory")
+        if mem is not None and mem < 4 << 20:
+            raise ValueError(f"memory must be >= 4 MiB, got {self.memory!r}")
+        if self.pids is not None:
+            if isinstance(self.pids, bool) or not isinstance(self.pids, int) or self.pids < 8:
+                raise ValueError(f"pids must be an int >= 8, got {self.pids!r}")
+        if self.cpu is not None:
+            if isinstance(self.cpu, bool) or not isinstance(self.cpu, (int, float)) or not (
+                    math.isfinite(self.cpu) and self.cpu > 0):
+                raise ValueError(f"cpu must be a positive number of cores, got {self.cpu!r}")
+        disk = parse_size(self.disk_limit, "disk_limit")
+        if disk is not None and disk < 1 << 20:
+            raise ValueError(f"disk_limit must be >= 1 MiB, got {self.disk_limit!r}")
+        shm = parse_size(self.shm_size, "shm_size")
+        if shm is None or shm < 4096:
+            raise ValueError(f"shm_size must be a size >= 4k, got {self.shm_size!r}")
+        check_timeout(self.exec_timeout, "exec_timeout", allow_none=True)
+        check_timeout(self.max_lifetime, "max_lifetime", allow_none=True)
+        check_timeout(self.start_timeout, "start_timeout")
+        if isinstance(self.max_output_bytes, bool) or not isinstance(self.max_output_bytes, int) \
+                or self.max_output_bytes < 64:
+            raise ValueError(f"max_output_bytes must be an int >= 64, got {self.max_output_bytes!r}")
+        if self.spawn_mode not in ("auto", "direct", "zygote"):
+            raise ValueError(f"spawn_mode must be 'auto', 'direct' or 'zygote', got {self.spawn_mode!r}")
+        for flag in ("strict_limits", "stateful", "subuid", "criu"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
+        if isinstance(self.max_layers, bool) or not isinstance(self.max_layers, int) \
+                or not 1 <= self.max_layers <= 400:
+            raise ValueError(f"max_layers must be an int in [1, 400], got {self.max_layers!r}")
+        if self.state_root is not None:
+            if not isinstance(self.state_root, (str, os.PathLike)) or not os.path.isabs(str(self.state_root)):
+                raise ValueError(f"state_root must be an absolute path, got {self.state_root!r}")
+            check_path_text(str(self.state_root), "state_root")
+            if any(c in str(self.state_root) for c in ",:"):
+                raise ValueError(f"state_root must not contain ',' or ':' (overlay options), "
+                                 f"got {self.state_root!r}")
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return parse_size(self.memory, "memory")
+
+    @property
+    def disk_bytes(self) -> int | None:
+        return parse_size(self.disk_limit, "disk_limit")
+
+    @property
+    def shm_bytes(self) -> int:
+        return parse_size(self.shm_size, "shm_size") or (64 << 20)
+
+    def requested_limits(self) -> dict[str, Any]:
+        """The limits the user asked for (name -> value)."""
+        out: dict[str, Any] = {}
+        if self.memory is not None:
+            out["memory"] = self.memory_bytes
+        if self.pids is not None:
+            out["pids"] = self.pids
+        if self.cpu is not None:
+            out["cpu"] = self.cpu
+        if self.disk_limit is not None:
+            out["disk"] = self.disk_bytes
+        if self.max_lifetime is not None:
+            out["wall"] = self.max_lifetime
+        return out
+
+
+def check_path_text(path: str, name: str) -> None:
+    if not isinstance(path, str):
+        raise TypeError(f"{name} must be a str path, got {type(path).__name__}")
+    if "\0" in path:
+        raise ValueError(f"{name} must not contain NUL bytes, got {path!r}")
+
+
+def check_env(env: Mapping[str, Any], name: str = "env") -> dict[str, str]:
+    out = {}
+    for k, v in env.items():
+        if not isinstance(k, str) or not k or "=" in k or "\0" in k:
+            raise ValueError(f"{name} key must be a non-empty str without '=' or NUL, got {k!r}")
+        if not isinstance(v, str) or "\0" in v:
+            raise ValueError(f"{name}[{k!r}] must be a str without NUL, got {v!r}")
+        out[k] = v
+    return out
+
+
+def check_timeout(t: Any, name: str, allow_none: bool = False) -> float | None:
+    if t is None and allow_none:
+        return None
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+        raise ValueError(f"{name} must be a positive finite number of seconds, got {t!r}")
+    return float(t)

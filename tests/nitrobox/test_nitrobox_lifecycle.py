@@ -1,0 +1,251 @@
+"""Acceptance checks 1-4 and 13 (failed create) of the spec, plus bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+
+import pytest
+
+from neurips26.nitrobox import (ImageError, LimitsUnavailableError, Sandbox, SandboxClosedError,
+                                SandboxConfig, SandboxStartError, SnapshotNotFoundError)
+from neurips26.nitrobox.diagnostics import (mounts_referencing, pidns_of, procs_in_pidns, support_problem,
+                                            wait_until)
+from neurips26.nitrobox.image import tree_hash
+
+pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
+
+
+# ------------------------------------------------------------------------------- 1. lifecycle
+def test_echo_exit_codes_and_merged_output(sb):
+    assert sb.exec("echo hi") == (0, "hi\n")
+    for code in (0, 1, 7, 42, 128, 255):
+        assert sb.exec(f"exit {code}").exit_code == code
+    r = sb.exec("echo a; echo b >&2; echo c; echo d >&2")
+    assert r.output == "a\nb\nc\nd\n"  # stdout+stderr merged in order
+
+
+def test_large_output_truncated_and_binary_survives(sb):
+    r = sb.exec("head -c 10485760 /dev/zero | tr '\\0' x")
+    assert r.exit_code == 0 and r.truncated
+    assert len(r.output_bytes) <= sb.config.max_output_bytes
+    assert r.output_bytes.startswith(b"xxxx") and r.output_bytes.endswith(b"xxxx")
+    r = sb.exec("printf '\\x00\\x01\\xff\\xfe'")
+    assert r.output_bytes == b"\x00\x01\xff\xfe" and not r.truncated
+
+
+def test_exec_workdir_env_stdin_and_stateful(sb):
+    assert sb.exec("pwd").output == "/workspace\n"
+    sb.exec("mkdir -p /workspace/sub")
+    assert sb.exec("pwd", workdir="sub").output == "/workspace/sub\n"
+    assert sb.exec("echo $FOO-$BAR", env={"FOO": "x y", "BAR": "'q'"}).output == "x y-'q'\n"
+    assert sb.exec("tr a-z A-Z", stdin="hello\n").output == "HELLO\n"
+    assert sb.exec("cd /tmp; export Z=1").exit_code == 0
+    assert sb.exec("pwd; echo ${Z:-unset}").output == "/workspace\nunset\n"  # fresh bash -c per call
+    sb.exec("cd /tmp; export Z=1", stateful=True)
+    assert sb.exec("pwd; echo $Z", stateful=True).output == "/tmp\n1\n"
+
+
+def test_background_job(sb):
+    job = sb.exec("echo start; sleep 0.2; echo done; exit 3", background=True)
+    assert job.wait(timeout=10) == 3
+    assert job.output() == "start\ndone\n"
+    long = sb.exec("sleep 100", background=True)
+    assert long.poll() is None
+    long.kill()
+    assert wait_until(lambda: "sleep" not in sb.exec("ps -eo comm").output)
+
+
+# ------------------------------------------------------------------------------- 2. copy-on-write
+def test_cow_never_changes_the_image(state_root):
+    a = Sandbox(state_root=state_root)
+    image = a.image.lower
+    before = tree_hash(image)
+    try:
+        b = Sandbox(state_root=state_root)
+        a.exec("echo new > /etc/newfile; echo changed >> /etc/passwd; rm /etc/hostname; mkdir -p /opt/x")
+        assert a.exec("cat /etc/hostname").exit_code != 0          # deleted inside (whiteout)
+        assert b.exec("cat /etc/hostname").output == "sandbox\n"    # the other sandbox still has it
+        assert b.exec("cat /etc/newfile").exit_code != 0            # writes are private
+        assert "changed" not in b.exec("cat /etc/passwd").output
+        assert a.exec("touch /usr/bin/evil").exit_code != 0         # host /usr is read-only
+        assert not os.path.exists("/usr/bin/evil")
+        b.delete(wait=True)
+    finally:
+        a.delete(wait=True)
+    assert tree_hash(image) == before
+
+
+# ------------------------------------------------------------------------------- 3. reset
+def _tree_listing(sb) -> str:
+    return sb.exec("find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /usr \\) -prune "
+                   "-o -print | sort").output
+
+
+def test_reset_restores_creation_tree(sb):
+    listing0 = _tree_listing(sb)
+    hashes0 = sb.exec("sha256sum /etc/passwd /etc/hosts /etc/hostname").output
+    sb.exec("for i in $(seq 200); do echo $i > /workspace/f$i; done; echo x >> /etc/passwd; "
+            "rm /etc/hosts; echo h > /etc/hostname; mkdir /tmp/d")
+    assert _tree_listing(sb) != listing0
+    trash = os.path.join(sb.features["state_root"], "trash")
+    sb.reset()
+    assert _tree_listing(sb) == listing0
+    assert sb.exec("sha256sum /etc/passwd /etc/hosts /etc/hostname").output == hashes0
+    from neurips26.nitrobox import runtime
+
+    assert wait_until(lambda: runtime.reaper().pending == 0 and not os.listdir(trash), timeout=10)
+
+
+# ------------------------------------------------------------------------------- 4. delete
+def test_delete_leaves_nothing(state_root):
+    sb = Sandbox(state_root=state_root, memory="256m", pids=128)
+    ns = pidns_of(sb.pid)
+    sb.exec("sleep 100 & sleep 100 & true")
+    sdir = sb.state_dir
+    cgroups = list(sb._cgroups)
+    assert procs_in_pidns(ns)
+    sb.delete(wait=True)
+    sb.delete()  # idempotent
+    sb.delete(wait=True)
+    assert procs_in_pidns(ns) == []
+    assert mounts_referencing(str(sdir)) == []
+    assert not os.path.exists(sdir)
+    assert all(not os.path.exists(c) for c in cgroups)
+    with pytest.raises(SandboxClosedError):
+        sb.exec("true")
+    with pytest.raises(SandboxClosedError):
+        sb.read_file("/etc/passwd")
+    with pytest.raises(SandboxClosedError):
+        sb.reset()
+
+
+def test_context_manager_deletes(state_root):
+    with Sandbox(state_root=state_root) as sb:
+        assert sb.exec("true").exit_code == 0
+    assert sb.closed and not os.path.exists(sb.state_dir)
+
+
+# ------------------------------------------------------------------------------- 13. failed create
+def test_failed_create_leaves_nothing(state_root, tmp_path):
+    img = f"{state_root}-noimage"
+    os.makedirs(img + "/bin")
+    try:
+        with open(img + "/bin/sh", "w") as f:  # has /bin/sh (passes ImageError) but no /bin/bash
+            f.write("#!/nonexistent\n")
+        os.chmod(img + "/bin/sh", 0o755)
+        before = set(os.listdir("/proc"))
+        with pytest.raises(SandboxStartError, match="B:exec"):
+            Sandbox(state_root=state_root, image=img)
+        sandboxes = os.path.join(state_root, "sandboxes")
+        from neurips26.nitrobox import runtime
+
+        assert wait_until(lambda: runtime.reaper().pending == 0)
+        assert os.listdir(sandboxes) == []
+        assert mounts_referencing(state_root) == []
+        new = {p for p in set(os.listdir("/proc")) - before if p.isdigit()}
+        leftovers = []
+        for p in new:
+            try:
+                if os.readlink(f"/proc/{p}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+                    leftovers.append(p)
+            except OSError:
+                pass
+        assert leftovers == []
+    finally:
+        import shutil
+
+        shutil.rmtree(img, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------- bad input
+def test_bad_images(state_root, tmp_path):
+    with pytest.raises(ImageError, match="does not exist"):
+        Sandbox(state_root=state_root, image=str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ImageError, match="/bin/sh"):
+        Sandbox(state_root=state_root, image=str(tmp_path / "empty"))
+    with pytest.raises(TypeError, match="image"):
+        Sandbox(state_root=state_root, image=123)
+    assert not os.path.exists(os.path.join(state_root, "sandboxes")) or \
+        os.listdir(os.path.join(state_root, "sandboxes")) == []
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"working_dir": "rel/dir"}, "working_dir"),
+    ({"env": {"A=B": "x"}}, "env"),
+    ({"env": {"A\0": "x"}}, "env"),
+    ({"env": {"A": "x\0"}}, "env"),
+    ({"name": "a/b"}, "name"),
+    ({"name": "a..b"}, "name"),
+    ({"name": "x" * 65}, "name"),
+    ({"bogus_key": 1}, "unknown config key"),
+    ({"exec_timeout": 0}, "exec_timeout"),
+    ({"exec_timeout": float("nan")}, "exec_timeout"),
+    ({"memory": "3m"}, "memory"),
+    ({"memory": "12q"}, "memory"),
+    ({"pids": 7}, "pids"),
+    ({"disk_limit": "512k"}, "disk_limit"),
+    ({"disk_limit": "12q"}, "disk_limit"),
+    ({"network": "bridge"}, "network"),
+    ({"spawn_mode": "fast"}, "spawn_mode"),
+    ({"state_root": "relative"}, "state_root"),
+])
+def test_bad_config_values(kw, field, state_root):
+    with pytest.raises(ValueError, match=field):
+        Sandbox(**({"state_root": state_root} | kw))
+    assert not os.path.exists(os.path.join(state_root, "sandboxes")) or \
+        os.listdir(os.path.join(state_root, "sandboxes")) == []
+
+
+def test_bad_exec_and_files_input(sb):
+    with pytest.raises(ValueError, match="timeout"):
+        sb.exec("true", timeout=0)
+    with pytest.raises(ValueError, match="timeout"):
+        sb.exec("true", timeout=float("nan"))
+    with pytest.raises(ValueError, match="NUL"):
+        sb.exec("echo \0")
+    with pytest.raises(TypeError, match="cmd"):
+        sb.exec(123)
+    with pytest.raises(ValueError, match="env"):
+        sb.exec("true", env={"A=B": "1"})
+    with pytest.raises(ValueError, match="path"):
+        sb.write_file("/tmp/a\0b", b"x")
+    with pytest.raises(FileNotFoundError):
+        sb.read_file("/nonexistent/file")
+    with pytest.raises(SnapshotNotFoundError):
+        sb.restore("never-taken")
+    with pytest.raises(ValueError, match="n must be"):
+        sb.branch(sb.snapshot("t"), 0)
+
+
+def test_strict_limits_unavailable(state_root, monkeypatch):
+    from neurips26.nitrobox import limits
+
+    be = limits.detect(force="rlimit")
+    monkeypatch.setattr(limits, "detect", lambda force=None: be)
+    with pytest.raises(LimitsUnavailableError, match="cpu"):
+        Sandbox(state_root=state_root, cpu=0.5, strict_limits=True)
+    assert not os.path.exists(os.path.join(state_root, "sandboxes")) or \
+        os.listdir(os.path.join(state_root, "sandboxes")) == []
+
+
+def test_config_roundtrip_and_sizes():
+    cfg = SandboxConfig.from_any({"memory": "128m", "disk_limit": "1g"}, pids=64)
+    assert cfg.memory_bytes == 128 << 20 and cfg.disk_bytes == 1 << 30 and cfg.pids == 64
+    assert SandboxConfig.from_any(cfg).memory_bytes == 128 << 20
+    with pytest.raises(TypeError, match="config"):
+        SandboxConfig.from_any(42)
+
+
+def test_kernel_support_error_names_sysctl(monkeypatch):
+    from neurips26.nitrobox import KernelSupportError, runtime
+
+    monkeypatch.setattr(runtime, "_kernel_ok", {})
+    real = runtime._read_int
+    monkeypatch.setattr(runtime, "_read_int",
+                        lambda p: 0 if p.endswith("max_user_namespaces") else real(p))
+    with pytest.raises(KernelSupportError, match="user.max_user_namespaces"):
+        runtime.check_kernel(False)
+    monkeypatch.setattr(runtime, "_kernel_ok", {})
