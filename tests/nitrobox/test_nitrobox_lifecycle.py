@@ -135,7 +135,6 @@ def test_failed_create_leaves_nothing(state_root, tmp_path):
         with open(img + "/bin/sh", "w") as f:  # has /bin/sh (passes ImageError) but no /bin/bash
             f.write("#!/nonexistent\n")
         os.chmod(img + "/bin/sh", 0o755)
-        before = set(os.listdir("/proc"))
         with pytest.raises(SandboxStartError, match="B:exec"):
             Sandbox(state_root=state_root, image=img)
         sandboxes = os.path.join(state_root, "sandboxes")
@@ -144,19 +143,34 @@ def test_failed_create_leaves_nothing(state_root, tmp_path):
         assert wait_until(lambda: runtime.reaper().pending == 0)
         assert os.listdir(sandboxes) == []
         assert mounts_referencing(state_root) == []
-        new = {p for p in set(os.listdir("/proc")) - before if p.isdigit()}
-        leftovers = []
-        for p in new:
-            try:
-                if os.readlink(f"/proc/{p}/ns/pid") != os.readlink("/proc/self/ns/pid"):
-                    leftovers.append(p)
-            except OSError:
-                pass
-        assert leftovers == []
+        assert _children_of(os.getpid()) == []          # child A was reaped
+        assert _procs_rooted_under(state_root) == []    # and no sandbox process survives
     finally:
         import shutil
 
         shutil.rmtree(img, ignore_errors=True)
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out += [int(x) for x in open(f"/proc/{pid}/task/{t}/children").read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _procs_rooted_under(path: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink(f"/proc/{d}/root").startswith(path):
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
 
 
 # ------------------------------------------------------------------------------- bad input

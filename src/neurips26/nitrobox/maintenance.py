@@ -1,0 +1,73 @@
+"""``cleanup``: remove state dirs (and cgroups) whose owner process is dead (crashed clients)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from neurips26.nitrobox import limits as _limits, runtime
+
+
+def _owner_alive(owner_file: Path) -> bool:
+    try:
+        pid_s, start_s = owner_file.read_text().split()
+        pid, start = int(pid_s), int(start_s)
+    except (OSError, ValueError):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19]) == start
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _kill_processes_under(sdir: str) -> int:
+    """SIGKILL processes whose root or cwd lies in ``sdir`` (CRIU-restored trees have no PDEATHSIG)."""
+    n = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            ns_root = os.readlink(f"/proc/{d}/root")
+        except OSError:
+            continue
+        if ns_root.startswith(sdir + "/"):
+            try:
+                os.kill(int(d), signal.SIGKILL)
+                n += 1
+            except OSError:
+                pass
+    return n
+
+
+def cleanup(state_root: str | None = None, dry_run: bool = False) -> list[str]:
+    """Remove sandboxes whose owner pid is dead, their cgroups and the trash; return what went."""
+    root = Path(state_root or runtime.default_state_root())
+    removed: list[str] = []
+    sboxes = root / "sandboxes"
+    if sboxes.is_dir():
+        for sdir in sorted(sboxes.iterdir()):
+            if _owner_alive(sdir / "owner"):
+                continue
+            removed.append(str(sdir))
+            if dry_run:
+                continue
+            _kill_processes_under(str(sdir))
+            try:
+                owner_pid = (sdir / "owner").read_text().split()[0]
+            except (OSError, IndexError):
+                owner_pid = None
+            be = _limits.detect()
+            cgs = []
+            for base in be.bases.values():
+                if owner_pid is not None:
+                    cgs.append(os.path.join(base, f"{sdir.name}-{owner_pid}"))
+            _limits.remove_cgroups([c for c in cgs if os.path.isdir(c)])
+            runtime._force_rmtree(str(sdir))
+    trash = root / "trash"
+    if trash.is_dir() and not dry_run:
+        for t in trash.iterdir():
+            removed.append(str(t))
+            runtime._force_rmtree(str(t))
+    return removed

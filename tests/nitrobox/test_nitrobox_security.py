@@ -1,0 +1,285 @@
+"""Acceptance checks 5 (crash safety), 6 (isolation, rootful and rootless) and 7 (files API)."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import traceback
+
+import pytest
+
+from neurips26.nitrobox import Sandbox, maintenance, seccomp_filter
+from neurips26.nitrobox.diagnostics import support_problem, wait_until
+
+pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to uid 65534 (CI runs as root)")
+
+# run inside the sandbox with the host's python3 (bind-mounted /usr)
+PROBE = textwrap.dedent(r'''
+import ctypes, errno, json, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def sc(nr, *a):
+    r = libc.syscall(nr, *a)
+    return 0 if r != -1 else ctypes.get_errno()
+def try_open(p, flags=os.O_WRONLY):
+    try:
+        os.close(os.open(p, flags)); return "opened"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+out = {}
+out["pids"] = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+out["ifaces"] = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
+s = socket.socket(); s.settimeout(2)
+try:
+    s.connect(("127.0.0.1", PORT)); out["tcp"] = "connected"
+except OSError as e:
+    out["tcp"] = errno.errorcode.get(e.errno, str(e))
+try:
+    socket.getaddrinfo("example.com", 80); out["dns"] = "resolved"
+except OSError as e:
+    out["dns"] = "failed"
+out["ptrace"] = sc(101, 0, 0, 0, 0)            # PTRACE_TRACEME
+out["bpf"] = sc(321, 0, 0, 0)
+out["keyctl"] = sc(250, 0, 0, 0, 0, 0)
+out["unshare"] = sc(272, 0x10000000)
+out["mount"] = sc(165, b"none", b"/mnt", b"tmpfs", 0, 0)
+status = open("/proc/self/status").read()
+out["seccomp"] = [l.split()[1] for l in status.splitlines() if l.startswith("Seccomp:")][0]
+out["capbnd"] = int([l.split()[1] for l in status.splitlines() if l.startswith("CapBnd:")][0], 16)
+out["hostname"] = socket.gethostname()
+out["core_pattern"] = try_open("/proc/sys/kernel/core_pattern")
+out["printk"] = try_open("/proc/sys/kernel/printk_ratelimit")
+sysf = [p for p in ("/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/uevent_helper",
+                    "/sys/power/state", "/sys/kernel/profiling") if os.path.exists(p)]
+out["sys"] = try_open(sysf[0]) if sysf else "EROFS"
+try:
+    open("/sys/nbx-probe", "w"); out["sys_create"] = "created"
+except OSError as e:
+    out["sys_create"] = errno.errorcode.get(e.errno, str(e.errno))
+out["sysrq"] = try_open("/proc/sysrq-trigger") if os.path.exists("/proc/sysrq-trigger") else "absent"
+out["sentinel"] = os.path.exists("SENTINEL")
+out["kcore"] = os.stat("/proc/kcore").st_size if os.path.exists("/proc/kcore") else 0
+print(json.dumps(out))
+''')
+
+
+def _isolation_checks(state_root: str, port: int, sentinel: str) -> dict:
+    sb = Sandbox(state_root=state_root, hostname="nbx-test", spawn_mode="direct")
+    try:
+        code = PROBE.replace("PORT", str(port)).replace("SENTINEL", sentinel)
+        sb.write_file("/tmp/probe.py", code)
+        r = sb.exec("python3 /tmp/probe.py", timeout=30)
+        shell = {
+            "unshare_cli": sb.exec("unshare -r true").exit_code,
+            "mount_cli": sb.exec("mount -t tmpfs none /mnt").exit_code,
+            "threads": sb.exec("python3 -c 'import threading; t=threading.Thread(target=print, args=(7,)); "
+                               "t.start(); t.join()'").output,
+        }
+        return {"probe": r.output, "code": r.exit_code, **shell}
+    finally:
+        sb.delete(wait=True)
+
+
+def _assert_isolated(res: dict) -> None:
+    assert res["code"] == 0, res
+    out = json.loads(res["probe"])
+    assert len(out["pids"]) <= 5 and 1 in out["pids"]
+    assert out["ifaces"] == ["lo"]
+    assert out["tcp"] in ("ECONNREFUSED", "ENETUNREACH", "EHOSTUNREACH", "ETIMEDOUT")
+    assert out["dns"] == "failed"
+    for call in ("ptrace", "bpf", "keyctl", "unshare", "mount"):
+        assert out[call] == 1, (call, out[call])  # EPERM
+    assert out["seccomp"] == "2"
+    assert not out["capbnd"] & (1 << 21)  # CAP_SYS_ADMIN
+    assert out["hostname"] == "nbx-test"
+    for path in ("core_pattern", "printk", "sys"):
+        assert out[path] in ("EROFS", "EACCES", "EPERM"), (path, out[path])
+    assert out["sys_create"] in ("EROFS", "EACCES", "EPERM")
+    assert out["sysrq"] in ("absent", "EROFS", "EACCES", "EPERM")
+    assert out["sentinel"] is False
+    assert out["kcore"] == 0
+    assert res["unshare_cli"] != 0 and res["mount_cli"] != 0
+    assert res["threads"] == "7\n"  # clone3 -> ENOSYS keeps pthread_create working
+
+
+@pytest.fixture
+def listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    yield srv.getsockname()[1]
+    srv.close()
+
+
+@pytest.fixture
+def sentinel():
+    path = f"/dev/shm/neurips26-nbx-sentinel-{os.getpid()}"
+    with open(path, "w") as f:
+        f.write("host secret\n")
+    yield path
+    os.unlink(path)
+
+
+def test_isolation_rootful(state_root, listener, sentinel):
+    _assert_isolated(_isolation_checks(state_root, listener, sentinel))
+
+
+def run_as_nobody(fn, *args, timeout: float = 60):
+    """Fork, drop to uid/gid 65534 (setgroups([]), setresgid/setresuid, PR_SET_DUMPABLE=1), run fn."""
+    seccomp_filter.program()  # compile before fork: the child imports nothing new
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+            out = ("ok", fn(*args))
+        except BaseException as e:  # noqa: BLE001
+            out = ("err", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        try:
+            os.write(w, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    os.waitpid(pid, 0)
+    kind, val = pickle.loads(b"".join(chunks))
+    if kind == "err":
+        raise AssertionError(val)
+    return val
+
+
+@pytest.fixture
+def nobody_root():
+    root = f"/dev/shm/neurips26-nbx-test-nobody-{os.getpid()}"
+    yield root
+    subprocess.run(["rm", "-rf", root], check=False)
+
+
+@needs_root
+def test_isolation_rootless(nobody_root, listener, sentinel):
+    res = run_as_nobody(_isolation_checks, nobody_root, listener, sentinel)
+    _assert_isolated(res)
+
+
+def _rootless_lifecycle(root: str) -> dict:
+    sb = Sandbox(state_root=root, spawn_mode="direct")
+    out = {"features": sb.features}
+    out["id"] = sb.exec("id -u; cat /proc/self/uid_map").output
+    out["write"] = sb.exec("echo x > /etc/x && echo y > /tmp/y && cat /etc/x /tmp/y").output
+    sb.write_file("/workspace/f", "data")
+    out["file"] = sb.read_file("/workspace/f").decode()
+    sb.reset()
+    out["after_reset"] = sb.exec("ls /etc/x /workspace/f 2>&1; true").output
+    sdir = str(sb.state_dir)
+    sb.delete(wait=True)
+    out["gone"] = not os.path.exists(sdir)
+    return out
+
+
+@needs_root
+def test_rootless_lifecycle(nobody_root):
+    out = run_as_nobody(_rootless_lifecycle, nobody_root)
+    assert out["features"]["rootless"] and out["features"]["uid_map"] == "0 65534 1"
+    assert out["id"].split()[:4] == ["0", "0", "65534", "1"]
+    assert out["write"] == "x\ny\n"
+    assert out["file"] == "data"
+    assert "No such file" in out["after_reset"]
+    assert out["gone"]
+
+
+# ------------------------------------------------------------------------------- 7. files API
+def test_symlink_planted_writes_stay_inside(sb):
+    host_hostname = hashlib.sha256(open("/etc/hostname", "rb").read()).hexdigest()
+    sb.exec("ln -s /etc/hostname /tmp/evil; ln -s / /tmp/rootlink; ln -s ../../../../../etc /tmp/up")
+    sb.write_file("/tmp/evil", "pwned\n")
+    assert sb.exec("cat /etc/hostname").output == "pwned\n"          # landed inside the sandbox
+    sb.write_file("/tmp/rootlink/etc/planted", "p")
+    sb.write_file("/tmp/up/planted2", "q")
+    sb.write_file("../../../../../../etc/planted3", "r")             # '..' is clamped at the root
+    assert sb.exec("cat /etc/planted /etc/planted2 /etc/planted3").output == "pqr"
+    for p in ("/etc/planted", "/etc/planted2", "/etc/planted3"):
+        assert not os.path.exists(p)
+    assert hashlib.sha256(open("/etc/hostname", "rb").read()).hexdigest() == host_hostname
+    assert sb.read_file("/tmp/evil") == b"pwned\n"
+    # the naive host path through the upper would have pointed at the host's file:
+    assert os.readlink(os.path.join(sb.state_dir, "upper", "tmp", "evil")) == "/etc/hostname"
+
+
+def test_files_roundtrip_upload_download(sb, tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "a.py").write_text("A = 1\n")
+    (src / "b.bin").write_bytes(bytes(range(256)))
+    sb.upload(src, "/workspace/proj")
+    assert sb.list_dir("/workspace/proj") == ["b.bin", "pkg"]
+    assert sb.exec("python3 -c 'import sys; sys.path.insert(0,\"proj/pkg\"); import a; print(a.A)'").output == "1\n"
+    sb.download("/workspace/proj", tmp_path / "back")
+    assert (tmp_path / "back" / "b.bin").read_bytes() == bytes(range(256))
+    assert (tmp_path / "back" / "pkg" / "a.py").read_text() == "A = 1\n"
+    assert sb.exists("/workspace/proj/pkg/a.py") and not sb.exists("/workspace/nope")
+
+
+# ------------------------------------------------------------------------------- 5. crash safety
+CLIENT = textwrap.dedent('''
+import os, sys, threading, time
+from neurips26.nitrobox import Sandbox
+root = sys.argv[1]
+boxes = [Sandbox(state_root=root, spawn_mode="direct")]
+def worker():
+    boxes.append(Sandbox(state_root=root, spawn_mode="direct"))
+t = threading.Thread(target=worker); t.start(); t.join()   # the creating thread is gone now
+for b in boxes:
+    b.exec("sleep 1000 & sleep 1000 & true")
+print(" ".join(os.readlink(f"/proc/{b.pid}/ns/pid") for b in boxes), flush=True)
+time.sleep(60)
+''')
+
+
+def _live_in_ns(ns: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink(f"/proc/{d}/ns/pid") == ns:
+                    with open(f"/proc/{d}/stat") as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_sigkill_client_leaves_no_sandbox_process(state_root):
+    p = subprocess.Popen([sys.executable, "-c", CLIENT, state_root], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        namespaces = line.split()
+        assert len(namespaces) == 2, line
+        for ns in namespaces:
+            assert _live_in_ns(ns)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert wait_until(lambda: all(not _live_in_ns(ns) for ns in namespaces), timeout=5)
+    removed = maintenance.cleanup(state_root)
+    assert len([r for r in removed if "/sandboxes/" in r]) == 2
+    assert os.listdir(os.path.join(state_root, "sandboxes")) == []
