@@ -1,0 +1,693 @@
+"""Reproduction: regret vs T, latency vs Z, latency vs the MAD baselines, switching regret vs B.
+
+Workloads (spec "Reproduction at laptop scale"): W1 IRM-Zipf (regret from prefixes of one run per
+seed), W2 bursty, W3 piecewise (one run per T), W6a/b/c adversarial, W7 stdlib tokens (real program
+reference stream), W8 Atre et al. anonymised 5K-request trace, and the check-7 IRM instance.
+Regret slopes are least-squares fits of log(max(regret, 1)) on log T over T in {2^14, ..., 2^18}
+(the points <= the run's T), per seed, with a 95% t-interval over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL
+from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, Belady, InCacheLFU,
+                                             Marker)
+from neurips26.delayed_hits.shadow import (regret_slope, shadow_losses, slope_ci, static_cost,
+                                           static_opt_cost, switching_opt, top_k)
+from neurips26.delayed_hits.simulator import simulate
+from neurips26.delayed_hits.ucb_dh import RestartedUCBDH, UCBDH
+from neurips26.delayed_hits import workloads as W
+from neurips26.delayed_hits.trace import load_atre_5k
+
+
+@dataclass
+class Config:
+    seeds: int = 3
+    # W1 IRM-Zipf
+    w1_N: int = 1000
+    w1_K: int = 50
+    w1_alpha: float = 0.8
+    w1_Z: tuple = (1, 10, 50)
+    w1_T: int = 200_000
+    # W2 bursty
+    w2_N: int = 1000
+    w2_K: int = 50
+    w2_Z: tuple = (10,)
+    w2_T: int = 50_000
+    w2_b: int = 4
+    theta_T: int = 200_000               # slots for the theta-vs-simulation check on W2
+    # W3 piecewise
+    w3_B: int = 4
+    w3_Z: int = 10
+    w3_T: tuple = (2 ** 14, 2 ** 16, 2 ** 18)
+    w3_B_grid: tuple = (0, 1, 2, 4, 8, 16)   # comparator budgets for switching regret vs B
+    # W6 adversarial
+    w6_T: int = 2 ** 18
+    w6a_K: int = 8
+    w6b_Z: int = 10
+    w6c_K: int = 8
+    w6c_T: tuple = (2 ** 14, 2 ** 15, 2 ** 16, 2 ** 17, 2 ** 18)
+    # W7 stdlib tokens, W8 Atre 5K trace
+    w7_requests: int | None = 200_000
+    w7_K: int = 200
+    w7_Z: tuple = (20,)
+    w8_K: int = 50
+    w8_Z: tuple = (1, 10, 50)
+    # check-7 IRM instance for UCB-DH's log T regret
+    c7_N: int = 100
+    c7_K: int = 10
+    c7_Z: int = 10
+    c7_T: int = 2 ** 18
+    # W4/W5 (full only)
+    w4_T: int = 0
+    w5_T: int = 0
+    # policy parameters
+    ftpl_refresh: int = 16
+    ucb_refresh: int = 16
+    c_eta: float = 1.0
+    lhd_reconfig: int = 2 ** 14
+    slow_policy_seeds: int = 1           # seeds for the pure-Python baselines' latency tables
+    workers: int = 2
+    backend: str = "process"
+
+
+CONFIGS = {
+    "quick": Config(),
+    "full": Config(seeds=10, w1_N=100_000, w1_K=1000, w1_Z=(1, 10, 100, 1000), w1_T=10_000_000,
+                   w2_T=1_000_000, w2_Z=(10, 100), theta_T=2_000_000,
+                   w3_T=tuple(2 ** k for k in range(14, 25, 2)), w6_T=2 ** 24,
+                   w6c_T=tuple(2 ** k for k in range(14, 25, 2)), w7_requests=None,
+                   w7_Z=(10, 100), w8_Z=(1, 10, 50, 100), c7_T=2 ** 22, w4_T=10_000_000,
+                   w5_T=10_000_000, lhd_reconfig=2 ** 20, slow_policy_seeds=3, workers=8),
+}
+
+# ---- policies --------------------------------------------------------------------------------
+
+OURS = ("UCB-DH", "LA-FTPL")
+BASELINES = ("LRU", "FIFO", "LFU", "LFU-incache", "Belady", "Marker", "LRU-MAD", "LHD-MAD", "LHD",
+             "FTPL")
+FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-restart", "UCB-DH-restart"}
+POLICY_NAMES = set(OURS) | set(BASELINES) | {"LA-FTPL-restart", "UCB-DH-restart"}
+
+
+def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh: int = 16,
+                c_eta: float = 1.0, lhd_reconfig: int = 2 ** 14, B: int = 4, T: int | None = None):
+    """A policy by its report name (the table of the spec's baselines plus ours)."""
+    if name == "LRU":
+        return LRU()
+    if name == "FIFO":
+        return FIFO()
+    if name == "LFU":
+        return LFU()
+    if name == "LFU-incache":
+        return InCacheLFU()
+    if name == "Belady":
+        return Belady()
+    if name == "Marker":
+        return Marker(seed=seed)
+    if name == "LRU-MAD":
+        return LRUMAD()
+    if name == "LHD-MAD":
+        return LHDMAD(reconfig=lhd_reconfig, seed=seed)
+    if name == "LHD":
+        return LHDMAD(mad=False, reconfig=lhd_reconfig, seed=seed)
+    if name == "FTPL":
+        return FTPLHitCount(c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
+    if name == "LA-FTPL":
+        return LAFTPL(c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
+    if name == "UCB-DH":
+        return UCBDH(refresh=ucb_refresh)
+    if name == "LA-FTPL-restart":
+        return RestartedLAFTPL(B=B, T=T, c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
+    if name == "UCB-DH-restart":
+        return RestartedUCBDH(B=B, T=T, refresh=ucb_refresh)
+    raise ValueError(f"name: unknown policy {name!r}; known: {sorted(POLICY_NAMES)}")
+
+
+# ---- workloads (rebuilt deterministically inside each worker) --------------------------------
+
+@lru_cache(maxsize=4)
+def build_workload(spec: tuple):
+    kind = spec[0]
+    if kind == "W1":
+        _, N, T, alpha, seed = spec
+        return W.irm_zipf(N, T, alpha, seed=seed)
+    if kind == "W2":
+        _, N, T, b, Z, seed = spec
+        return W.bursty(N=N, T=T, b=b, Z=Z, seed=seed)
+    if kind == "W3":
+        _, N, T, B, alpha, seed = spec
+        return W.piecewise_zipf(N, T, B, alpha, seed=seed)
+    if kind == "W4":
+        _, T, seed = spec
+        return W.shot_noise(T, seed=seed)
+    if kind == "W5":
+        _, T, Z, seed = spec
+        return W.flow_packets(T, Z=Z, seed=seed)
+    if kind == "W6a":
+        _, K, T = spec
+        return W.cyclic(K, T)
+    if kind == "W6b":
+        _, T, Z = spec
+        return W.freq_vs_burst(T, Z)
+    if kind == "W6c":
+        _, K, T = spec
+        return W.lfu_flip(K, T)
+    if kind == "W7":
+        _, n = spec
+        return W.stdlib_tokens(n)
+    if kind == "W8":
+        return load_atre_5k(), {}
+    if kind == "C7":
+        _, N, T, seed = spec
+        return W.irm(W.zipf_probs(N, 1.0), T, seed=seed, name="check-7 IRM")
+    raise ValueError(f"unknown workload {kind!r}")
+
+
+def _task(task: dict) -> dict:
+    """One simulation: task = workload spec, policy, K, Z, seed, checkpoints, policy kwargs."""
+    tr, info = build_workload(task["spec"])
+    pol = make_policy(task["policy"], task["seed"], **task.get("pkw", {}))
+    cps = [c for c in task.get("checkpoints", ()) if c <= tr.n_slots]
+    ref = task.get("ref_set")
+    if ref is not None:
+        from neurips26.delayed_hits import fast
+
+        r = fast.run(tr, pol, task["K"], task["Z"], cps, ref_set=ref, track_from=tr.n_slots // 2)
+    else:
+        r = simulate(tr, pol, K=task["K"], Z=task["Z"], checkpoints=cps)
+    out = {"key": task["key"], "latency": r.total_latency, "shadow": r.shadow_cost,
+           "requests": r.n_requests, "mean_latency": r.mean_latency, "miss_ratio": r.miss_ratio,
+           "delayed_hit_ratio": r.delayed_hit_ratio, "changes": r.cache_changes,
+           "cp": {int(t): [int(v[0]), int(v[1])] for t, v in r.checkpoints.items()}}
+    out.update(r.extra)
+    return out
+
+
+def _warm_kernels() -> None:
+    """Compile the numba kernels once in the parent so forked workers inherit them."""
+    tr = W.irm_zipf(20, 200, 0.8, seed=0)[0]
+    for name in ("LRU", "UCB-DH", "LA-FTPL"):
+        simulate(tr, make_policy(name), K=3, Z=2)
+    shadow_losses(tr, 2, grid=[10, 20], return_windows=True)
+
+
+def _pow2_points(T: int) -> list[int]:
+    return [2 ** k for k in range(14, 25) if 2 ** k <= T]
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+def run(cfg: Config, ctx: RunContext) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from neurips26.delayed_hits.scale import run_tasks
+
+    seeds = [ctx.seed + s for s in range(cfg.seeds)]
+    slow_seeds = seeds[: cfg.slow_policy_seeds]
+    pkw = dict(ftpl_refresh=cfg.ftpl_refresh, ucb_refresh=cfg.ucb_refresh, c_eta=cfg.c_eta,
+               lhd_reconfig=cfg.lhd_reconfig)
+    tasks: list[dict] = []
+
+    def add(spec, policy, K, Z, seed, cps=(), extra_pkw=None, ref_set=None, tag=""):
+        kw = dict(pkw)
+        kw.update(extra_pkw or {})
+        tasks.append({"key": (tag or spec[0], policy, K, Z, seed, spec), "spec": spec,
+                      "policy": policy, "K": K, "Z": Z, "seed": seed, "checkpoints": list(cps),
+                      "pkw": kw, "ref_set": ref_set})
+
+    all_pols = list(OURS) + list(BASELINES)
+    regret_pols = ["LRU", "FIFO", "Marker", "LFU", "UCB-DH", "LA-FTPL", "FTPL"]
+    # W1: regret from prefixes (regret policies x seeds), latency tables (all, slow ones 1 seed)
+    w1_cps = _pow2_points(cfg.w1_T) + [cfg.w1_T]
+    for Z in cfg.w1_Z:
+        for s in seeds:
+            spec = ("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, s)
+            for p in all_pols:
+                if p in regret_pols or s in slow_seeds:
+                    add(spec, p, cfg.w1_K, Z, s, w1_cps)
+    # W2 bursty, W7, W8 latency tables
+    for Z in cfg.w2_Z:
+        for s in slow_seeds:
+            for p in all_pols:
+                add(("W2", cfg.w2_N, cfg.w2_T, cfg.w2_b, Z, s), p, cfg.w2_K, Z, s)
+    for Z in cfg.w7_Z:
+        for p in all_pols:
+            add(("W7", cfg.w7_requests), p, cfg.w7_K, Z, seeds[0])
+    for Z in cfg.w8_Z:
+        for p in all_pols:
+            add(("W8",), p, cfg.w8_K, Z, seeds[0])
+    for T, tag in ((cfg.w4_T, "W4"), (cfg.w5_T, "W5")):
+        if T:
+            for Z in cfg.w7_Z:
+                spec = ("W4", T, seeds[0]) if tag == "W4" else ("W5", T, Z, seeds[0])
+                for p in all_pols:
+                    add(spec, p, cfg.w1_K, Z, seeds[0])
+    # W6a (K=8, Z=1) and W6b (K=1, Z=10): prefixes
+    w6_cps = _pow2_points(cfg.w6_T) + [cfg.w6_T]
+    for p in ("LRU", "FIFO", "Marker", "LFU", "LA-FTPL", "UCB-DH"):
+        for s in seeds:
+            add(("W6a", cfg.w6a_K, cfg.w6_T), p, cfg.w6a_K, 1, s, w6_cps)
+            add(("W6b", cfg.w6_T, cfg.w6b_Z), p, 1, cfg.w6b_Z, s, w6_cps)
+    # W6c: one run per T (flip at T/2), LFU and LRU
+    for T in cfg.w6c_T:
+        for p in ("LFU", "LRU"):
+            add(("W6c", cfg.w6c_K, T), p, cfg.w6c_K, 1, seeds[0])
+    # W3: one run per T
+    for T in cfg.w3_T:
+        for s in seeds:
+            spec = ("W3", cfg.w1_N, T, cfg.w3_B, cfg.w1_alpha, s)
+            for p in ("LRU", "LA-FTPL", "LA-FTPL-restart", "UCB-DH-restart"):
+                add(spec, p, cfg.w1_K, cfg.w3_Z, s, extra_pkw={"B": cfg.w3_B, "T": T})
+    # check-7 instance: UCB-DH with the S_t != S* count
+    c7_cps = sorted(set(_pow2_points(cfg.c7_T) + [cfg.c7_T, cfg.c7_T // 16]))
+    for s in seeds:
+        add(("C7", cfg.c7_N, cfg.c7_T, s), "UCB-DH", cfg.c7_K, cfg.c7_Z, s, c7_cps,
+            ref_set=np.arange(cfg.c7_K))
+
+    # longest first for load balance
+    def cost(t):
+        kind = t["spec"][0]
+        tr_len = {"W1": cfg.w1_T, "W2": cfg.w2_T * 3, "W6a": cfg.w6_T, "W6b": cfg.w6_T // 4,
+                  "W7": cfg.w7_requests or 500_000, "W8": 5000, "C7": cfg.c7_T, "W4": cfg.w4_T,
+                  "W5": cfg.w5_T}.get(kind) or t["spec"][2]
+        return tr_len * (1 if t["policy"] in FAST else 10)
+
+    tasks.sort(key=cost, reverse=True)
+    ctx.log(f"delayed_hits: {len(tasks)} simulations on {cfg.workers} workers ({cfg.backend})")
+    _warm_kernels()
+    results = {}
+    for out in ctx.track(_iter_results(run_tasks, tasks, cfg), desc="simulations", total=len(tasks)):
+        results[out["key"]] = out
+    return _analyse(cfg, ctx, results, seeds, slow_seeds)
+
+
+def _iter_results(run_tasks, tasks, cfg):
+    # run in chunks so the progress bar moves
+    step = max(cfg.workers * 4, 1)
+    for lo in range(0, len(tasks), step):
+        for out in run_tasks(_task, tasks[lo: lo + step], backend=cfg.backend, workers=cfg.workers):
+            yield out
+
+
+# ---- analysis --------------------------------------------------------------------------------
+
+def _prefix_comparators(spec, Z, K, cps, true_set=None):
+    tr, _ = build_workload(spec)
+    cps = [c for c in cps if c <= tr.n_slots]
+    _, snaps = shadow_losses(tr, Z, grid=cps)
+    opt = {c: static_opt_cost(snaps[k], K) for k, c in enumerate(cps)}
+    true = None
+    if true_set is not None:
+        true = {c: static_cost(snaps[k], true_set) for k, c in enumerate(cps)}
+    return opt, true
+
+
+def _slopes(points_by_seed: dict[int, dict[int, float]]) -> dict:
+    slopes = []
+    for s, pts in points_by_seed.items():
+        Ts = sorted(t for t in pts if t in set(2 ** k for k in range(14, 25)))
+        if len(Ts) >= 2:
+            slopes.append(regret_slope(Ts, [pts[t] for t in Ts]))
+    if not slopes:
+        return {"slope": float("nan"), "lo": float("nan"), "hi": float("nan"), "per_seed": []}
+    m, lo, hi = slope_ci(slopes)
+    return {"slope": m, "lo": lo, "hi": hi, "per_seed": slopes}
+
+
+def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
+    import matplotlib.pyplot as plt
+
+    m: dict = {"config": asdict(cfg)}
+    # W1 regret curves (static and shadow), per Z and policy
+    w1_cps = _pow2_points(cfg.w1_T) + [cfg.w1_T]
+    regret = {}
+    for Z in cfg.w1_Z:
+        comps = {s: _prefix_comparators(("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, s), Z, cfg.w1_K,
+                                        w1_cps)[0] for s in seeds}
+        for p in ["LRU", "FIFO", "Marker", "LFU", "UCB-DH", "LA-FTPL", "FTPL"]:
+            real, sh = {}, {}
+            for s in seeds:
+                out = R[("W1", p, cfg.w1_K, Z, s, ("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, s))]
+                real[s] = {t: out["cp"][t][0] - comps[s][t] for t in comps[s]}
+                sh[s] = {t: out["cp"][t][1] - comps[s][t] for t in comps[s]}
+            regret[f"W1/Z={Z}/{p}"] = {"real": _slopes(real), "shadow": _slopes(sh),
+                                       "curve": {int(t): float(np.mean([real[s][t] for s in seeds]))
+                                                 for t in comps[seeds[0]]}}
+    # W6a / W6b regret from prefixes
+    w6_cps = _pow2_points(cfg.w6_T) + [cfg.w6_T]
+    for tag, spec, K, Z in (("W6a", ("W6a", cfg.w6a_K, cfg.w6_T), cfg.w6a_K, 1),
+                            ("W6b", ("W6b", cfg.w6_T, cfg.w6b_Z), 1, cfg.w6b_Z)):
+        comp = _prefix_comparators(spec, Z, K, w6_cps)[0]
+        for p in ("LRU", "FIFO", "Marker", "LFU", "LA-FTPL", "UCB-DH"):
+            real, sh = {}, {}
+            for s in seeds:
+                out = R[(tag, p, K, Z, s, spec)]
+                real[s] = {t: out["cp"][t][0] - comp[t] for t in comp}
+                sh[s] = {t: out["cp"][t][1] - comp[t] for t in comp}
+            T = cfg.w6_T
+            regret[f"{tag}/Z={Z}/{p}"] = {
+                "real": _slopes(real), "shadow": _slopes(sh),
+                "regret_over_T": float(np.mean([real[s][T] / T for s in seeds])),
+                "curve": {int(t): float(np.mean([real[s][t] for s in seeds])) for t in comp}}
+    # W6c: LFU lock-in, switching regret vs the comparator with one switch at the flip
+    w6c = {}
+    for p in ("LFU", "LRU"):
+        pts = {}
+        for T in cfg.w6c_T:
+            spec = ("W6c", cfg.w6c_K, T)
+            tr, info = build_workload(spec)
+            grid = sorted(set(info["change_points"]) | {T})
+            _, snaps = shadow_losses(tr, 1, grid=grid)
+            P = np.vstack([np.zeros((1, tr.n_items), dtype=np.int64), snaps])
+            sw, _ = switching_opt(P, cfg.w6c_K, 1)
+            out = R[("W6c", p, cfg.w6c_K, 1, seeds[0], spec)]
+            pts[T] = out["latency"] - sw
+        w6c[p] = {"switching_regret": {int(t): float(v) for t, v in pts.items()},
+                  **_slopes({0: pts})}
+    m["w6c"] = w6c
+    m["regret"] = regret
+
+    # W3: static and switching regret per T (one run per T)
+    w3 = {p: {"static": {}, "switching": {}, "shadow": {}} for p in
+          ("LRU", "LA-FTPL", "LA-FTPL-restart", "UCB-DH-restart")}
+    switch_vs_B = {p: {} for p in w3}
+    for T in cfg.w3_T:
+        for s in seeds:
+            spec = ("W3", cfg.w1_N, T, cfg.w3_B, cfg.w1_alpha, s)
+            tr, info = build_workload(spec)
+            G = 200
+            grid = sorted(set(np.linspace(T / G, T, G).round().astype(int).tolist())
+                          | set(info["change_points"]) | {T})
+            grid = [g for g in grid if 1 <= g <= T]
+            L, snaps = shadow_losses(tr, cfg.w3_Z, grid=grid)
+            P = np.vstack([np.zeros((1, tr.n_items), dtype=np.int64), snaps])
+            sw = {B: switching_opt(P, cfg.w1_K, B)[0] for B in cfg.w3_B_grid}
+            sw_B = sw.get(cfg.w3_B, switching_opt(P, cfg.w1_K, cfg.w3_B)[0])
+            st = static_opt_cost(L, cfg.w1_K)
+            for p in w3:
+                out = R[("W3", p, cfg.w1_K, cfg.w3_Z, s, spec)]
+                w3[p]["static"].setdefault(s, {})[T] = out["latency"] - st
+                w3[p]["shadow"].setdefault(s, {})[T] = out["shadow"] - st
+                w3[p]["switching"].setdefault(s, {})[T] = out["latency"] - sw_B
+                if T == max(cfg.w3_T):
+                    for B, v in sw.items():
+                        switch_vs_B[p].setdefault(B, []).append(out["latency"] - v)
+    m["w3"] = {p: {k: _slopes(v) | {"mean": {int(T): float(np.mean([v[s][T] for s in v]))
+                                              for T in cfg.w3_T}}
+                   for k, v in d.items()} for p, d in w3.items()}
+    m["w3_switching_vs_B"] = {p: {int(B): float(np.mean(v)) for B, v in d.items()}
+                              for p, d in switch_vs_B.items()}
+
+    # check-7 instance: UCB-DH regret vs the true S* and its ratio regret/ln T between T and T/16
+    c7_cps = sorted(set(_pow2_points(cfg.c7_T) + [cfg.c7_T, cfg.c7_T // 16]))
+    ratios, mism, c7_reg = [], [], {}
+    for s in seeds:
+        spec = ("C7", cfg.c7_N, cfg.c7_T, s)
+        _, true = _prefix_comparators(spec, cfg.c7_Z, cfg.c7_K, c7_cps, true_set=np.arange(cfg.c7_K))
+        out = R[("C7", "UCB-DH", cfg.c7_K, cfg.c7_Z, s, spec)]
+        reg = {t: out["cp"][t][0] - true[t] for t in true}
+        T = cfg.c7_T
+        r_T = max(reg[T], 1) / math.log(T)
+        r_16 = max(reg[T // 16], 1) / math.log(T // 16)
+        ratios.append(r_T / r_16)
+        mism.append(out["mismatch_slots"] / (T - T // 2 + 1))
+        c7_reg[s] = {int(t): int(v) for t, v in reg.items()}
+    m["c7"] = {"ratio_T_over_T16": float(np.mean(ratios)), "ratios": ratios,
+               "mismatch_fraction": float(np.max(mism)), "regret": c7_reg}
+
+    # latency tables: mean latency per (workload, Z, policy) averaged over the seeds run
+    lat = {}
+    groups = {}
+    for key, out in R.items():
+        tag, p, K, Z, s, spec = key
+        if tag in ("W1", "W2", "W7", "W8", "W4", "W5") and s in slow_seeds:
+            groups.setdefault((tag, Z), {}).setdefault(p, []).append(out)
+    for (tag, Z), d in sorted(groups.items()):
+        lat[f"{tag}/Z={Z}"] = {p: {"mean_latency": float(np.mean([o["mean_latency"] for o in v])),
+                                   "miss_ratio": float(np.mean([o["miss_ratio"] for o in v])),
+                                   "delayed_hit_ratio": float(np.mean([o["delayed_hit_ratio"]
+                                                                       for o in v]))}
+                               for p, v in sorted(d.items())}
+    m["latency"] = lat
+    rel = {}
+    for g, d in lat.items():
+        rel[g] = {p: {"vs_LRU-MAD": v["mean_latency"] / d["LRU-MAD"]["mean_latency"],
+                      "vs_LHD-MAD": v["mean_latency"] / d["LHD-MAD"]["mean_latency"]}
+                  for p, v in d.items() if "LRU-MAD" in d and "LHD-MAD" in d}
+    m["relative_to_mad"] = rel
+
+    # theta formula vs simulation (W2 generator, shadow losses only)
+    m["theta_check"] = _theta_check(cfg, seeds[0])
+    w7info = build_workload(("W7", cfg.w7_requests))[1]
+    m["w7"] = {k: w7info[k] for k in ("files", "requests", "distinct", "sha256", "python")}
+
+    _plots(cfg, ctx, m)
+    return m
+
+
+def _theta_check(cfg: Config, seed: int, n_items: int = 20) -> dict:
+    """|L_T(i)/T - theta_i| in standard errors (batch means over 100 batches) for the n_items
+    items with the largest theta (spec check 4)."""
+    Z = cfg.w2_Z[0]
+    tr, info = W.bursty(N=cfg.w2_N, T=cfg.theta_T, b=cfg.w2_b, Z=Z, seed=seed + 1000)
+    T = tr.n_slots
+    grid = np.linspace(T / 100, T, 100).round().astype(np.int64)
+    L, snaps = shadow_losses(tr, Z, grid=grid)
+    widths = np.diff(np.concatenate([[0], grid]))
+    bm = np.diff(np.vstack([np.zeros((1, tr.n_items)), snaps]), axis=0) / widths[:, None]
+    se = bm.std(axis=0, ddof=1) / math.sqrt(len(grid))
+    top = np.argsort(-info["theta"], kind="stable")[:n_items]
+    z = (L[top] / T - info["theta"][top]) / se[top]
+    # the frequency-vs-burst flip: bursty items outrank more frequent steady ones on theta
+    rate, th, bursty = info["rate"], info["theta"], info["bursty"]
+    flips = int(np.sum(bursty[:-1] & ~bursty[1:] & (rate[:-1] < rate[1:]) & (th[:-1] > th[1:])))
+    flips = int(np.sum(bursty[1:] & ~bursty[:-1] & (rate[1:] < rate[:-1]) & (th[1:] > th[:-1]))) + flips
+    return {"max_abs_z": float(np.abs(z).max()), "T": int(T), "items": int(n_items),
+            "frequency_burst_flips": flips}
+
+
+def _plots(cfg: Config, ctx: RunContext, m: dict) -> None:
+    import matplotlib.pyplot as plt
+
+    # regret vs T (log-log) on W1 at the middle Z, W6a, W6b
+    panels = [f"W1/Z={cfg.w1_Z[len(cfg.w1_Z) // 2]}", "W6a/Z=1", f"W6b/Z={cfg.w6b_Z}"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    for ax, pan in zip(np.atleast_1d(axes), panels):
+        for key, v in m["regret"].items():
+            if not key.startswith(pan + "/"):
+                continue
+            p = key.split("/")[-1]
+            ts = sorted(int(t) for t in v["curve"])
+            ys = [max(v["curve"][t], 1) for t in ts]
+            s = v["real"]
+            ax.loglog(ts, ys, "o-", label=f"{p} (slope {s['slope']:.2f} [{s['lo']:.2f}, {s['hi']:.2f}])")
+        ax.set_title(f"static regret vs T, {pan}")
+        ax.set_xlabel("T (slots)")
+        ax.set_ylabel("regret (latency units, clipped at 1)")
+        ax.legend(fontsize=7)
+    ctx.save_plot(fig, "regret_vs_T.png")
+
+    # mean latency vs Z per policy (W1 and W8)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, tag, Zs in ((axes[0], "W1", cfg.w1_Z), (axes[1], "W8", cfg.w8_Z)):
+        pols = sorted(m["latency"].get(f"{tag}/Z={Zs[0]}", {}))
+        for p in pols:
+            ys = [m["latency"][f"{tag}/Z={Z}"][p]["mean_latency"] / Z for Z in Zs]
+            ax.plot(Zs, ys, "o-", label=p, lw=2.5 if p in OURS else 1)
+        ax.set_xscale("log")
+        ax.set_xlabel("Z (slots)")
+        ax.set_ylabel("mean latency / Z")
+        ax.set_title(f"mean latency vs Z, {tag}")
+        ax.legend(fontsize=6, ncol=2)
+    ctx.save_plot(fig, "latency_vs_Z.png")
+
+    # latency relative to LRU-MAD and LHD-MAD
+    groups = [g for g in m["relative_to_mad"] if not g.endswith("Z=1")]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4))
+    pols = sorted({p for g in groups for p in m["relative_to_mad"][g]})
+    w = 0.8 / max(len(pols), 1)
+    for k, p in enumerate(pols):
+        ys = [m["relative_to_mad"][g].get(p, {}).get("vs_LRU-MAD", np.nan) for g in groups]
+        ax.bar(np.arange(len(groups)) + k * w, ys, w, label=p)
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_xticks(np.arange(len(groups)) + 0.4)
+    ax.set_xticklabels(groups, fontsize=7)
+    ax.set_ylabel("mean latency / LRU-MAD's")
+    ax.legend(fontsize=6, ncol=3)
+    ctx.save_plot(fig, "latency_relative_to_mad.png")
+
+    # switching regret vs B (comparator budget) on W3 at the largest T
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for p, d in m["w3_switching_vs_B"].items():
+        Bs = sorted(d)
+        ax.plot(Bs, [d[B] for B in Bs], "o-", label=p)
+    ax.set_xlabel("comparator switches B")
+    ax.set_ylabel("switching regret (latency units)")
+    ax.set_title(f"W3 (true B={cfg.w3_B}), T={max(cfg.w3_T)}")
+    ax.legend(fontsize=8)
+    ctx.save_plot(fig, "switching_regret_vs_B.png")
+
+
+# ---- claims ----------------------------------------------------------------------------------
+
+def _fmt_slope(d: dict) -> str:
+    return f"{d['slope']:.2f} [{d['lo']:.2f}, {d['hi']:.2f}]"
+
+
+def _check_linear(mm) -> tuple[str, str]:
+    reg = mm["regret"]
+    keys = [f"W6a/Z=1/{p}" for p in ("LRU", "FIFO", "Marker")]
+    keys += [f"W1/Z={Z}/{p}" for Z in mm["config"]["w1_Z"] for p in ("LRU", "FIFO", "Marker")]
+    parts, ok = [], True
+    for key in keys:
+        s = reg[key]["real"]["slope"]
+        ok &= s >= 0.9
+        parts.append(f"{key} {s:.2f}")
+    s_b = reg[f"W6b/Z={mm['config']['w6b_Z']}/LFU"]["real"]["slope"]
+    s_c = mm["w6c"]["LFU"]["slope"]
+    ok &= s_b >= 0.9 and s_c >= 0.9
+    parts.append(f"W6b/LFU {s_b:.2f}; W6c/LFU (switching regret, B=1) {s_c:.2f}")
+    return verdict(ok), "slopes (need >= 0.9): " + "; ".join(parts)
+
+
+def _check_ucb_log(mm) -> tuple[str, str]:
+    c = mm["c7"]
+    ok = c["ratio_T_over_T16"] <= 1.5
+    return verdict(ok), (f"check-7 IRM: (regret/ln T at T) / (at T/16) = {c['ratio_T_over_T16']:.2f} "
+                         f"(needs <= 1.5); S_t != S* on {100 * c['mismatch_fraction']:.2f}% of slots "
+                         "in [T/2, T]")
+
+
+def _check_laftpl(mm) -> tuple[str, str]:
+    reg = mm["regret"]
+    parts, ok = [], True
+    for key in sorted(k for k in reg if k.endswith("/LA-FTPL")):
+        s = reg[key]["shadow"]
+        ok &= s["slope"] <= 0.65
+        parts.append(f"{key} {_fmt_slope(s)} (real {reg[key]['real']['slope']:.2f})")
+    s = mm["w3"]["LA-FTPL"]["shadow"]
+    ok &= s["slope"] <= 0.65
+    parts.append(f"W3 {_fmt_slope(s)} (real {mm['w3']['LA-FTPL']['static']['slope']:.2f})")
+    return verdict(ok), "shadow-regret slopes (need <= 0.65): " + "; ".join(parts)
+
+
+def _check_switching(mm) -> tuple[str, str]:
+    w3 = mm["w3"]
+    r, lru = w3["LA-FTPL-restart"]["switching"], w3["LRU"]["switching"]
+    u = w3["UCB-DH-restart"]["switching"]
+    ok = r["slope"] <= 0.8 and r["slope"] < lru["slope"]
+    return verdict(ok), (f"W3 switching-regret slope: restarted LA-FTPL {_fmt_slope(r)} (needs <= 0.8 "
+                         f"and < LRU's {_fmt_slope(lru)}); restarted UCB-DH {_fmt_slope(u)}")
+
+
+def _check_latency(mm) -> tuple[str, str]:
+    parts, ok, n = [], True, 0
+    for g, d in mm["latency"].items():
+        tag, z = g.split("/Z=")
+        if tag not in ("W2", "W5", "W7", "W8") or int(z) < 10:
+            continue
+        n += 1
+        ours = min(d["UCB-DH"]["mean_latency"], d["LA-FTPL"]["mean_latency"])
+        mad = min(d["LRU-MAD"]["mean_latency"], d["LHD-MAD"]["mean_latency"])
+        ok &= ours < mad
+        parts.append(f"{g}: ours {ours:.3f} vs best MAD {mad:.3f} ({100 * (ours / mad - 1):+.1f}%)")
+    if n == 0:
+        return INCONCLUSIVE, "no bursty/real workload at Z >= 10 in this run"
+    return verdict(ok), "; ".join(parts)
+
+
+def _check_not_worse_lru(mm) -> tuple[str, str]:
+    parts, ok = [], True
+    for g, d in mm["latency"].items():
+        tag, z = g.split("/Z=")
+        if tag != "W1" or int(z) < 10:
+            continue
+        a, b = d["LA-FTPL"]["mean_latency"], d["LRU"]["mean_latency"]
+        ok &= a < b
+        parts.append(f"{g}: LA-FTPL {a:.3f} vs LRU {b:.3f}")
+    return verdict(ok), "; ".join(parts)
+
+
+def _check_mad_collapse(mm) -> tuple[str, str]:
+    parts, ok, n = [], True, 0
+    for g, d in mm["latency"].items():
+        if not g.endswith("/Z=1") or "LRU-MAD" not in d:
+            continue
+        n += 1
+        a, b = d["LRU-MAD"]["mean_latency"], d["LRU"]["mean_latency"]
+        c, e = d["LHD-MAD"]["mean_latency"], d["LHD"]["mean_latency"]
+        ok &= abs(a - b) < 1e-12 and abs(c - e) < 1e-12
+        parts.append(f"{g}: LRU-MAD {a:.4f} = LRU {b:.4f}; LHD-MAD {c:.4f} = LHD {e:.4f}")
+    if n == 0:
+        return INCONCLUSIVE, "no Z = 1 run"
+    return verdict(ok), "; ".join(parts)
+
+
+def _check_hit_ratio_not_latency(mm) -> tuple[str, str]:
+    parts, flips = [], 0
+    n = 0
+    for g, d in mm["latency"].items():
+        if int(g.split("/Z=")[1]) < 10:
+            continue
+        n += 1
+        by_miss = min(d, key=lambda p: (d[p]["miss_ratio"], p))
+        by_lat = min(d, key=lambda p: (d[p]["mean_latency"], p))
+        flips += by_miss != by_lat
+        parts.append(f"{g}: fewest misses {by_miss} ({d[by_miss]['miss_ratio']:.3f}, latency "
+                     f"{d[by_miss]['mean_latency']:.3f}), lowest latency {by_lat} "
+                     f"({d[by_lat]['mean_latency']:.3f})")
+    if n == 0:
+        return INCONCLUSIVE, "no Z >= 10 run"
+    return verdict(flips > 0), f"{flips}/{n} workloads rank differently; " + "; ".join(parts)
+
+
+def _check_theta(mm) -> tuple[str, str]:
+    t = mm["theta_check"]
+    ok = t["max_abs_z"] <= 4 and t["frequency_burst_flips"] > 0
+    return verdict(ok), (f"max |L_T/T - theta| = {t['max_abs_z']:.2f} SE over the top-{t['items']} items "
+                         f"at T = {t['T']} (needs <= 4); {t['frequency_burst_flips']} frequency-vs-burst "
+                         "order flips")
+
+
+CLAIMS = [
+    Claim("hit_ratio_is_not_latency",
+          "With delayed hits the fewest-miss policy is not the lowest-latency one (Z >= 10)",
+          "abstract: delayed hits break hit ratio = latency", _check_hit_ratio_not_latency),
+    Claim("classical_linear_regret",
+          "LRU, FIFO, LFU and randomized Marker have linear static regret",
+          "abstract: linear regret (slope 1)", _check_linear),
+    Claim("shadow_value_theta",
+          "The stochastic shadow value theta (latency amplification) matches simulation and orders "
+          "bursty vs frequent items differently from request rates",
+          "abstract: shadow values, latency-amplification factor", _check_theta),
+    Claim("ucb_dh_log_regret",
+          "UCB-DH has O(log T) static regret on a stochastic instance with positive gaps",
+          "abstract: O(log T)", _check_ucb_log),
+    Claim("la_ftpl_sublinear",
+          "LA-FTPL has sublinear shadow static regret (O(sqrt T)) on stationary, piecewise and "
+          "adversarial workloads",
+          "abstract: O(sqrt(K T log N (Z^2 + C_B Z)))", _check_laftpl),
+    Claim("restarted_switching_sublinear",
+          "Restarted LA-FTPL has sublinear switching regret vs comparators with B changes",
+          "abstract: O(Z T^{2/3} B^{1/3} (K log N)^{1/3})", _check_switching),
+    Claim("lower_latency_bursty_real",
+          "UCB-DH or LA-FTPL has lower mean latency than LRU-MAD and LHD-MAD on bursty and real "
+          "workloads at Z >= 10",
+          "abstract: lower latency than state-of-the-art baselines (MAD: up to 40% vs base)",
+          _check_latency),
+    Claim("la_ftpl_beats_lru_irm",
+          "LA-FTPL's latency is below LRU's on W1 at Z >= 10 (the spec's refutation test)",
+          "abstract: lower latency than baselines", _check_not_worse_lru),
+    Claim("mad_collapse_at_z1",
+          "At Z = 1 the MAD variants collapse to their base policies (LRU, LHD)",
+          "Atre et al.: MAD reduces to the base policy without delayed hits", _check_mad_collapse),
+]

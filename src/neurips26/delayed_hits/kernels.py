@@ -1,0 +1,537 @@
+"""Compiled kernels (numba when installed, plain Python otherwise: same results, slower).
+
+* ``shadow_kernel``  per-item shadow loss L_T(i), snapshots of L at grid slots, number of
+                     virtual windows per item and the realised C_B (spec §2).
+* ``lru_kernel``     fused delayed-hit LRU/FIFO simulation (spec §1), O(1) per request with an
+                     intrusive doubly linked list over item ids; used by the bench and the
+                     experiment. Equal to ``simulate(trace, LRU()/FIFO())`` (tested).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # numba is in the delayed_hits extra; without it the kernels run as Python
+    from numba import njit
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover - exercised only without numba
+    HAVE_NUMBA = False
+
+    def njit(*args, **kwargs):
+        if args and callable(args[0]):
+            return args[0]
+        return lambda f: f
+
+
+@njit(cache=False, nogil=True)
+def shadow_kernel(ids, ptr, one, Z, N, grid):
+    """Virtual "never cached" windows per item (spec §2).
+
+    ids: int64 requests; ptr: int64 slot offsets (ignored when one=True); grid: sorted slots at
+    which L is snapshotted (end of slot). Returns (L, snaps[len(grid), N], windows, C_B).
+    """
+    L = np.zeros(N, dtype=np.int64)
+    vstart = np.full(N, -Z, dtype=np.int64)
+    wcost = np.zeros(N, dtype=np.int64)          # shadow cost of the open window minus Z
+    windows = np.zeros(N, dtype=np.int64)
+    snaps = np.zeros((grid.size, N), dtype=np.int64)
+    cb = 0
+    g = 0
+    if one:
+        T = ids.size
+    else:
+        T = ptr.size - 1
+    for t in range(1, T + 1):
+        if one:
+            lo = t - 1
+            hi = t
+        else:
+            lo = ptr[t - 1]
+            hi = ptr[t]
+        for p in range(lo, hi):
+            i = ids[p]
+            d = t - vstart[i]
+            if d >= Z:
+                if wcost[i] > cb:
+                    cb = wcost[i]
+                vstart[i] = t
+                wcost[i] = 0
+                windows[i] += 1
+                L[i] += Z
+            else:
+                L[i] += Z - d
+                wcost[i] += Z - d
+        while g < grid.size and grid[g] == t:
+            snaps[g, :] = L
+            g += 1
+    for i in range(N):
+        if wcost[i] > cb:
+            cb = wcost[i]
+    return L, snaps, windows, cb
+
+
+@njit(cache=False, nogil=True)
+def lru_kernel(ids, ptr, one, N, K, Z, fifo, checkpoints):
+    """Fused delayed-hit LRU (fifo=False) or FIFO (fifo=True) with completion-time insertion.
+
+    Returns (stats[8], cp[len(checkpoints), 2]) with stats = total latency, hits, delayed hits,
+    misses, admissions, evictions, shadow cost, requests; cp rows = (latency, shadow cost).
+    """
+    nxt = np.full(N + 1, -1, dtype=np.int64)     # linked list, node N = sentinel (head side = MRU)
+    prv = np.full(N + 1, -1, dtype=np.int64)
+    nxt[N] = N
+    prv[N] = N
+    cached = np.zeros(N, dtype=np.bool_)
+    fstart = np.full(N, -1, dtype=np.int64)      # in-flight start slot, -1 if none
+    vstart = np.full(N, -Z, dtype=np.int64)
+    q = np.empty(N, dtype=np.int64)              # FIFO of pending fetches (<= N outstanding)
+    qh = 0
+    qn = 0
+    size = 0
+    lat = 0
+    hits = 0
+    dh = 0
+    miss = 0
+    adm = 0
+    evi = 0
+    shadow = 0
+    cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
+    c = 0
+    if one:
+        T = ids.size
+    else:
+        T = ptr.size - 1
+    for t in range(1, T + 1):
+        if one:
+            lo = t - 1
+            hi = t
+        else:
+            lo = ptr[t - 1]
+            hi = ptr[t]
+        for p in range(lo, hi):
+            i = ids[p]
+            if cached[i]:
+                hits += 1
+                if not fifo:                      # move to MRU
+                    a = prv[i]
+                    b = nxt[i]
+                    nxt[a] = b
+                    prv[b] = a
+                    h = nxt[N]
+                    nxt[N] = i
+                    prv[i] = N
+                    nxt[i] = h
+                    prv[h] = i
+                # latency 0, no shadow cost (i in C_t)
+                d = t - vstart[i]
+                if d >= Z:
+                    vstart[i] = t
+            else:
+                s = fstart[i]
+                if s >= 0:
+                    lat += Z - (t - s)
+                    dh += 1
+                else:
+                    lat += Z
+                    fstart[i] = t
+                    miss += 1
+                    q[(qh + qn) % N] = i
+                    qn += 1
+                d = t - vstart[i]
+                if d >= Z:
+                    vstart[i] = t
+                    shadow += Z
+                else:
+                    shadow += Z - d
+        # completions at the end of slot t
+        while qn > 0:
+            i = q[qh]
+            if fstart[i] + Z - 1 != t:
+                break
+            qh = (qh + 1) % N
+            qn -= 1
+            fstart[i] = -1
+            if size >= K:                         # evict the LRU/oldest (tail)
+                v = prv[N]
+                a = prv[v]
+                nxt[a] = N
+                prv[N] = a
+                cached[v] = False
+                size -= 1
+                evi += 1
+            h = nxt[N]
+            nxt[N] = i
+            prv[i] = N
+            nxt[i] = h
+            prv[h] = i
+            cached[i] = True
+            size += 1
+            adm += 1
+        while c < checkpoints.size and checkpoints[c] == t:
+            cp[c, 0] = lat
+            cp[c, 1] = shadow
+            c += 1
+    stats = np.empty(8, dtype=np.int64)
+    stats[0] = lat
+    stats[1] = hits
+    stats[2] = dh
+    stats[3] = miss
+    stats[4] = adm
+    stats[5] = evi
+    stats[6] = shadow
+    stats[7] = ids.size
+    return stats, cp
+
+
+def trace_arrays(trace) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(ids, ptr, one) for the kernels (ptr is a 1-element dummy when one request per slot)."""
+    ptr = trace.slot_ptr
+    if ptr is None:
+        return trace.ids, np.zeros(1, dtype=np.int64), True
+    return trace.ids, ptr, False
+
+
+@njit(cache=False, nogil=True)
+def _topk_mask(U, K, out):
+    """out[j] = True iff j is in the top-K of U under the order (U desc, id asc). O(N)."""
+    N = U.size
+    for j in range(N):
+        out[j] = False
+    if K >= N:
+        for j in range(N):
+            out[j] = True
+        return
+    kth = np.partition(U.copy(), N - K)[N - K]          # K-th largest value
+    cnt = 0
+    for j in range(N):
+        if U[j] > kth:
+            out[j] = True
+            cnt += 1
+    for j in range(N):
+        if cnt >= K:
+            break
+        if U[j] == kth:
+            out[j] = True
+            cnt += 1
+
+
+@njit(cache=False, nogil=True)
+def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every, restart_at,
+               checkpoints, ref_set, track_from):
+    """Fused delayed-hit simulation of UCB-DH (same decisions as ``ucb_dh.UCBDH``).
+
+    restart_every = 0: no periodic restarts; restart_at: sorted oracle restart slots (may be empty).
+    ref_set: bool[N] reference set (or empty); counts slots t >= track_from with S_t != ref_set.
+    Returns (stats[8], cp[len(checkpoints), 2], mismatch_slots, n_restarts).
+    """
+    cached = np.zeros(N, dtype=np.bool_)
+    citems = np.full(K, -1, dtype=np.int64)
+    cpos = np.full(N, -1, dtype=np.int64)
+    size = 0
+    fstart = np.full(N, -1, dtype=np.int64)
+    vstart = np.full(N, -Z, dtype=np.int64)
+    q = np.empty(N, dtype=np.int64)
+    qh = 0
+    qn = 0
+    c = np.zeros(N)
+    n = np.zeros(N)
+    w = np.zeros(N)
+    Lsh = np.zeros(N)
+    last = np.full(N, -1, dtype=np.int64)
+    pv = np.full(N, -Z, dtype=np.int64)
+    U = np.zeros(N)
+    inS = np.zeros(N, dtype=np.bool_)
+    for j in range(min(K, N)):
+        inS[j] = True
+    t0 = 0
+    ra = 0
+    nrest = 0
+    lat = 0
+    hits = 0
+    dh = 0
+    miss = 0
+    adm = 0
+    evi = 0
+    shadow = 0
+    mism = 0
+    track = ref_set.size == N
+    cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
+    cc = 0
+    T = ids.size if one else ptr.size - 1
+    for t in range(1, T + 1):
+        lo = t - 1 if one else ptr[t - 1]
+        hi = t if one else ptr[t]
+        for p in range(lo, hi):
+            i = ids[p]
+            # policy statistics (on every request)
+            n[i] += 1.0
+            if last[i] != t:
+                last[i] = t
+                c[i] += 1.0
+            if generic:
+                d2 = t - pv[i]
+                if d2 >= Z:
+                    pv[i] = t
+                    w[i] += 1.0
+                    Lsh[i] += Z
+                else:
+                    Lsh[i] += Z - d2
+            # serve
+            d = t - vstart[i]
+            if d >= Z:
+                vstart[i] = t
+                sc = Z
+            else:
+                sc = Z - d
+            if cached[i]:
+                hits += 1
+            else:
+                shadow += sc
+                s = fstart[i]
+                if s >= 0:
+                    lat += Z - (t - s)
+                    dh += 1
+                else:
+                    lat += Z
+                    fstart[i] = t
+                    miss += 1
+                    q[(qh + qn) % N] = i
+                    qn += 1
+        # completions
+        while qn > 0:
+            i = q[qh]
+            if fstart[i] + Z - 1 != t:
+                break
+            qh = (qh + 1) % N
+            qn -= 1
+            fstart[i] = -1
+            if not inS[i]:
+                continue
+            slot = -1
+            if size >= K:
+                best = np.inf
+                bid = -1
+                for k in range(K):
+                    j = citems[k]
+                    if not inS[j]:
+                        u = U[j]
+                        if u < best or (u == best and j > bid):
+                            best = u
+                            bid = j
+                            slot = k
+                if bid < 0:
+                    continue
+                cached[bid] = False
+                cpos[bid] = -1
+                size -= 1
+                evi += 1
+            else:
+                for k in range(K):
+                    if citems[k] < 0 or not cached[citems[k]]:
+                        slot = k
+                        break
+            citems[slot] = i
+            cpos[i] = slot
+            cached[i] = True
+            size += 1
+            adm += 1
+        # slot end: restarts, then refresh of the target set
+        restarted = False
+        if ra < restart_at.size and t >= restart_at[ra]:
+            while ra < restart_at.size and t >= restart_at[ra]:
+                ra += 1
+            restarted = True
+        elif restart_every > 0 and t - t0 >= restart_every:
+            restarted = True
+        if restarted:
+            t0 = t
+            nrest += 1
+            for j in range(N):
+                c[j] = 0.0
+                n[j] = 0.0
+                w[j] = 0.0
+                Lsh[j] = 0.0
+                last[j] = -1
+                pv[j] = -Z
+                U[j] = 0.0
+                inS[j] = j < K
+        if (t - t0) % refresh == 0 and t > t0:
+            tt = t - t0
+            lt = np.log(tt)
+            for j in range(N):
+                if generic:
+                    U[j] = Lsh[j] / tt + (Z + CB) * np.sqrt(2.0 * w[j] * lt) / tt
+                else:
+                    qh_ = c[j] / tt
+                    qu = qh_ + np.sqrt(2.0 * qh_ * (1.0 - qh_) * lt / tt) + 3.0 * lt / tt
+                    if qu > 1.0:
+                        qu = 1.0
+                    cj = c[j] if c[j] > 1.0 else 1.0
+                    mu = n[j] / cj + (bmax - 1) * np.sqrt(lt / (2.0 * cj))
+                    if mu > bmax:
+                        mu = bmax
+                    if mu < 1.0:
+                        mu = 1.0
+                    U[j] = qu * mu * Z * (1.0 + qu * (Z - 1) / 2.0) / (1.0 + qu * (Z - 1))
+            _topk_mask(U, K, inS)
+        if track and t >= track_from:
+            for j in range(N):
+                if inS[j] != ref_set[j]:
+                    mism += 1
+                    break
+        while cc < checkpoints.size and checkpoints[cc] == t:
+            cp[cc, 0] = lat
+            cp[cc, 1] = shadow
+            cc += 1
+    stats = np.empty(8, dtype=np.int64)
+    stats[0] = lat
+    stats[1] = hits
+    stats[2] = dh
+    stats[3] = miss
+    stats[4] = adm
+    stats[5] = evi
+    stats[6] = shadow
+    stats[7] = ids.size
+    return stats, cp, mism, nrest
+
+
+@njit(cache=False, nogil=True)
+def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, restart_every, gammas,
+                checkpoints):
+    """Fused delayed-hit simulation of LA-FTPL / hit-count FTPL (same decisions as
+    ``la_ftpl.LAFTPL`` with completion-time admission and a fixed gamma per restart).
+
+    P(j) = L(j) + eta gamma_j with eta = c_eta sqrt(max(t - t0, 1) scale), frozen for ``refresh``
+    slots (refresh = 1: eta_t at every slot, the exact path). gammas: (n_restarts + 1, N) rows
+    drawn in order. Rank test and victim are O(N) and O(K) scans.
+    Returns (stats[8], cp[len(checkpoints), 2], n_restarts).
+    """
+    cached = np.zeros(N, dtype=np.bool_)
+    citems = np.full(K, -1, dtype=np.int64)
+    size = 0
+    fstart = np.full(N, -1, dtype=np.int64)
+    vstart = np.full(N, -Z, dtype=np.int64)
+    pv = np.full(N, -Z, dtype=np.int64)
+    L = np.zeros(N)
+    q = np.empty(N, dtype=np.int64)
+    qh = 0
+    qn = 0
+    g = 0
+    gamma = gammas[0]
+    t0 = 0
+    eta = c_eta * np.sqrt(1.0 * scale)
+    lat = 0
+    hits = 0
+    dh = 0
+    miss = 0
+    adm = 0
+    evi = 0
+    shadow = 0
+    cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
+    cc = 0
+    T = ids.size if one else ptr.size - 1
+    for t in range(1, T + 1):
+        if refresh == 1:
+            eta = c_eta * np.sqrt(max(t - t0, 1) * scale)
+        lo = t - 1 if one else ptr[t - 1]
+        hi = t if one else ptr[t]
+        for p in range(lo, hi):
+            i = ids[p]
+            if count_loss:
+                L[i] += 1.0
+            else:
+                d2 = t - pv[i]
+                if d2 >= Z:
+                    pv[i] = t
+                    L[i] += Z
+                else:
+                    L[i] += Z - d2
+            d = t - vstart[i]
+            if d >= Z:
+                vstart[i] = t
+                sc = Z
+            else:
+                sc = Z - d
+            if cached[i]:
+                hits += 1
+            else:
+                shadow += sc
+                s = fstart[i]
+                if s >= 0:
+                    lat += Z - (t - s)
+                    dh += 1
+                else:
+                    lat += Z
+                    fstart[i] = t
+                    miss += 1
+                    q[(qh + qn) % N] = i
+                    qn += 1
+        while qn > 0:
+            i = q[qh]
+            if fstart[i] + Z - 1 != t:
+                break
+            qh = (qh + 1) % N
+            qn -= 1
+            fstart[i] = -1
+            pi = L[i] + eta * gamma[i]
+            above = 0
+            for j in range(N):
+                pj = L[j] + eta * gamma[j]
+                if pj > pi or (pj == pi and j < i):
+                    above += 1
+                    if above >= K:
+                        break
+            if above >= K:
+                continue
+            slot = -1
+            if size >= K:
+                best = np.inf
+                bid = -1
+                for k in range(K):
+                    j = citems[k]
+                    pj = L[j] + eta * gamma[j]
+                    if pj < best or (pj == best and j > bid):
+                        best = pj
+                        bid = j
+                        slot = k
+                if not (best < pi or (best == pi and -bid < -i)):
+                    continue
+                cached[bid] = False
+                size -= 1
+                evi += 1
+            else:
+                for k in range(K):
+                    if citems[k] < 0 or not cached[citems[k]]:
+                        slot = k
+                        break
+            citems[slot] = i
+            cached[i] = True
+            size += 1
+            adm += 1
+        # slot end: restart, then refresh of the frozen eta
+        if restart_every > 0 and t - t0 >= restart_every:
+            t0 = t
+            g += 1
+            gamma = gammas[g]
+            for j in range(N):
+                L[j] = 0.0
+                pv[j] = -Z
+            if refresh > 1:
+                eta = c_eta * np.sqrt(1.0 * scale)
+        elif refresh > 1 and (t - t0) % refresh == 0:
+            eta = c_eta * np.sqrt(max(t + 1 - t0, 1) * scale)
+        while cc < checkpoints.size and checkpoints[cc] == t:
+            cp[cc, 0] = lat
+            cp[cc, 1] = shadow
+            cc += 1
+    stats = np.empty(8, dtype=np.int64)
+    stats[0] = lat
+    stats[1] = hits
+    stats[2] = dh
+    stats[3] = miss
+    stats[4] = adm
+    stats[5] = evi
+    stats[6] = shadow
+    stats[7] = ids.size
+    return stats, cp, g

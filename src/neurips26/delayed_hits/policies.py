@@ -1,0 +1,461 @@
+"""Baseline policies, all run in the same simulator with completion-time admission/eviction.
+
+| name            | rule                                                                          |
+| LRU, FIFO       | classical (admit always at completion; LRU moves to MRU on hits)              |
+| LFU             | perfect LFU: global request counts; admit iff cache not full or count(i) >    |
+|                 | min cached count, then evict the min (ties by LRU)                            |
+| InCacheLFU      | always admit; counts since insertion; evict the min count (ties by LRU)       |
+| Belady          | offline, always admit, evict the cached item with the farthest next request   |
+| Marker          | randomized marking: mark on hit; at completion if all cached are marked,      |
+|                 | unmark all (new phase); evict a uniform random unmarked item; insert marked   |
+| LRUMAD          | Atre et al.: evict min of mean AD per window / (t - last_request + 1)         |
+| LHDMAD          | Atre et al.: evict min of mean AD x LHD hit density                           |
+| StaticPolicy    | a pre-loaded fixed set S, never admits anything (the static comparator)       |
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from neurips26.delayed_hits.simulator import Policy, check_int, check_real
+from neurips26.delayed_hits.trace import Trace
+
+
+class LRU(Policy):
+    """Least recently used; an item enters at MRU when its fetch completes."""
+
+    name = "LRU"
+    uses_hit = True
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self._od: OrderedDict[int, None] = OrderedDict()
+
+    def on_hit(self, i: int, t: int) -> None:
+        self._od.move_to_end(i)
+
+    def admit(self, i, t, ad, cache):
+        od = self._od
+        victim = None
+        if len(od) >= self.K:
+            victim, _ = od.popitem(last=False)
+        od[i] = None
+        return True, victim
+
+
+class FIFO(Policy):
+    """First in, first out (insertion order at completion)."""
+
+    name = "FIFO"
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self._od: OrderedDict[int, None] = OrderedDict()
+
+    def admit(self, i, t, ad, cache):
+        od = self._od
+        victim = None
+        if len(od) >= self.K:
+            victim, _ = od.popitem(last=False)
+        od[i] = None
+        return True, victim
+
+
+class _MinHeapCache:
+    """Cached items keyed by a mutable priority with lazy deletion (min first)."""
+
+    def __init__(self) -> None:
+        self.key: dict[int, tuple] = {}
+        self.heap: list = []
+
+    def set(self, i: int, key: tuple) -> None:
+        self.key[i] = key
+        heapq.heappush(self.heap, (key, i))
+        if len(self.heap) > 8 * len(self.key) + 64:
+            self.heap = [(k, j) for j, k in self.key.items()]
+            heapq.heapify(self.heap)
+
+    def peek(self) -> tuple[tuple, int]:
+        h, key = self.heap, self.key
+        while True:
+            k, j = h[0]
+            if key.get(j) == k:
+                return k, j
+            heapq.heappop(h)
+
+    def remove(self, i: int) -> None:
+        del self.key[i]
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def __contains__(self, i: int) -> bool:
+        return i in self.key
+
+
+class LFU(Policy):
+    """Perfect LFU (global counts over all requests) with count-based admission; ties by LRU."""
+
+    name = "LFU"
+    uses_request = True
+    uses_hit = True
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self.count = [0] * trace.n_items
+        self._c = _MinHeapCache()
+
+    def on_request(self, i, t):
+        self.count[i] += 1
+
+    def on_hit(self, i, t):
+        self._c.set(i, (self.count[i], t))
+
+    def admit(self, i, t, ad, cache):
+        c = self._c
+        if len(c) < self.K:
+            c.set(i, (self.count[i], t))
+            return True, None
+        (cnt, _), j = c.peek()
+        if self.count[i] > cnt:
+            c.remove(j)
+            c.set(i, (self.count[i], t))
+            return True, j
+        return False, None
+
+
+class InCacheLFU(Policy):
+    """In-cache LFU: always admit; count since insertion; evict min count (ties by LRU)."""
+
+    name = "LFU-incache"
+    uses_hit = True
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self._n: dict[int, int] = {}
+        self._c = _MinHeapCache()
+
+    def on_hit(self, i, t):
+        self._n[i] += 1
+        self._c.set(i, (self._n[i], t))
+
+    def admit(self, i, t, ad, cache):
+        c = self._c
+        victim = None
+        if len(c) >= self.K:
+            _, victim = c.peek()
+            c.remove(victim)
+            del self._n[victim]
+        self._n[i] = 1
+        c.set(i, (1, t))
+        return True, victim
+
+
+class Belady(Policy):
+    """Offline Belady (Z-agnostic), forced admission: always admit at completion and evict the
+    cached item whose next request is farthest (libCacheSim 0.3.5's Belady also always inserts)."""
+
+    name = "Belady"
+    uses_request = True
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        from neurips26.delayed_hits.trace import next_access_positions
+
+        nxt_pos = next_access_positions(trace.ids)
+        slots = trace.slot_of_request()
+        self._next_slot = np.where(nxt_pos >= 0, slots[np.maximum(nxt_pos, 0)], np.iinfo(np.int64).max)
+        self._next_list = None
+        self._p = 0
+        self.nxt = {}                                 # item -> slot of its next request
+        self._heap: list = []                         # (-next slot, item), lazy
+        self._cached: set = set()
+
+    def on_request(self, i, t):
+        ns = int(self._next_slot[self._p])
+        self._p += 1
+        self.nxt[i] = ns
+        if i in self._cached:
+            heapq.heappush(self._heap, (-ns, i))
+
+    def admit(self, i, t, ad, cache):
+        victim = None
+        if len(self._cached) >= self.K:
+            h = self._heap
+            while True:
+                negns, j = heapq.heappop(h)
+                if j in self._cached and self.nxt[j] == -negns:
+                    break
+            victim = j
+            self._cached.discard(j)
+        self._cached.add(i)
+        heapq.heappush(self._heap, (-self.nxt[i], i))
+        if len(self._heap) > 8 * self.K + 64:
+            self._heap = [(-self.nxt[j], j) for j in self._cached]
+            heapq.heapify(self._heap)
+        return True, victim
+
+
+class Marker(Policy):
+    """Randomized marking algorithm (Fiat et al.), completion-time insertion."""
+
+    name = "Marker"
+    uses_hit = True
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = check_int("seed", seed, lo=0)
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self.rng = np.random.default_rng(self.seed)
+        self._marked: set = set()
+        self._unmarked: list = []                     # swap-remove list
+        self._pos: dict[int, int] = {}
+
+    def _add_unmarked(self, i):
+        self._pos[i] = len(self._unmarked)
+        self._unmarked.append(i)
+
+    def _remove_unmarked(self, i):
+        k = self._pos.pop(i)
+        last = self._unmarked.pop()
+        if last != i:
+            self._unmarked[k] = last
+            self._pos[last] = k
+
+    def on_hit(self, i, t):
+        if i in self._pos:
+            self._remove_unmarked(i)
+            self._marked.add(i)
+
+    def admit(self, i, t, ad, cache):
+        victim = None
+        if len(self._marked) + len(self._unmarked) >= self.K:
+            if not self._unmarked:                    # new phase
+                for j in self._marked:
+                    self._add_unmarked(j)
+                self._marked = set()
+            victim = self._unmarked[int(self.rng.integers(len(self._unmarked)))]
+            self._remove_unmarked(victim)
+        self._marked.add(i)
+        return True, victim
+
+
+class _ArrayCache:
+    """Cached items in dense slots so a per-item score can be minimised with numpy."""
+
+    def __init__(self, K: int) -> None:
+        self.items = np.full(K, -1, dtype=np.int64)
+        self.slot: dict[int, int] = {}
+        self.free = list(range(K - 1, -1, -1))
+
+    def add(self, i: int) -> int:
+        s = self.free.pop()
+        self.items[s] = i
+        self.slot[i] = s
+        return s
+
+    def remove(self, i: int) -> int:
+        s = self.slot.pop(i)
+        self.items[s] = -1
+        self.free.append(s)
+        return s
+
+    def full(self) -> bool:
+        return not self.free
+
+
+class LRUMAD(Policy):
+    """LRU-MAD (Atre et al.): rank = mean aggregate delay per window / (t - last_request + 1);
+    always admit, evict the minimum rank. At Z = 1 every window's AD is 1, so it is LRU."""
+
+    name = "LRU-MAD"
+    uses_request = True
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self.ad_sum = np.zeros(trace.n_items)
+        self.ad_n = np.zeros(trace.n_items)
+        self.last = np.zeros(trace.n_items, dtype=np.int64)
+        self._last = [0] * trace.n_items
+        self._c = _ArrayCache(K)
+        self._last_slot = np.zeros(K, dtype=np.int64)
+        self._mad = np.zeros(K)
+
+    def on_request(self, i, t):
+        s = self._c.slot.get(i)
+        if s is not None:
+            self._last_slot[s] = t
+        self._last[i] = t
+
+    def admit(self, i, t, ad, cache):
+        self.ad_sum[i] += ad
+        self.ad_n[i] += 1
+        c = self._c
+        victim = None
+        if c.full():
+            rank = self._mad / (t - self._last_slot + 1)
+            s = int(np.argmin(rank))                  # ties: the lowest cache slot
+            victim = int(c.items[s])
+            c.remove(victim)
+        s = c.add(i)
+        self._mad[s] = self.ad_sum[i] / self.ad_n[i]
+        self._last_slot[s] = self._last[i]
+        return True, victim
+
+
+class LHDMAD(Policy):
+    """LHD-MAD (Atre et al.): rank = mean AD of past windows x LHD hit density.
+
+    LHD (Beckmann et al., NSDI 2018) as configured in the spec: classes = log2 bucket of
+    (last hit age + previous hit age), 16 classes; ages coarsened by ``age_shift``; hit and
+    eviction counters per (class, age) with EWMA decay 0.9 every ``reconfig`` accesses; density
+    hit_density(a) = sum_{x>=a} hits[x] / sum_{x>=a} sum_{y>=x} (hits[y] + evictions[y]); a 1%
+    explorer budget keeps randomly chosen items until they reach the maximum age.
+    With ``mad=False`` it is plain LHD (the base policy).
+    """
+
+    name = "LHD-MAD"
+    uses_request = True
+
+    def __init__(self, n_classes: int = 16, max_age: int = 256, age_shift: int | None = None,
+                 reconfig: int = 1 << 20, decay: float = 0.9, explorer_budget: float = 0.01,
+                 mad: bool = True, seed: int = 0) -> None:
+        self.n_classes = check_int("n_classes", n_classes, lo=1)
+        self.max_age = check_int("max_age", max_age, lo=2)
+        self.age_shift = None if age_shift is None else check_int("age_shift", age_shift, lo=0)
+        self.reconfig = check_int("reconfig", reconfig, lo=1)
+        self.decay = check_real("decay", decay, lo=0.0)
+        self.explorer_budget = check_real("explorer_budget", explorer_budget, lo=0.0)
+        self.mad = bool(mad)
+        self.seed = check_int("seed", seed, lo=0)
+        if not self.mad:
+            self.name = "LHD"
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        n = trace.n_items
+        # age coarsening: ages are measured in units of 2^shift slots so that ~max_age bins span
+        # a few cache lifetimes (K slots per lifetime at one request per slot)
+        self.shift = self.age_shift if self.age_shift is not None else max(
+            0, int(math.ceil(math.log2(max(4 * K, 1) / self.max_age))))
+        self.hits = np.zeros((self.n_classes, self.max_age))
+        self.evs = np.zeros((self.n_classes, self.max_age))
+        # before the first reconfiguration: density 1 / (age + 1), i.e. LRU-like (LHD's
+        # reference code also starts from an age-decreasing density)
+        self.density = np.tile(1.0 / np.arange(1, self.max_age + 1), (self.n_classes, 1))
+        self.last = [0] * n                           # last access slot
+        self.prev_age = [0] * n                       # age at the last access (reuse distance)
+        self.cls = [0] * n
+        self.ad_sum = np.zeros(n)
+        self.ad_n = np.zeros(n)
+        self._c = _ArrayCache(K)
+        self._last_slot = np.zeros(K, dtype=np.int64)
+        self._cls = np.zeros(K, dtype=np.int64)
+        self._mad = np.ones(K)
+        self._explorer = np.zeros(K, dtype=bool)
+        self._accesses = 0
+        self.rng = np.random.default_rng(self.seed)
+        self._max_explorers = int(self.explorer_budget * K)
+
+    def on_request(self, i, t):
+        age_raw = t - self.last[i]
+        s = self._c.slot.get(i)
+        if s is not None:                             # a hit: count it at its (class, age)
+            self.hits[self._cls[s], min(age_raw >> self.shift, self.max_age - 1)] += 1
+            self._last_slot[s] = t
+        # class = log2 bucket of (last hit age + previous hit age)
+        a = (age_raw + self.prev_age[i]) >> self.shift
+        c = min(self.n_classes - 1, int(a).bit_length())
+        self.prev_age[i] = age_raw
+        self.last[i] = t
+        self.cls[i] = c
+        if s is not None:
+            self._cls[s] = c
+            self._explorer[s] = False
+        self._accesses += 1
+        if self._accesses % self.reconfig == 0:
+            self._reconfigure()
+
+    def _reconfigure(self) -> None:
+        h, e = self.hits, self.evs
+        tot = h + e
+        # sum_{x>=a} hits[x]
+        hit_tail = np.cumsum(h[:, ::-1], axis=1)[:, ::-1]
+        # sum_{x>=a} sum_{y>=x} (hits[y]+evs[y]) = sum_{y>=a} (y - a + 1) tot[y]
+        ev_tail = np.cumsum(tot[:, ::-1], axis=1)[:, ::-1]
+        life = np.cumsum(ev_tail[:, ::-1], axis=1)[:, ::-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dens = np.where(life > 0, hit_tail / life, 0.0)
+        self.density = dens
+        self.hits *= self.decay
+        self.evs *= self.decay
+
+    def admit(self, i, t, ad, cache):
+        self.ad_sum[i] += ad
+        self.ad_n[i] += 1
+        c = self._c
+        victim = None
+        if c.full():
+            ages = np.minimum((t - self._last_slot) >> self.shift, self.max_age - 1)
+            dens = self.density[self._cls, ages]
+            rank = dens * self._mad if self.mad else dens.copy()
+            # explorers are protected until they reach the maximum age
+            rank[self._explorer & (ages < self.max_age - 1)] = np.inf
+            s = int(np.argmin(rank))                  # ties: the lowest cache slot
+            victim = int(c.items[s])
+            self.evs[self._cls[s], ages[s]] += 1
+            self._explorer[s] = False
+            c.remove(victim)
+        s = c.add(i)
+        self._mad[s] = self.ad_sum[i] / self.ad_n[i]
+        self._last_slot[s] = self.last[i]
+        self._cls[s] = self.cls[i]
+        self._explorer[s] = (self._max_explorers > 0 and int(self._explorer.sum()) < self._max_explorers
+                             and self.rng.random() < self.explorer_budget)
+        return True, victim
+
+
+class StaticPolicy(Policy):
+    """Pre-loaded fixed set S (|S| <= K) that never admits anything else: its latency equals
+    sum_{i not in S} L_T(i) exactly (spec §2)."""
+
+    name = "static"
+
+    def __init__(self, items) -> None:
+        arr = np.asarray(list(items), dtype=np.int64)
+        if arr.ndim != 1 or len(set(arr.tolist())) != arr.size:
+            raise ValueError("items must be a 1-D collection of distinct item ids")
+        self.items = arr
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        if self.items.size > K:
+            raise ValueError(f"items: static set has {self.items.size} items > K={K}")
+        if self.items.size and (self.items.min() < 0 or self.items.max() >= trace.n_items):
+            raise ValueError(f"items must be in [0, {trace.n_items})")
+
+    def initial_cache(self):
+        return self.items.tolist()
+
+    def admit(self, i, t, ad, cache):
+        return False, None
+
+
+class StaticOPT(StaticPolicy):
+    """Static hindsight OPT: the top-K items of L_T (the static-regret comparator), pre-loaded."""
+
+    name = "static-OPT"
+
+    def __init__(self) -> None:
+        self.items = np.zeros(0, dtype=np.int64)
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        from neurips26.delayed_hits.shadow import shadow_losses, top_k
+
+        self.items = top_k(shadow_losses(trace, Z), K)
+        super().reset(trace, K, Z)

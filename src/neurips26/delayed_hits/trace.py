@@ -1,0 +1,365 @@
+"""Request traces: the slot-indexed container, validation, and the readers/writers.
+
+A trace is a sequence of slots t = 1..T; slot t carries a (possibly empty) list R_t of item ids in
+[0, N). It is stored in CSR form: one flat ``ids`` array (the only copy of the requests) and, when
+some slot does not hold exactly one request, ``slot_ptr`` (T + 1 offsets, R_t = ids[ptr[t-1]:ptr[t]]).
+With ``slot_ptr=None`` every slot holds exactly one request (Atre et al.'s convention, T = len(ids)).
+
+Readers:
+  * ``read_atre``          ``timestamp;object_id`` lines (Atre et al.'s simulator input, e.g. the
+                            anonymised 5K trace); an empty line is an idle slot.
+  * ``read_csv``           libCacheSim-style CSV (delimiter, header flag, 1-based time/obj-id columns
+                            as in libCacheSim's ``ReaderInitParam``).
+  * ``read_oracle_general``libCacheSim's oracleGeneral binary (24-byte ``<IQIq`` records).
+Slot mapping (ASSUMPTION, argument ``slot_mapping``): ``"line"`` (default) = one line/record is one
+slot, timestamps are only checked to be non-decreasing; ``"timestamp"`` = requests with the same
+timestamp share a slot and idle timestamps become idle slots. Ids are remapped to 0..N-1 by first
+appearance (the mapping is kept in ``Trace.labels``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import struct
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+ORACLE_RECORD = struct.Struct("<IQIq")  # time, obj_id, size, next_access_vtime (-1: none)
+ORACLE_DTYPE = np.dtype([("time", "<u4"), ("obj_id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+assert ORACLE_DTYPE.itemsize == ORACLE_RECORD.size == 24
+
+BUNDLED_5K = "delayed_hits_5k.csv"
+BUNDLED_5K_LICENSE = "delayed_hits_5k.LICENSE.txt"
+
+
+@dataclass
+class Trace:
+    """Slot-indexed request trace (CSR). See the module docstring.
+
+    ids:      int64 array of item ids in [0, n_items), all requests in slot order.
+    slot_ptr: None (one request per slot) or int64 array of T + 1 non-decreasing offsets.
+    n_items:  N; defaults to max(ids) + 1.
+    name:     a label for reports.
+    labels:   optional original object ids (labels[i] = original id of item i).
+    """
+
+    ids: np.ndarray
+    slot_ptr: np.ndarray | None = None
+    n_items: int | None = None
+    name: str = "trace"
+    labels: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        ids = np.asarray(self.ids)
+        if ids.ndim != 1:
+            raise ValueError(f"ids must be a 1-D array of item ids, got shape {ids.shape}")
+        if ids.size and ids.dtype.kind == "f":
+            if not np.all(np.isfinite(ids)):
+                raise ValueError("ids must be finite integers, got NaN/inf")
+            if not np.all(ids == np.floor(ids)):
+                raise ValueError("ids must be integers, got non-integer values")
+        elif ids.size and ids.dtype.kind not in "iu":
+            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
+        ids = ids.astype(np.int64, copy=False)
+        if ids.size and ids.min() < 0:
+            raise ValueError(f"ids must be >= 0, got {int(ids.min())}")
+        if self.slot_ptr is None:
+            if ids.size == 0:
+                raise ValueError("trace is empty (ids has no requests and no slots): T must be >= 1")
+        else:
+            ptr = np.asarray(self.slot_ptr, dtype=np.int64)
+            if ptr.ndim != 1 or ptr.size < 2:
+                raise ValueError("slot_ptr must hold T + 1 >= 2 offsets (T = 0 slots given)")
+            if ptr[0] != 0 or ptr[-1] != ids.size or np.any(np.diff(ptr) < 0):
+                raise ValueError("slot_ptr must be non-decreasing from 0 to len(ids)")
+            self.slot_ptr = ptr
+        if self.n_items is None:
+            if ids.size == 0:
+                raise ValueError("trace has no requests; give n_items explicitly")
+            self.n_items = int(ids.max()) + 1
+        else:
+            if isinstance(self.n_items, bool) or int(self.n_items) != self.n_items or self.n_items < 1:
+                raise ValueError(f"n_items must be a positive integer, got {self.n_items!r}")
+            self.n_items = int(self.n_items)
+            if ids.size and ids.max() >= self.n_items:
+                raise ValueError(f"ids must be < n_items={self.n_items}, got {int(ids.max())}")
+        self.ids = ids
+
+    @property
+    def n_slots(self) -> int:
+        """T."""
+        return int(self.ids.size) if self.slot_ptr is None else int(self.slot_ptr.size - 1)
+
+    @property
+    def n_requests(self) -> int:
+        return int(self.ids.size)
+
+    @property
+    def max_batch(self) -> int:
+        """b_max: the largest number of requests in one slot."""
+        if self.slot_ptr is None:
+            return 1
+        return int(np.diff(self.slot_ptr).max(initial=0))
+
+    @property
+    def one_per_slot(self) -> bool:
+        return self.slot_ptr is None
+
+    def slot_of_request(self) -> np.ndarray:
+        """1-based slot of every request (int64 array, len(ids))."""
+        if self.slot_ptr is None:
+            return np.arange(1, self.ids.size + 1, dtype=np.int64)
+        return np.repeat(np.arange(1, self.n_slots + 1, dtype=np.int64), np.diff(self.slot_ptr))
+
+    def prefix(self, n_slots: int) -> "Trace":
+        """The first ``n_slots`` slots (views, no copy)."""
+        n_slots = int(n_slots)
+        if not 1 <= n_slots <= self.n_slots:
+            raise ValueError(f"n_slots must be in [1, {self.n_slots}], got {n_slots}")
+        if self.slot_ptr is None:
+            return Trace(self.ids[:n_slots], None, self.n_items, self.name, self.labels)
+        ptr = self.slot_ptr[: n_slots + 1]
+        return Trace(self.ids[: ptr[-1]], ptr, self.n_items, self.name, self.labels)
+
+    def sha256(self) -> str:
+        h = hashlib.sha256(self.ids.tobytes())
+        if self.slot_ptr is not None:
+            h.update(self.slot_ptr.tobytes())
+        return h.hexdigest()
+
+
+def as_trace(trace: "Trace | Sequence[int] | np.ndarray", n_items: int | None = None) -> Trace:
+    """Accept a ``Trace`` or a 1-D sequence of ids (one request per slot)."""
+    if isinstance(trace, Trace):
+        return trace
+    if isinstance(trace, (str, bytes, os.PathLike)):
+        raise TypeError("trace must be a Trace or a sequence of item ids; read files with "
+                        "read_atre/read_csv/read_oracle_general")
+    try:
+        arr = np.asarray(trace)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"trace must be a Trace or a sequence of integer item ids: {e}") from None
+    if arr.dtype == object:
+        raise TypeError("trace must be a sequence of integer item ids, got mixed/object values")
+    return Trace(arr, None, n_items)
+
+
+def from_slots(slots: Iterable[Sequence[int]], n_items: int | None = None, name: str = "trace") -> Trace:
+    """Build a trace from a list of per-slot request lists (empty list = idle slot)."""
+    lens, flat = [], []
+    for s in slots:
+        s = list(s)
+        lens.append(len(s))
+        flat.extend(s)
+    if not lens:
+        raise ValueError("slots is empty: T must be >= 1")
+    ptr = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    return Trace(np.asarray(flat, dtype=np.int64), ptr, n_items, name)
+
+
+def _remap(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Remap ids to 0..N-1 by first appearance; returns (ids, labels)."""
+    labels, first, inv = np.unique(raw, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")           # label indices in first-appearance order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inv].astype(np.int64), labels[order]
+
+
+def _build(times: list[int] | None, raw_ids: list, blank_after: list[int], slot_mapping: str,
+           name: str, path: str) -> Trace:
+    if not raw_ids:
+        raise ValueError(f"{path}: trace is empty (no requests)")
+    raw = np.asarray(raw_ids)
+    ids, labels = _remap(raw)
+    if slot_mapping == "line":
+        if not blank_after:
+            return Trace(ids, None, int(labels.size), name, labels)
+        # idle slots: blank_after[k] = number of requests read before the k-th blank line
+        counts = np.ones(len(raw_ids) + len(blank_after), dtype=np.int64)
+        pos = np.asarray(blank_after, dtype=np.int64) + np.arange(len(blank_after))
+        counts[pos] = 0
+        ptr = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        return Trace(ids, ptr, int(labels.size), name, labels)
+    if times is None:
+        raise ValueError("slot_mapping='timestamp' needs a time column")
+    ts = np.asarray(times, dtype=np.int64)
+    rel = ts - ts[0]
+    n_slots = int(rel[-1]) + 1
+    counts = np.bincount(rel, minlength=n_slots)
+    ptr = np.zeros(n_slots + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return Trace(ids, ptr, int(labels.size), name, labels)
+
+
+def _check_mapping(slot_mapping: str) -> None:
+    if slot_mapping not in ("line", "timestamp"):
+        raise ValueError(f"slot_mapping must be 'line' or 'timestamp', got {slot_mapping!r}")
+
+
+def read_atre(path: str | os.PathLike, slot_mapping: str = "line", name: str | None = None) -> Trace:
+    """Read Atre et al.'s ``timestamp;object_id`` format (no header; empty line = idle slot).
+
+    Raises ``ValueError`` naming the line number for malformed lines and for decreasing timestamps.
+    """
+    return read_csv(path, delimiter=";", has_header=False, time_col=1, obj_id_col=2,
+                    slot_mapping=slot_mapping, name=name, _blank_is_idle=True)
+
+
+def read_csv(path: str | os.PathLike, delimiter: str = ",", has_header: bool = False,
+             time_col: int | None = 1, obj_id_col: int = 2, slot_mapping: str = "line",
+             name: str | None = None, _blank_is_idle: bool = False) -> Trace:
+    """libCacheSim-style CSV reader (columns are 1-based like ``ReaderInitParam``).
+
+    time_col=None: no time column (then timestamps are not checked). Object ids may be integers or
+    strings (hashed labels are kept as given).
+    """
+    _check_mapping(slot_mapping)
+    if not isinstance(delimiter, str) or len(delimiter) != 1:
+        raise ValueError(f"delimiter must be a single character, got {delimiter!r}")
+    if not isinstance(obj_id_col, int) or obj_id_col < 1:
+        raise ValueError(f"obj_id_col must be a 1-based column number, got {obj_id_col!r}")
+    if time_col is not None and (not isinstance(time_col, int) or time_col < 1):
+        raise ValueError(f"time_col must be a 1-based column number or None, got {time_col!r}")
+    if slot_mapping == "timestamp" and time_col is None:
+        raise ValueError("slot_mapping='timestamp' needs time_col")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"trace file not found: {path}")
+    times: list[int] = []
+    raw: list = []
+    blanks: list[int] = []
+    need = max(obj_id_col, time_col or 0)
+    last_t = None
+    all_int = True
+    with open(path, "r", encoding="utf-8", errors="strict") as f:
+        for lineno, line in enumerate(f, start=1):
+            if lineno == 1 and has_header:
+                continue
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if _blank_is_idle:
+                    blanks.append(len(raw))
+                continue
+            parts = line.split(delimiter)
+            if len(parts) < need:
+                raise ValueError(f"{path}: line {lineno}: expected at least {need} "
+                                 f"{delimiter!r}-separated fields, got {len(parts)}: {line[:80]!r}")
+            oid = parts[obj_id_col - 1].strip()
+            if not oid:
+                raise ValueError(f"{path}: line {lineno}: empty object id")
+            if all_int:
+                try:
+                    raw.append(int(oid))
+                except ValueError:
+                    all_int = False
+                    raw = [str(x) for x in raw]
+                    raw.append(oid)
+            else:
+                raw.append(oid)
+            if time_col is not None:
+                try:
+                    tv = float(parts[time_col - 1])
+                except ValueError:
+                    raise ValueError(f"{path}: line {lineno}: timestamp {parts[time_col - 1]!r} "
+                                     "is not a number") from None
+                if not math.isfinite(tv) or tv != int(tv):
+                    raise ValueError(f"{path}: line {lineno}: timestamp {tv!r} is not an integer")
+                if last_t is not None and tv < last_t:
+                    raise ValueError(f"{path}: line {lineno}: timestamps must be non-decreasing "
+                                     f"({int(tv)} after {int(last_t)})")
+                last_t = tv
+                times.append(int(tv))
+    return _build(times if time_col is not None else None, raw, blanks, slot_mapping,
+                  name or path.name, str(path))
+
+
+def read_oracle_general(path: str | os.PathLike, slot_mapping: str = "line",
+                        name: str | None = None) -> Trace:
+    """libCacheSim oracleGeneral binary: little-endian ``<IQIq`` records (time, id, size, next)."""
+    _check_mapping(slot_mapping)
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"trace file not found: {path}")
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"{path}: trace is empty (0 bytes)")
+    if size % ORACLE_DTYPE.itemsize:
+        raise ValueError(f"{path}: file size {size} is not a multiple of the 24-byte oracleGeneral "
+                         "record")
+    rec = np.memmap(path, dtype=ORACLE_DTYPE, mode="r")
+    t = np.asarray(rec["time"], dtype=np.int64)
+    bad = np.nonzero(np.diff(t) < 0)[0]
+    if bad.size:
+        raise ValueError(f"{path}: record {int(bad[0]) + 2}: timestamps must be non-decreasing")
+    ids, labels = _remap(np.asarray(rec["obj_id"]))
+    if slot_mapping == "line":
+        return Trace(ids, None, int(labels.size), name or path.name, labels)
+    rel = t - t[0]
+    counts = np.bincount(rel, minlength=int(rel[-1]) + 1)
+    ptr = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return Trace(ids, ptr, int(labels.size), name or path.name, labels)
+
+
+def next_access_positions(ids: np.ndarray) -> np.ndarray:
+    """For every request position p, the position of the next request of the same id (-1: none)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    n = ids.size
+    order = np.lexsort((np.arange(n), ids))     # by id, then position
+    nxt = np.full(n, -1, dtype=np.int64)
+    same = ids[order[1:]] == ids[order[:-1]]
+    nxt[order[:-1][same]] = order[1:][same]
+    return nxt
+
+
+def write_oracle_general(trace: "Trace | Sequence[int] | np.ndarray", path: str | os.PathLike) -> Path:
+    """Write ``trace`` as oracleGeneral (time = slot, size = 1, next_access_vtime = next request
+    index or -1) so that libCacheSim can read it."""
+    tr = as_trace(trace)
+    rec = np.empty(tr.n_requests, dtype=ORACLE_DTYPE)
+    rec["time"] = tr.slot_of_request()
+    rec["obj_id"] = tr.ids.astype(np.uint64) + 1     # libCacheSim treats id 0 like any other; +1 is harmless
+    rec["size"] = 1
+    rec["next"] = next_access_positions(tr.ids)
+    path = Path(path)
+    rec.tofile(path)
+    return path
+
+
+def write_atre(trace: "Trace | Sequence[int] | np.ndarray", path: str | os.PathLike) -> Path:
+    """Write ``timestamp;object_id`` lines (one per request; idle slots as empty lines)."""
+    tr = as_trace(trace)
+    path = Path(path)
+    with open(path, "w") as f:
+        if tr.slot_ptr is None:
+            for k, i in enumerate(tr.ids.tolist()):
+                f.write(f"{k};{i}\n")
+        else:
+            ptr = tr.slot_ptr.tolist()
+            ids = tr.ids.tolist()
+            for s in range(tr.n_slots):
+                if ptr[s] == ptr[s + 1]:
+                    f.write("\n")
+                for p in range(ptr[s], ptr[s + 1]):
+                    f.write(f"{s};{ids[p]}\n")
+    return path
+
+
+def bundled_trace_path() -> Path:
+    """Path of the shipped copy of Atre et al.'s anonymised 5K-request trace (Clear BSD, CMU 2020;
+    the licence file ``delayed_hits_5k.LICENSE.txt`` sits beside it)."""
+    return Path(str(resources.files("neurips26.delayed_hits") / "data" / BUNDLED_5K))
+
+
+def load_atre_5k() -> Trace:
+    """W8: Atre et al. anonymised 5K-request trace (5,000 slots, 1,606 distinct ids)."""
+    return read_atre(bundled_trace_path(), name="Atre et al. anonymised 5K-request trace")
