@@ -1,0 +1,290 @@
+"""Continued fractions, continuants and the division back-ends (spec M1, M4).
+
+A depth-d continued fraction (CF) with partial denominators a_1..a_d (element-wise tensors):
+
+    f(a_1..a_d) = 1 / (a_1 + 1 / (a_2 + ... + 1 / a_d))
+
+is evaluated with *continuants* built from the tail,
+
+    K_0 = 1,  K_1 = a_d,  K_i = a_{d-i+1} K_{i-1} + K_{i-2}        (i = 2..d)
+    f = K_{d-1} / K_d                                             (one division)
+
+and differentiated with the prior work's "Proposition 1":
+
+    df/da_k = (-1)^k (K_{d-k} / K_d)^2                            (k = 1..d)
+
+Convention used throughout this module: the *last* dimension of ``a`` is the depth, ``a[..., k-1]``
+is a_k (a_1 is the outermost term). Internal helpers take the list ``[a_1, ..., a_d]``.
+
+Division back-ends for *signed* ladders (``a`` of either sign, poles where K_d = 0) compute
+f = K_{d-1} * R(K_d) with a bounded reciprocal R (sgn+(z) = +1 if z >= 0 else -1):
+
+* ``clamp``    R(D) = sgn+(D) / max(|D|, eps) with the Proposition-1 custom backward (prior work).
+* ``logexp``   R(D) = sgn+(D) exp(-(1/b) logaddexp(b log|D|, b log eps)) = sgn+(D) / (|D|^b + eps^b)^(1/b)
+* ``logspace`` continuants kept as (sign, log|K|) pairs, never overflowing for any depth.
+
+*Positive* ladders (all a > 0, the GatedCF default) use :func:`positive_log_ladder`, a log-space
+recurrence with no sign, no cap and no pole.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+DIVISIONS = ("clamp", "logexp", "logspace")
+TINY = 1e-30  # floor inside every log|.|: log|0| = -inf would give NaN gradients
+DEFAULT_SHARPNESS = 8.0
+
+
+# ----------------------------------------------------------------------------- validation helpers
+
+def check_positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return value
+
+
+def check_eps(value: object, name: str = "eps") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a positive finite float, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite float, got {value!r}")
+    return float(value)
+
+
+def check_division(division: object) -> str:
+    if division not in DIVISIONS:
+        raise ValueError(f"division must be one of {DIVISIONS}, got {division!r}")
+    return str(division)
+
+
+def check_float_tensor(name: str, x: object) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{name} must have a floating dtype (float16/bfloat16/float32/float64), got {x.dtype}")
+    return x
+
+
+def _terms(a: Tensor) -> list[Tensor]:
+    a = check_float_tensor("a", a)
+    if a.dim() == 0 or a.shape[-1] == 0:
+        raise ValueError(f"a must have the CF depth d >= 1 as its last dimension, got shape {tuple(a.shape)}")
+    return list(a.unbind(-1))
+
+
+def sgn_plus(z: Tensor) -> Tensor:
+    """sgn+(z) = +1 where z >= 0, -1 elsewhere (0 counts as positive, never 0)."""
+    return torch.where(z >= 0, torch.ones_like(z), -torch.ones_like(z))
+
+
+def _ladder_dtype(t: Tensor) -> torch.dtype:
+    """Ladder math runs in fp32 at least (spec M4): fp16/bf16 inputs are upcast."""
+    return t.dtype if t.dtype in (torch.float32, torch.float64) else torch.float32
+
+
+# ----------------------------------------------------------------------------- continuants (M1)
+
+def continuant_list(terms: Sequence[Tensor]) -> list[Tensor]:
+    """[K_0, K_1, ..., K_d] for terms [a_1..a_d]:  K_0 = 1, K_1 = a_d, K_i = a_{d-i+1} K_{i-1} + K_{i-2}."""
+    d = len(terms)
+    k_prev2 = torch.ones_like(terms[-1])          # K_0 = 1
+    k_prev = terms[-1]                            # K_1 = a_d
+    ks = [k_prev2, k_prev]
+    for i in range(2, d + 1):
+        k_i = terms[d - i] * k_prev + k_prev2     # K_i = a_{d-i+1} K_{i-1} + K_{i-2}
+        ks.append(k_i)
+        k_prev2, k_prev = k_prev, k_i
+    return ks
+
+
+def continuants(a: Tensor) -> Tensor:
+    """All continuants K_0..K_d of ``a`` (depth on the last dim), stacked on a new last dim."""
+    return torch.stack(continuant_list(_terms(a)), dim=-1)
+
+
+def cf_nested(a: Tensor) -> Tensor:
+    """The naive bottom-up evaluation with d divisions (CoFrNet 2021): h = 1/a_d; h = 1/(a_k + h)."""
+    terms = _terms(a)
+    h = 1.0 / terms[-1]
+    for t in reversed(terms[:-1]):
+        h = 1.0 / (t + h)
+    return h
+
+
+def cf_exact(a: Tensor) -> Tensor:
+    """f = K_{d-1} / K_d with plain (pole-unsafe) division; the reference for the back-ends."""
+    ks = continuant_list(_terms(a))
+    return ks[-2] / ks[-1]
+
+
+def prop1_gradient(a: Tensor) -> Tensor:
+    """Proposition 1: df/da_k = (-1)^k (K_{d-k} / K_d)^2, stacked like ``a`` (exact division)."""
+    terms = _terms(a)
+    ks = continuant_list(terms)
+    d = len(terms)
+    r = 1.0 / ks[-1]
+    return torch.stack([(-1) ** k * (ks[d - k] * r) ** 2 for k in range(1, d + 1)], dim=-1)
+
+
+# ----------------------------------------------------------------------------- bounded reciprocals (M4)
+
+def reciprocal_clamp(den: Tensor, eps: float) -> Tensor:
+    """R(D) = sgn+(D) / max(|D|, eps)  (prior work; |R| <= 1/eps)."""
+    return sgn_plus(den) / den.abs().clamp_min(eps)
+
+
+def reciprocal_logexp(den: Tensor, eps: float, sharpness: float = DEFAULT_SHARPNESS) -> Tensor:
+    """R(D) = sgn+(D) exp(-(1/b) logaddexp(b log|D|, b log eps)) = sgn+(D) / (|D|^b + eps^b)^(1/b).
+
+    Soft version of max(|D|, eps) computed on logarithms: no division, bounded by 1/eps, smooth except
+    for the sign jump at D = 0. The sign never goes through a log.
+    """
+    b = sharpness
+    log_abs = torch.log(den.abs().clamp_min(TINY))
+    log_eps = torch.full_like(log_abs, math.log(eps))
+    return sgn_plus(den) * torch.exp(-torch.logaddexp(b * log_abs, b * log_eps) / b)
+
+
+def bounded_reciprocal(den: Tensor, eps: float = 0.01, division: str = "logexp",
+                       sharpness: float = DEFAULT_SHARPNESS) -> Tensor:
+    """The bounded reciprocal R(D) of back-end ``division`` ('clamp' or 'logexp'); |R| <= 1/eps."""
+    check_float_tensor("den", den)
+    eps = check_eps(eps)
+    division = check_division(division)
+    if division == "clamp":
+        return reciprocal_clamp(den, eps)
+    # 'logspace' has no separate reciprocal: on a plain D it is the logexp reciprocal
+    return reciprocal_logexp(den, eps, sharpness)
+
+
+# ----------------------------------------------------------------------------- clamp + Prop-1 custom grad
+
+class _ClampCF(torch.autograd.Function):
+    """f = K_{d-1} R_clamp(K_d) with the Proposition-1 backward at K_d_safe (prior CoFrGeNet).
+
+    Input ``a`` is stacked depth-first: shape [d, ...]. Inside the dead zone |K_d| < eps the backward
+    is the Prop-1 pseudo-gradient at K_d_safe = sgn+(K_d) max(|K_d|, eps), not the (zero) derivative of
+    the capped forward: the prior work's behaviour, kept on purpose.
+    """
+
+    @staticmethod
+    def forward(ctx, a: Tensor, eps: float) -> Tensor:  # type: ignore[override]
+        terms = list(a.unbind(0))
+        ks = continuant_list(terms)
+        r = reciprocal_clamp(ks[-1], eps)                       # 1 / K_d_safe
+        ctx.save_for_backward(torch.stack(ks[:-1], 0), r)       # K_0..K_{d-1}, R
+        return ks[-2] * r                                       # f = K_{d-1} / K_d_safe
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):  # type: ignore[override]
+        ks, r = ctx.saved_tensors
+        d = ks.shape[0]
+        # df/da_k = (-1)^k (K_{d-k} * R)^2 ; computed as (K R)^2, never K^2 R^2 (fp32 overflow -> NaN)
+        grads = [((-1.0) ** k) * grad_out * (ks[d - k] * r) ** 2 for k in range(1, d + 1)]
+        return torch.stack(grads, 0), None
+
+
+# ----------------------------------------------------------------------------- ladders on term lists
+
+def _signed_logspace(terms: Sequence[Tensor], eps: float, sharpness: float) -> tuple[Tensor, Tensor]:
+    """Signed continuants as (s_i, l_i = log|K_i|) via a signed log-add-exp (M4 back-end 3).
+
+    t1 = log|a| + l_{i-1}, s1 = sgn+(a) s_{i-1};  t2 = l_{i-2}, s2 = s_{i-2}
+    m = max(t1, t2); v = s1 exp(t1-m) + s2 exp(t2-m); l_i = m + log(|v| + tiny); s_i = sgn+(v)
+    f = s_{d-1} s_d exp(l_{d-1} - (1/b) logaddexp(b l_d, b log eps))
+    """
+    d = len(terms)
+    b = sharpness
+    last = terms[-1]
+    l_prev2, s_prev2 = torch.zeros_like(last), torch.ones_like(last)                      # K_0 = 1
+    l_prev, s_prev = torch.log(last.abs().clamp_min(TINY)), sgn_plus(last).detach()       # K_1 = a_d
+    for i in range(2, d + 1):
+        a = terms[d - i]
+        t1 = torch.log(a.abs().clamp_min(TINY)) + l_prev
+        s1 = sgn_plus(a).detach() * s_prev
+        t2, s2 = l_prev2, s_prev2
+        m = torch.maximum(t1, t2).detach()                       # shift only: detach is exact
+        v = s1 * torch.exp(t1 - m) + s2 * torch.exp(t2 - m)
+        l_i = m + torch.log(v.abs() + TINY)
+        s_i = sgn_plus(v).detach()
+        l_prev2, s_prev2, l_prev, s_prev = l_prev, s_prev, l_i, s_i
+    log_eps = torch.full_like(l_prev, math.log(eps))
+    f = s_prev2 * s_prev * torch.exp(l_prev2 - torch.logaddexp(b * l_prev, b * log_eps) / b)
+    return f, l_prev.detach()
+
+
+def signed_ladder(terms: Sequence[Tensor], eps: float, division: str,
+                  sharpness: float = DEFAULT_SHARPNESS) -> tuple[Tensor, Tensor]:
+    """f for a signed ladder [a_1..a_d] with back-end ``division``; returns (f, pole-hit mask |K_d| < eps).
+
+    Runs in fp32 at least (fp16/bf16 inputs upcast, autocast disabled), result in the input dtype.
+    """
+    in_dtype = terms[0].dtype
+    work = _ladder_dtype(terms[0])
+    dev_type = terms[0].device.type
+    with torch.autocast(device_type=dev_type, enabled=False):
+        terms = [t.to(work) for t in terms]
+        if division == "clamp":
+            f = _ClampCF.apply(torch.stack(terms, 0), eps)
+            with torch.no_grad():
+                kd = continuant_list(terms)[-1]
+                hits = kd.abs() < eps
+        elif division == "logexp":
+            ks = continuant_list(terms)
+            f = ks[-2] * reciprocal_logexp(ks[-1], eps, sharpness)       # f = K_{d-1} R(K_d)
+            hits = (ks[-1].detach().abs() < eps)
+        elif division == "logspace":
+            f, log_abs_kd = _signed_logspace(terms, eps, sharpness)
+            hits = log_abs_kd < math.log(eps)                  # |K_d| < eps  <=>  l_d < log eps
+        else:  # pragma: no cover - validated by callers
+            raise ValueError(f"division must be one of {DIVISIONS}, got {division!r}")
+    return f.to(in_dtype), hits
+
+
+def positive_log_ladder_terms(log_terms: Sequence[Tensor]) -> Tensor:
+    """Positive ladder from log a_1..log a_d (all a > 0): no division, no sign, no cap, no overflow.
+
+    l_0 = 0, l_1 = log a_d, l_i = logaddexp(log a_{d-i+1} + l_{i-1}, l_{i-2});  f = exp(l_{d-1} - l_d)
+    """
+    d = len(log_terms)
+    l_prev2 = torch.zeros_like(log_terms[-1])    # l_0 = log K_0 = 0
+    l_prev = log_terms[-1]                       # l_1 = log a_d
+    for i in range(2, d + 1):
+        l_i = torch.logaddexp(log_terms[d - i] + l_prev, l_prev2)
+        l_prev2, l_prev = l_prev, l_i
+    return torch.exp(l_prev2 - l_prev)           # f = K_{d-1} / K_d
+
+
+# ----------------------------------------------------------------------------- public tensor API
+
+def cf_signed(a: Tensor, eps: float = 0.01, division: str = "logexp",
+              sharpness: float = DEFAULT_SHARPNESS) -> Tensor:
+    """Signed continued fraction f(a_1..a_d) (depth on the last dim of ``a``) with a pole-safe back-end.
+
+    division: 'clamp' (prior, Prop-1 custom backward), 'logexp' (bounded reciprocal on logs, plain
+    autograd) or 'logspace' (continuants as sign + log-magnitude; finite for any depth).
+    """
+    terms = _terms(a)
+    eps = check_eps(eps)
+    division = check_division(division)
+    check_eps(sharpness, "sharpness")
+    f, _ = signed_ladder(terms, eps, division, sharpness)
+    return f
+
+
+def cf_positive(a: Tensor) -> Tensor:
+    """Continued fraction of positive terms via the positive log-space recurrence (requires a > 0)."""
+    terms = _terms(a)
+    if bool((a <= 0).any()):
+        raise ValueError("a must be strictly positive for cf_positive; use cf_signed for signed terms")
+    work = _ladder_dtype(a)
+    with torch.autocast(device_type=a.device.type, enabled=False):
+        f = positive_log_ladder_terms([torch.log(t.to(work)) for t in terms])
+    return f.to(a.dtype)

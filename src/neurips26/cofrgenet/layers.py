@@ -1,0 +1,308 @@
+"""Channel-mixing layers: the prior ``Cffn`` (M2), the new ``GatedCF`` (M3), native FFN baselines, the
+MoE expert container ``CFExperts`` and the prior work's dyadic schedule.
+
+Every layer maps ``[..., p] -> [..., p]`` and records ``self.stats`` (detached tensors) after each
+forward: ``pole_hits`` (elements with |K_d| < eps) and ``max_abs_out`` (max |output|), which the
+training loop logs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from neurips26.cofrgenet.continued_fraction import (DEFAULT_SHARPNESS, check_division, check_eps,
+                                                    check_positive_int, positive_log_ladder_terms,
+                                                    signed_ladder)
+
+DENOMINATORS = ("positive", "signed")
+
+
+def _check_input(x: object, p: int) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"x must have a floating dtype, got {x.dtype}")
+    if x.dim() == 0 or x.shape[-1] != p:
+        raise ValueError(f"x must have last dimension p={p}, got shape {tuple(x.shape)}")
+    return x
+
+
+def count_params(module: nn.Module) -> int:
+    """Number of trainable parameters of ``module``."""
+    return sum(t.numel() for t in module.parameters() if t.requires_grad)
+
+
+class _StatsMixin:
+    def _record(self, y: Tensor, hits: Tensor | int) -> None:
+        with torch.no_grad():
+            pole = hits.sum() if isinstance(hits, Tensor) else torch.tensor(hits)
+            n_ladder = hits.numel() if isinstance(hits, Tensor) else y.numel()   # ladder elements
+            self.stats = {"pole_hits": pole.detach(), "max_abs_out": y.detach().abs().max().float(),
+                          "n_elements": torch.tensor(float(n_ladder))}
+
+
+# ============================================================================ prior component (M2)
+
+class Cffn(_StatsMixin, nn.Module):
+    """Prior CoFrGeNet FFN replacement ("CoFrGeNet-F"), L ladders of depth d on p channels.
+
+        x_hat   = sigmoid(G x) * x                     G in R^{p x p}
+        a^(j)_k = W^(j)[:, k] * x_hat                  W^(j) in R^{p x d}
+        z_j     = f(a^(j)_1, ..., a^(j)_d)             (signed ladder, back-end ``division``)
+        y       = U x + sum_j V[:, j] * z_j            U in R^{p x p}, V in R^{p x L}
+
+    Params = 2 p^2 + L p (d + 1). Defaults are the prior work's: L=3, d=5, eps=0.01, ``clamp`` with the
+    Proposition-1 custom backward. Init N(0, 0.02) for U, G, W, V (re-implementation's choice;
+    ASSUMPTION w.r.t. the paper: switch with ``init_std``).
+    """
+
+    def __init__(self, p: int, ladders: int = 3, depth: int = 5, eps: float = 0.01,
+                 division: str = "clamp", sharpness: float = DEFAULT_SHARPNESS, init_std: float = 0.02):
+        super().__init__()
+        self.p = check_positive_int("p", p)
+        self.ladders = check_positive_int("ladders", ladders)
+        self.depth = check_positive_int("depth", depth)
+        self.eps = check_eps(eps)
+        self.division = check_division(division)
+        self.sharpness = check_eps(sharpness, "sharpness")
+        self.init_std = check_eps(init_std, "init_std")
+        self.G = nn.Linear(p, p, bias=False)
+        self.U = nn.Linear(p, p, bias=False)
+        self.W = nn.Parameter(torch.empty(ladders, p, depth))   # W^(j)[:, k] = W[j, :, k]
+        self.V = nn.Parameter(torch.empty(p, ladders))
+        self.stats: dict[str, Tensor] = {}
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for t in (self.G.weight, self.U.weight, self.W, self.V):
+            nn.init.normal_(t, 0.0, self.init_std)
+
+    def ladder_parameters(self) -> list[nn.Parameter]:
+        """Parameters that must never get weight decay (spec M6)."""
+        return [self.W, self.V]
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_input(x, self.p)
+        x_hat = torch.sigmoid(self.G(x)) * x                              # x_hat = sigmoid(Gx) * x
+        xh = x_hat.unsqueeze(-2)                                          # [..., 1, p]
+        terms = [xh * self.W[:, :, k] for k in range(self.depth)]         # a^(j)_k: [..., L, p]
+        z, hits = signed_ladder(terms, self.eps, self.division, self.sharpness)
+        y = self.U(x) + (z * self.V.t()).sum(-2)                          # U x + sum_j V[:, j] z_j
+        self._record(y, hits)
+        return y
+
+    def extra_repr(self) -> str:
+        return (f"p={self.p}, ladders={self.ladders}, depth={self.depth}, eps={self.eps}, "
+                f"division={self.division!r}")
+
+
+# ============================================================================ new component (M3)
+
+class GatedCF(_StatsMixin, nn.Module):
+    """Non-expanding gated continued-fraction channel mixer (ASSUMPTION: our reading of the follow-up).
+
+        u       = W_u x,   h = W_g x                    W_u, W_g in R^{m x p}, m = expand * p (default p)
+        pre_k   = alpha^(j)_k * h + beta^(j)_k          per channel, k = 1..d, j = 1..L
+        a^(j)_k = softplus(pre_k) + delta               (denominators='positive', default)
+                | pre_k                                 (denominators='signed', has poles)
+        c       = sum_j gamma^(j) * f(a^(j)_1..a^(j)_d)
+        y       = W_o (u * c)                           W_o in R^{p x m}
+
+    Params = 3 p m + L m (2 d + 1). Positive ladders use the log-space recurrence (no division at all);
+    signed ladders use back-end ``division`` ('clamp' | 'logexp' | 'logspace', default 'logexp').
+    Init: beta = 1, alpha ~ N(0, 0.1^2), gamma = 1, W_u, W_g ~ N(0, 0.02), W_o ~ N(0, 0.02/sqrt(2 n_layers)).
+    """
+
+    def __init__(self, p: int, m: int | None = None, ladders: int = 2, depth: int = 4,
+                 denominators: str = "positive", delta: float = 0.05, division: str = "logexp",
+                 eps: float = 0.01, sharpness: float = DEFAULT_SHARPNESS, expand: float = 1.0,
+                 n_layers: int = 1):
+        super().__init__()
+        self.p = check_positive_int("p", p)
+        if m is None:
+            check_eps(expand, "expand")
+            m = max(1, int(round(expand * p)))
+        self.m = check_positive_int("m", m)
+        self.ladders = check_positive_int("ladders", ladders)
+        self.depth = check_positive_int("depth", depth)
+        if denominators not in DENOMINATORS:
+            raise ValueError(f"denominators must be one of {DENOMINATORS}, got {denominators!r}")
+        self.denominators = denominators
+        self.delta = check_eps(delta, "delta")
+        self.division = check_division(division)
+        self.eps = check_eps(eps)
+        self.sharpness = check_eps(sharpness, "sharpness")
+        self.n_layers = check_positive_int("n_layers", n_layers)
+        self.W_u = nn.Linear(p, self.m, bias=False)
+        self.W_g = nn.Linear(p, self.m, bias=False)
+        self.W_o = nn.Linear(self.m, p, bias=False)
+        self.alpha = nn.Parameter(torch.empty(ladders, depth, self.m))
+        self.beta = nn.Parameter(torch.empty(ladders, depth, self.m))
+        self.gamma = nn.Parameter(torch.empty(ladders, self.m))
+        self.stats: dict[str, Tensor] = {}
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.W_u.weight, 0.0, 0.02)
+        nn.init.normal_(self.W_g.weight, 0.0, 0.02)
+        nn.init.normal_(self.W_o.weight, 0.0, 0.02 / math.sqrt(2 * self.n_layers))
+        nn.init.normal_(self.alpha, 0.0, 0.1)
+        nn.init.ones_(self.beta)
+        nn.init.ones_(self.gamma)
+
+    def ladder_parameters(self) -> list[nn.Parameter]:
+        return [self.alpha, self.beta, self.gamma]
+
+    def gate(self, h: Tensor) -> tuple[Tensor, Tensor | int]:
+        """c = sum_j gamma^(j) f(a^(j)) from the gate pre-activation h [..., m]; returns (c, pole hits)."""
+        in_dtype = h.dtype
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            h32 = h if h.dtype in (torch.float32, torch.float64) else h.float()
+            pre = h32[..., None, None, :] * self.alpha + self.beta          # pre^(j)_k: [..., L, d, m]
+            if self.denominators == "positive":
+                log_a = torch.log(F.softplus(pre) + self.delta)               # log(softplus(pre) + delta)
+                f = positive_log_ladder_terms(list(log_a.unbind(-2)))         # [..., L, m]
+                hits: Tensor | int = 0
+            else:
+                f, hits = signed_ladder(list(pre.unbind(-2)), self.eps, self.division, self.sharpness)
+            c = (self.gamma * f).sum(-2)                                       # sum_j gamma^(j) f_j
+        return c.to(in_dtype), hits
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_input(x, self.p)
+        u = self.W_u(x)
+        c, hits = self.gate(self.W_g(x))
+        y = self.W_o(u * c)                                                    # y = W_o (u * c)
+        self._record(y, hits)
+        return y
+
+    def extra_repr(self) -> str:
+        return (f"p={self.p}, m={self.m}, ladders={self.ladders}, depth={self.depth}, "
+                f"denominators={self.denominators!r}" +
+                (f", division={self.division!r}, eps={self.eps}" if self.denominators == "signed" else
+                 f", delta={self.delta}"))
+
+
+# ============================================================================ native baselines
+
+class SwiGLU(nn.Module):
+    """Llama-style gated FFN: y = W_down(silu(W_gate x) * W_up x); params 3 p m (no biases)."""
+
+    def __init__(self, p: int, m: int | None = None):
+        super().__init__()
+        self.p = check_positive_int("p", p)
+        self.m = check_positive_int("m", m if m is not None else int(math.ceil(8 * p / 3)))
+        self.gate_proj = nn.Linear(p, self.m, bias=False)
+        self.up_proj = nn.Linear(p, self.m, bias=False)
+        self.down_proj = nn.Linear(self.m, p, bias=False)
+        for lin in (self.gate_proj, self.up_proj, self.down_proj):
+            nn.init.normal_(lin.weight, 0.0, 0.02)
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_input(x, self.p)
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class GeluMLP(nn.Module):
+    """GPT-2-style MLP: y = W_2 gelu_tanh(W_1 x + b_1) + b_2 (width m, default 4p)."""
+
+    def __init__(self, p: int, m: int | None = None):
+        super().__init__()
+        self.p = check_positive_int("p", p)
+        self.m = check_positive_int("m", m if m is not None else 4 * p)
+        self.fc = nn.Linear(p, self.m)
+        self.proj = nn.Linear(self.m, p)
+        for lin in (self.fc, self.proj):
+            nn.init.normal_(lin.weight, 0.0, 0.02)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_input(x, self.p)
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+def matched_width(target_params: int, p: int, kind: str = "swiglu") -> int:
+    """Width m of a native FFN whose parameter count is nearest to ``target_params``."""
+    check_positive_int("target_params", target_params)
+    check_positive_int("p", p)
+    if kind == "swiglu":
+        return max(1, round(target_params / (3 * p)))               # 3 p m
+    if kind == "gelu":
+        return max(1, round((target_params - p) / (2 * p + 1)))     # 2 p m + m + p
+    raise ValueError(f"kind must be 'swiglu' or 'gelu', got {kind!r}")
+
+
+# ============================================================================ MoE experts
+
+class CFExperts(nn.Module):
+    """E experts built by ``factory(p)``, with the dispatch contract of HF ``MixtralExperts``.
+
+    forward(hidden_states [N, p], top_k_index [N, k], top_k_weights [N, k]) -> [N, p]: each token's
+    output is sum_i top_k_weights[n, i] * expert_{top_k_index[n, i]}(h_n); index E is a padding
+    sentinel that is skipped (one_hot over E + 1 classes, as in HF).
+    """
+
+    def __init__(self, num_experts: int, p: int, factory: Callable[[int], nn.Module]):
+        super().__init__()
+        self.num_experts = check_positive_int("num_experts", num_experts)
+        self.hidden_dim = check_positive_int("p", p)
+        if not callable(factory):
+            raise TypeError(f"factory must be callable (p -> nn.Module), got {type(factory).__name__}")
+        self.experts = nn.ModuleList([factory(p) for _ in range(num_experts)])
+
+    def forward(self, hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Tensor) -> Tensor:
+        _check_input(hidden_states, self.hidden_dim)
+        out = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            mask = F.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)  # [E+1, k, N]
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        for e in hit[:, 0].tolist():
+            if e == self.num_experts:     # padding sentinel
+                continue
+            pos, tok = torch.where(mask[e])
+            y = self.experts[e](hidden_states[tok]) * top_k_weights[tok, pos, None]
+            out.index_add_(0, tok, y.to(out.dtype))
+        return out
+
+
+# ============================================================================ dyadic schedule (M2)
+
+class DyadicSchedule:
+    """Prior work's incremental training: depth level k (a_k, column k-1 of every W^(j)) trains from
+    step s_k = (1 - 2^-k) * total_steps; U, G, V train from step 0.
+
+    active_depth(step) = #{k in 1..d : step >= s_k} (real-valued comparison), d for step >= total.
+    ``apply(model, step)`` (call after backward, before the optimiser step) zeroes the gradient of
+    every frozen W column of every ``Cffn`` in ``model``; the forward still uses all d levels with
+    their frozen init values (ASSUMPTION: freeze, not truncate).
+    """
+
+    def __init__(self, total_steps: int, depth: int):
+        self.total_steps = check_positive_int("total_steps", total_steps)
+        self.depth = check_positive_int("depth", depth)
+
+    def unfreeze_step(self, k: int) -> float:
+        """s_k = (1 - 2^-k) T."""
+        return (1.0 - 2.0 ** (-k)) * self.total_steps
+
+    def active_depth(self, step: int) -> int:
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"step must be a non-negative int, got {type(step).__name__}")
+        if step < 0:
+            raise ValueError(f"step must be a non-negative int, got {step}")
+        if step >= self.total_steps:
+            return self.depth
+        return sum(1 for k in range(1, self.depth + 1) if step >= self.unfreeze_step(k))
+
+    def apply(self, model: nn.Module, step: int) -> int:
+        active = self.active_depth(step)
+        for mod in model.modules():
+            if isinstance(mod, Cffn) and mod.W.grad is not None:
+                # per-module depth may differ from the schedule's: freeze levels k > active of it
+                mod.W.grad[:, :, active:].zero_()
+        return active

