@@ -1,0 +1,130 @@
+"""Seed corpus (CPython's ``pydoc_data`` help topics, no download) and corpus-scale scoring.
+
+``pydoc_topics()``: the 79 help topics of ``pydoc_data.topics`` sorted by name (~465k characters of
+English prose); fallback when the module is absent: docstrings of stdlib modules (``inspect.getdoc``).
+Topic i goes to domain i mod 4.
+
+``score_corpus(texts, n_jobs)``: Ĥ_K of every document, embarrassingly parallel over a
+``concurrent.futures.ProcessPoolExecutor`` (order preserved, streamed in chunks).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import itertools
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from typing import Any, Iterable, Iterator
+
+N_DOMAINS = 4
+DOMAIN_NAMES = ("encyclopedic", "creative", "scientific", "conversational")  # labels only
+
+_FALLBACK_MODULES = ("os", "re", "json", "collections", "itertools", "functools", "pathlib", "typing",
+                     "argparse", "logging", "subprocess", "threading", "asyncio", "inspect", "string",
+                     "datetime", "decimal", "fractions", "random", "statistics", "unittest", "zipfile",
+                     "tarfile", "csv", "sqlite3", "email", "http.client", "urllib.request", "xml.dom",
+                     "shutil", "tempfile", "socket", "struct", "textwrap", "heapq", "bisect", "array",
+                     "queue", "sched", "contextlib", "abc", "enum", "dataclasses", "copy", "pickle")
+
+
+_RULE_LINE = re.compile(r"^[ \t]*([*=\-~^_#+])\1{2,}[ \t]*$", re.MULTILINE)
+
+
+def strip_markup(text: str) -> str:
+    """Remove reStructuredText heading rules (lines of one repeated punctuation character, e.g.
+    ``*****`` or ``-----``): markup, not prose; as single-character LM tokens they would dominate the
+    toy generator's collapse (ASSUMPTION; ``pydoc_topics(clean=False)`` keeps them)."""
+    return _RULE_LINE.sub("", text)
+
+
+def pydoc_topics(clean: bool = True) -> list[tuple[str, str]]:
+    """[(topic name, text)] sorted by name: pydoc_data.topics, else stdlib module docstrings.
+
+    clean: drop reStructuredText heading rules (``strip_markup``).
+    """
+    try:
+        from pydoc_data.topics import topics
+
+        return sorted((k, strip_markup(v) if clean else v) for k, v in topics.items())
+    except ImportError:  # pragma: no cover - depends on the Python build
+        out = []
+        for name in _FALLBACK_MODULES:
+            try:
+                mod = importlib.import_module(name)
+            except ImportError:
+                continue
+            parts = [inspect.getdoc(mod) or ""]
+            for _, obj in inspect.getmembers(mod):
+                if (inspect.isfunction(obj) or inspect.isclass(obj)) and getattr(obj, "__module__", "") == name:
+                    parts.append(inspect.getdoc(obj) or "")
+            text = "\n\n".join(p for p in parts if p)
+            if text:
+                out.append((name, text))
+        return sorted(out)
+
+
+def domain_of(topic_index: int) -> int:
+    """Topic i (sorted by name) belongs to domain i mod 4."""
+    return topic_index % N_DOMAINS
+
+
+# --------------------------------------------------------------------------------------------------
+# corpus-scale scoring
+# --------------------------------------------------------------------------------------------------
+
+def _score_one(text: Any, **kw: Any) -> float | None:
+    from neurips26.entropy_filter.estimators import hk
+
+    return hk(text, **kw)
+
+
+def _score_chunk(texts: list[str], kw: dict[str, Any]) -> list[float | None]:
+    return [_score_one(t, **kw) for t in texts]
+
+
+def _chunks(it: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    it = iter(it)
+    while True:
+        chunk = list(itertools.islice(it, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def iter_scores(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64,
+                **hk_kwargs: Any) -> Iterator[float | None]:
+    """Stream Ĥ_K scores of ``texts`` in input order; ``n_jobs`` worker processes (1: in-process).
+
+    hk_kwargs go to ``hk`` (tokenizer, n_trunc, min_tokens, estimator, overlap, ...).
+    """
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
+        raise ValueError(f"n_jobs must be a positive int or -1 (all cores), got {n_jobs!r}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    if n_jobs == -1:
+        n_jobs = os.cpu_count() or 1
+    # validate the options once, up front, on a dummy document
+    _score_one("", **hk_kwargs)
+    if n_jobs == 1:
+        for chunk in _chunks(texts, chunk_size):
+            yield from _score_chunk(chunk, hk_kwargs)
+        return
+    fn = partial(_score_chunk, kw=hk_kwargs)
+    with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+        # bounded look-ahead: at most 2 * n_jobs chunks in flight, results in order
+        pending = []
+        for chunk in _chunks(texts, chunk_size):
+            pending.append(pool.submit(fn, chunk))
+            if len(pending) >= 2 * n_jobs:
+                yield from pending.pop(0).result()
+        for fut in pending:
+            yield from fut.result()
+
+
+def score_corpus(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64,
+                 **hk_kwargs: Any) -> list[float | None]:
+    """Ĥ_K (bits/token, None for short documents) of every text, in order; parallel over processes."""
+    return list(iter_scores(texts, n_jobs=n_jobs, chunk_size=chunk_size, **hk_kwargs))

@@ -1,0 +1,111 @@
+"""Match-length entropy-rate estimators Ĥ (bits per token) and the document score ``hk``.
+
+All four read the match lengths Λ_i of ``match_lengths`` (non-overlapping by default):
+
+* ``paper`` (Eq. 1 of the paper, ProcessEntropy's ``self_entropy_rate``):
+      Ĥ_K = N·log2(N) / Σ_{i=1}^{N-1} Λ_i
+* ``increasing_window`` (Kontoyiannis–Algoet–Suhov–Wyner 1998):
+      Ĥ = [ (1/(N-1)) Σ_{i=1}^{N-1} Λ_i / log2(i+1) ]^{-1}      (i+1 = past symbols + 1)
+* ``sliding_window`` (KASW fixed window W, default N // 2), k = N − W positions with a full window:
+      Ĥ = [ (1/k) Σ_{i=W}^{N-1} Λ_i^W / log2 W ]^{-1}
+* ``gao`` (Gao–Kontoyiannis–Bienenstock 2008, average of reciprocals, universally consistent):
+      Ĥ = (1/(N-1)) Σ_{i=1}^{N-1} log2(i+1) / Λ_i
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from neurips26.entropy_filter.match_lengths import (as_token_array, check_window, match_lengths,
+                                                    window_lambdas)
+from neurips26.entropy_filter.tokenize import check_text, check_tokenizer, token_ids, tokenize
+
+ESTIMATORS = ("paper", "increasing_window", "sliding_window", "gao")
+
+
+def check_estimator(estimator: object) -> str:
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    return estimator  # type: ignore[return-value]
+
+
+def entropy_rate(x: object, estimator: str = "paper", overlap: bool = False, window: int | None = None,
+                 backend: str = "auto") -> float:
+    """Entropy-rate estimate in bits/token of the integer token sequence ``x`` (N ≥ 2).
+
+    estimator: ``paper`` (default), ``increasing_window``, ``sliding_window`` or ``gao``.
+    overlap:   allow the match to overlap position i (LZ77 longest previous factor); default False.
+    window:    W of ``sliding_window`` (default N // 2; needs 2 ≤ W < N).
+    """
+    check_estimator(estimator)
+    arr = as_token_array(x)
+    n = arr.size
+    if n < 2:
+        raise ValueError(f"x must hold at least 2 tokens, got {n}")
+    if window is not None and estimator != "sliding_window":
+        raise ValueError(f"window is only used by estimator='sliding_window', got estimator={estimator!r}")
+    if estimator == "sliding_window":
+        if overlap:
+            raise ValueError("overlap=True is not defined for estimator='sliding_window'")
+        W = check_window(n // 2 if window is None else window, n)
+        lam_w = window_lambdas(arr, W, backend=backend).astype(np.float64)
+        # Ĥ = [ (1/k) Σ Λ_i^W / log2 W ]^{-1}, k = N − W
+        return float(1.0 / (lam_w.mean() / math.log2(W)))
+    lam = match_lengths(arr, overlap=overlap, backend=backend).astype(np.float64)
+    if estimator == "paper":
+        # Eq. 1: Ĥ_K = N log2 N / Σ_{i=1}^{N-1} Λ_i
+        return float(n * math.log2(n) / lam.sum())
+    log_past = np.log2(np.arange(2, n + 1, dtype=np.float64))  # log2(i + 1), i = 1..N-1
+    if estimator == "increasing_window":
+        # Ĥ = [ (1/(N-1)) Σ Λ_i / log2(i+1) ]^{-1}
+        return float(1.0 / np.mean(lam / log_past))
+    # gao: Ĥ = (1/(N-1)) Σ log2(i+1) / Λ_i
+    return float(np.mean(log_past / lam))
+
+
+def _check_count(value: object, name: str, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int{' or None' if allow_none else ''}, got {type(value).__name__}")
+    if value < 2:
+        raise ValueError(f"{name} must be >= 2, got {value}")
+    return int(value)
+
+
+def hk(text: str, tokenizer: str = "fast", n_trunc: int | None = 1500, min_tokens: int = 50,
+       estimator: str = "paper", overlap: bool = False, window: int | None = None,
+       backend: str = "auto") -> float | None:
+    """The paper's document score Ĥ_K(text) in bits/token, or None for short documents.
+
+    tokenize (``fast`` or ``reported``) → keep the first ``n_trunc`` tokens (None: all) → None if fewer
+    than ``min_tokens`` remain → integer ids (dictionary for ``fast``, FNV hash for ``reported``) →
+    match lengths Λ → estimator (``paper`` by default).
+    """
+    check_text(text)
+    check_tokenizer(tokenizer)
+    n_trunc = _check_count(n_trunc, "n_trunc", allow_none=True)
+    min_tokens = _check_count(min_tokens, "min_tokens")
+    check_estimator(estimator)
+    toks = tokenize(text, tokenizer)
+    if n_trunc is not None:
+        toks = toks[:n_trunc]
+    if len(toks) < min_tokens:
+        return None
+    if estimator == "sliding_window" and window is not None:
+        check_window(window, len(toks))
+    return entropy_rate(token_ids(toks, tokenizer), estimator=estimator, overlap=overlap, window=window,
+                        backend=backend)
+
+
+def hk_bits_per_word_and_count(text: str, tokenizer: str = "reported", n_trunc: int | None = 1500,
+                               min_tokens: int = 10) -> tuple[float | None, int]:
+    """(Ĥ_K, number of tokens used): helper for the bits/word -> bits/token conversion of the proxy."""
+    toks = tokenize(text, tokenizer)
+    if n_trunc is not None:
+        toks = toks[:n_trunc]
+    if len(toks) < min_tokens:
+        return None, len(toks)
+    return entropy_rate(token_ids(toks, tokenizer)), len(toks)

@@ -1,0 +1,274 @@
+"""Reproduction: the six-generation collapse loop on CPython's pydoc_data prose, the proxy regression
+and the collapse detector (``neurips26 run entropy_filter [--scale quick|full]``).
+
+quick: the interpolated trigram count LM (fine-tune = re-estimate counts), 80 docs/generation.
+full:  a small neural LM (PyTorch fixed-window MLP LM, fine-tuned from the previous weights each
+       generation), 160 docs/generation, 3 seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.entropy_filter.collapse import (LoopConfig, generation_comparison, prompts, proxy_regression,
+                                               record_docs, run_lineage, run_rephrase_lineage, spearman,
+                                               trajectories)
+from neurips26.entropy_filter.corpus import N_DOMAINS, pydoc_topics
+from neurips26.entropy_filter.count_lm import CountLMConfig, TrigramLM, pretraining_docs
+from neurips26.entropy_filter.tokenize import reported_tokenize
+
+ALL_CONDITIONS = ("unfiltered", "random", "hl_filter", "hl_surprisal", "hk_filter", "zlib", "gopher_rep")
+PLOT_METRICS = ("hk", "distinct_3", "rep_4", "vocabulary")
+
+
+@dataclass(frozen=True)
+class Config:
+    generator: str = "count"                 # "count" (trigram LM) or "neural" (PyTorch MLP LM)
+    n_per_topic: int = 2                     # 4 domains × 10 topics × n_per_topic docs per generation
+    topics_per_domain: int = 10
+    doc_len: int = 120
+    temperature: float = 0.8
+    generations: int = 6
+    keep_frac: float = 0.5                   # ASSUMPTION (paper's k not recovered)
+    hl_scorer: str = "base"                  # ASSUMPTION: frozen generation-0 scorer; "current" = generator
+    conditions: tuple[str, ...] = ALL_CONDITIONS
+    eta: float = 1.0                         # count LM: counts ← (1 − η)·old + η·new
+    vocab_size: int = 1500
+    proxy_temperatures: tuple[float, ...] = (0.6, 0.8, 1.0)   # ASSUMPTION (paper's not recovered)
+    proxy_n_per_topic: int = 2
+    rephrase: bool = True
+    record_self: bool = True                 # also record each generator's own H_L (detector_self)
+    rephrase_lam: float = 0.5
+    n_seeds: int = 1                         # seeds ctx.seed, ctx.seed + 1, ...
+    neural: dict[str, Any] = field(default_factory=dict)   # NeuralLMConfig overrides (full)
+
+
+CONFIGS = {
+    "quick": Config(),
+    "full": Config(generator="neural", n_per_topic=4, n_seeds=3, proxy_n_per_topic=2,
+                   neural={"epochs_per_generation": 3}),
+}
+
+
+def _build_base(cfg: Config, seed: int, ctx: RunContext) -> Any:
+    topics = pydoc_topics()
+    vocab, docs = pretraining_docs(topics, cfg.doc_len, N_DOMAINS, cfg.vocab_size)
+    if cfg.generator == "count":
+        return TrigramLM(vocab, N_DOMAINS, CountLMConfig(vocab_size=cfg.vocab_size, eta=cfg.eta)).fit(docs), topics
+    if cfg.generator == "neural":
+        from neurips26.entropy_filter.neural_lm import NeuralLM, NeuralLMConfig
+
+        ncfg = NeuralLMConfig(**cfg.neural)
+        ctx.log(f"entropy_filter: pre-training the neural LM ({ncfg.pretrain_epochs} epochs)")
+        return NeuralLM.pretrain(vocab, N_DOMAINS, len(topics), docs, ncfg, seed=seed,
+                                 track=lambda it, **kw: ctx.track(it, **kw)), topics
+    raise ValueError(f"generator must be 'count' or 'neural', got {cfg.generator!r}")
+
+
+def _one_seed(cfg: Config, ctx: RunContext, seed: int) -> dict[str, Any]:
+    base, topics = _build_base(cfg, seed, ctx)
+    loop = LoopConfig(cfg.n_per_topic, cfg.topics_per_domain, cfg.doc_len, cfg.temperature,
+                      cfg.generations, cfg.keep_frac, cfg.hl_scorer, tuple(cfg.conditions),
+                      cfg.record_self)
+    domains, tops = prompts(N_DOMAINS, cfg.topics_per_domain, cfg.n_per_topic, len(topics))
+    rng0 = np.random.default_rng([seed, 0])
+    gen0_ids = base.sample(domains, tops, cfg.doc_len, cfg.temperature, rng0)
+    gen0 = record_docs(base, base, gen0_ids, domains, tops, "gen0", 0)
+    records: list[dict[str, Any]] = []
+    for k, cond in enumerate(ctx.track(cfg.conditions, desc="conditions", total=len(cfg.conditions))):
+        rng = np.random.default_rng([seed, 1, k])
+        records += run_lineage(base, cond, loop, gen0, gen0_ids, domains, tops, rng)
+        ctx.log(f"entropy_filter: seed {seed} condition {cond} done")
+    G = cfg.generations
+    out: dict[str, Any] = {
+        "trajectories": trajectories(records, cfg.conditions, G),
+        "final": generation_comparison(records, cfg.conditions, G),
+        "n_docs_per_generation": int(domains.size),
+    }
+    # collapse detector: Spearman ρ(Ĥ_K, H_L) pooled over the unfiltered lineage (all generations)
+    unf = [r for r in records if r["condition"] == "unfiltered"]
+    out["detector"] = spearman([r["hk"] for r in unf], [r["hl"] for r in unf])
+    if cfg.record_self:
+        out["detector_self"] = spearman([r["hk"] for r in unf], [r["hl_self"] for r in unf])
+    if cfg.rephrase and hasattr(base, "rephraser"):
+        reph = run_rephrase_lineage(base, loop, gen0_ids, domains, tops, np.random.default_rng([seed, 2]),
+                                    cfg.rephrase_lam)
+        out["detector_rephrase"] = spearman([r["hk"] for r in reph], [r["hl"] for r in reph])
+        out["rephrase_hk"] = [float(np.mean([r["hk"] for r in reph if r["generation"] == g and r["hk"]]))
+                              for g in range(G + 1)]
+    # proxy: documents across domains × temperatures from M_0, scored by M_0
+    pdom, ptop = prompts(N_DOMAINS, cfg.topics_per_domain, cfg.proxy_n_per_topic, len(topics))
+    proxy_rows = []
+    for j, tau in enumerate(cfg.proxy_temperatures):
+        ids = base.sample(pdom, ptop, cfg.doc_len, tau, np.random.default_rng([seed, 3, j]))
+        for r in record_docs(base, base, ids, pdom, ptop, f"proxy_tau{tau}", 0):
+            if r["hk"] is None:
+                continue
+            n_words = len(reported_tokenize(r["text"])[:1500])
+            r["words_per_token"] = n_words / r["n_tokens"]
+            r["hk_bits_per_token"] = r["hk"] * r["words_per_token"]   # bits/word × words/token
+            r["tau"] = tau
+            proxy_rows.append(r)
+    out["proxy"] = proxy_regression(np.array([r["hk_bits_per_token"] for r in proxy_rows]),
+                                    np.array([r["hl"] for r in proxy_rows]))
+    out["proxy_points"] = [[r["hl"], r["hk_bits_per_token"], r["tau"], r["domain"]] for r in proxy_rows]
+    # fast vs reported tokenisation: Spearman over the generated documents (generation 0 + proxy)
+    both = [(r["hk_fast"], r["hk"]) for r in gen0 + proxy_rows]
+    out["fast_vs_reported"] = spearman([a for a, _ in both], [b for _, b in both])
+    return out
+
+
+def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    per_seed = []
+    for s in range(cfg.n_seeds):
+        per_seed.append(_one_seed(cfg, ctx, ctx.seed + s))
+    main = per_seed[0]
+    m: dict[str, Any] = {"seeds": [ctx.seed + s for s in range(cfg.n_seeds)], "generator": cfg.generator}
+    m.update({k: v for k, v in main.items() if k != "proxy_points"})
+    traj = main["trajectories"]
+    m["unfiltered_hk_gen0"] = traj["unfiltered"]["hk"][0]
+    m["unfiltered_hk_final"] = traj["unfiltered"]["hk"][-1]
+    G = cfg.generations
+    for cond in cfg.conditions:
+        if cond != "unfiltered":
+            for met in ("distinct_3", "vocabulary", "rep_4", "hk"):
+                c = main["final"][cond][met]
+                m[f"{cond}.{met}.pct"] = c["pct"]
+                m[f"{cond}.{met}.p_welch"] = c["p_welch"]
+                m[f"{cond}.{met}.p_student"] = c["p_student"]
+    if cfg.n_seeds > 1:
+        m["per_seed_final"] = [ps["final"] for ps in per_seed]
+        m["per_seed_detector"] = [ps["detector"] for ps in per_seed]
+    _plots(cfg, ctx, main, G)
+    return m
+
+
+def _plots(cfg: Config, ctx: RunContext, main: dict[str, Any], G: int) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PLOT_METRICS), figsize=(4 * len(PLOT_METRICS), 3.4))
+    gens = list(range(G + 1))
+    for ax, met in zip(axes, PLOT_METRICS):
+        for cond in cfg.conditions:
+            ys = main["trajectories"][cond][met]
+            ax.plot(gens, [np.nan if y is None else y for y in ys], marker="o", ms=3, label=cond)
+        ax.set_title({"hk": "Ĥ_K (bits/word, reported)", "distinct_3": "Distinct-3", "rep_4": "Rep-4",
+                      "vocabulary": "vocabulary"}[met])
+        ax.set_xlabel("generation")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"collapse loop ({cfg.generator} LM, {main['n_docs_per_generation']} docs/generation)")
+    ctx.save_plot(fig, "trajectories.png")
+
+    pts = np.array(main["proxy_points"], dtype=float)
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for tau in cfg.proxy_temperatures:
+        sel = pts[:, 2] == tau
+        ax.scatter(pts[sel, 0], pts[sel, 1], s=8, label=f"τ = {tau}")
+    p = main["proxy"]
+    xs = np.linspace(pts[:, 0].min(), pts[:, 0].max(), 10)
+    ax.plot(xs, p["alpha"] + p["beta"] * xs, "k--", label=f"β = {p['beta']:.3f}, R² = {p['r2']:.3f}")
+    ax.set_xlabel("H_L (bits/token, scorer)")
+    ax.set_ylabel("Ĥ_K (bits/token)")
+    ax.legend(fontsize=7)
+    ctx.save_plot(fig, "hk_vs_hl.png")
+
+
+# --------------------------------------------------------------------------------------------------
+# claims (verdicts computed from the metrics)
+# --------------------------------------------------------------------------------------------------
+
+def _improves(metric: str, paper: str) -> Any:
+    def check(m: dict[str, Any]) -> tuple[str, str]:
+        pct, p = m[f"hk_filter.{metric}.pct"], m[f"hk_filter.{metric}.p_welch"]
+        if pct is None or p is None:
+            return INCONCLUSIVE, f"{metric}: not enough documents"
+        return verdict(pct > 0 and p < 1e-3), (f"{pct:+.1f}% (better direction +), Welch p = {p:.2g}, "
+                                               f"Student p = {m[f'hk_filter.{metric}.p_student']:.2g}")
+    return check
+
+
+def _hl_no_benefit(m: dict[str, Any]) -> tuple[str, str]:
+    parts, any_sig = [], False
+    for met in ("distinct_3", "vocabulary", "rep_4"):
+        pct, p = m[f"hl_filter.{met}.pct"], m[f"hl_filter.{met}.p_welch"]
+        if pct is None or p is None:
+            return INCONCLUSIVE, f"{met}: not enough documents"
+        any_sig |= pct > 0 and p < 0.05
+        parts.append(f"{met} {pct:+.1f}% (p = {p:.2g})")
+    return verdict(not any_sig), "; ".join(parts)
+
+
+def _hk_beats_hl(m: dict[str, Any]) -> tuple[str, str]:
+    parts, ok = [], True
+    for met in ("distinct_3", "vocabulary", "rep_4"):
+        a, b = m[f"hk_filter.{met}.pct"], m[f"hl_filter.{met}.pct"]
+        if a is None or b is None:
+            return INCONCLUSIVE, f"{met}: not enough documents"
+        ok &= a > b
+        parts.append(f"{met}: Ĥ_K {a:+.1f}% vs H_L {b:+.1f}%")
+    return verdict(ok), "; ".join(parts)
+
+
+def _collapse(m: dict[str, Any]) -> tuple[str, str]:
+    g0, g6 = m["unfiltered_hk_gen0"], m["unfiltered_hk_final"]
+    return verdict(g6 < 0.6 * g0), f"unfiltered Ĥ_K {g0:.2f} → {g6:.2f} bits/word (needs < 0.6×)"
+
+
+def _proxy(m: dict[str, Any]) -> tuple[str, str]:
+    p = m["proxy"]
+    return (verdict(p["beta"] > 0 and p["p"] < 1e-3 and p["r2"] >= 0.5),
+            f"β = {p['beta']:.3f}, R² = {p['r2']:.3f}, p = {p['p']:.2g}, n = {p['n']} "
+            f"(holds if β > 0, p < 1e-3, R² ≥ 0.5)")
+
+
+def _detector(m: dict[str, Any]) -> tuple[str, str]:
+    d = m["detector"]
+    txt = f"ρ = {d['rho']:+.3f}, p = {d['p']:.2g}, n = {d['n']}"
+    if "detector_rephrase" in m:
+        txt += f"; rephrasing lineage ρ = {m['detector_rephrase']['rho']:+.3f}"
+    return verdict(d["rho"] > 0 and d["p"] < 1e-4), txt
+
+
+def _rephrase(m: dict[str, Any]) -> tuple[str, str]:
+    if "detector_rephrase" not in m:
+        return INCONCLUSIVE, "no rephrasing lineage for this generator"
+    r, f = m["detector_rephrase"]["rho"], m["detector"]["rho"]
+    return verdict(r < 0), f"rephrasing ρ = {r:+.3f} (fine-tuning ρ = {f:+.3f}); paper: negative"
+
+
+def _ordering(m: dict[str, Any]) -> tuple[str, str]:
+    t = m["trajectories"]
+    u, h, k = t["unfiltered"]["hk"][-1], t["hl_filter"]["hk"][-1], t["hk_filter"]["hk"][-1]
+    return verdict(k > h > u), f"generation-6 Ĥ_K: unfiltered {u:.2f}, H_L filter {h:.2f}, Ĥ_K filter {k:.2f}"
+
+
+CLAIMS = [
+    Claim("collapse", "Unfiltered fine-tuning on own samples collapses diversity (Ĥ_K falls)",
+          "Table 1: unfiltered Ĥ_K 0.79 bits/word at gen 6", _collapse),
+    Claim("hk_distinct3", "Ĥ_K filtering raises Distinct-3 vs unfiltered at gen 6 (p < 0.001)",
+          "+42% (***)", _improves("distinct_3", "+42%")),
+    Claim("hk_vocab", "Ĥ_K filtering raises vocabulary vs unfiltered at gen 6 (p < 0.001)",
+          "+30% (***)", _improves("vocabulary", "+30%")),
+    Claim("hk_rep4", "Ĥ_K filtering lowers Rep-4 vs unfiltered at gen 6 (p < 0.001)",
+          "−19% (***)", _improves("rep_4", "-19%")),
+    Claim("hl_no_benefit", "Log-prob (H_L) filtering gives no significant diversity benefit",
+          "+7% / +4% / −3%, all p > 0.23", _hl_no_benefit),
+    Claim("hk_beats_hl", "Ĥ_K filter beats the H_L filter on Distinct-3, vocabulary and Rep-4",
+          "+42/+30/−19% vs +7/+4/−3%", _hk_beats_hl),
+    Claim("hk_ordering", "Generation-6 Ĥ_K ordering: Ĥ_K filter > H_L filter > unfiltered",
+          "1.43 > 1.16 > 0.79 bits/word", _ordering),
+    Claim("proxy", "Ĥ_K tracks H_L across domains and temperatures (OLS of Ĥ_K bits/token on H_L)",
+          "β = 0.924, R² = 0.746", _proxy),
+    Claim("detector", "Ĥ_K detects collapse: Spearman ρ(Ĥ_K, H_L) > 0 over the fine-tuning lineage",
+          "ρ = +0.454, p < 0.0001", _detector),
+    Claim("rephrase_negative", "In a rephrasing lineage (no weight update) ρ(Ĥ_K, H_L) is negative",
+          "ρ = −0.175", _rephrase),
+]

@@ -1,0 +1,208 @@
+"""Selection for the next generation: per-domain top-k by a score, and the baselines' scores.
+
+``select(docs, scores, domains, keep_frac)``: within each domain d (n_d documents) keep the
+k_d = round(keep_frac · n_d) documents with the highest score (Python ``round``, ties to even;
+stable tie-break by index; None scores rank last). With ``scores=None`` the k_d documents are a
+uniform random subset drawn with ``rng`` (the size-matched ``random`` condition).
+
+Scores of the conditions (higher is kept unless said otherwise):
+* ``hk_filter``  Ĥ_K of the fast path (``estimators.hk``);
+* ``hl_filter``  H_L = mean next-token entropy of a scorer model (computed by the language model);
+* ``zlib``       compressed bytes / raw bytes;
+* ``gopher_rep`` Gopher repetition rules (Rae et al. 2021, as in datatrove's GopherRepetitionFilter):
+  pass/fail as a pipeline filter; inside the loop passing documents rank first, then by fewest and
+  smallest threshold violations, so the selection stays size-matched.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+CONDITIONS = ("unfiltered", "random", "hl_filter", "hl_surprisal", "hk_filter", "zlib", "gopher_rep")
+
+
+def _check_keep_frac(keep_frac: object) -> float:
+    if isinstance(keep_frac, bool) or not isinstance(keep_frac, (int, float, np.floating, np.integer)):
+        raise TypeError(f"keep_frac must be a number in (0, 1], got {type(keep_frac).__name__}")
+    if not (0.0 < float(keep_frac) <= 1.0):
+        raise ValueError(f"keep_frac must be in (0, 1], got {keep_frac}")
+    return float(keep_frac)
+
+
+def _check_scores(scores: Sequence[Any], n: int) -> list[float | None]:
+    if len(scores) != n:
+        raise ValueError(f"scores must have one entry per document: got {len(scores)} scores for {n} docs")
+    out: list[float | None] = []
+    for i, s in enumerate(scores):
+        if s is None:
+            out.append(None)
+            continue
+        if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)):
+            raise TypeError(f"scores[{i}] must be a number or None, got {type(s).__name__}")
+        if math.isnan(float(s)):
+            raise ValueError(f"scores[{i}] is NaN; use None for a document without a score")
+        out.append(float(s))
+    return out
+
+
+def per_domain_k(domains: Sequence[Any], keep_frac: float) -> dict[Any, int]:
+    """k_d = round(keep_frac · n_d) per domain (Python round, ties to even)."""
+    keep_frac = _check_keep_frac(keep_frac)
+    counts = Counter(domains)
+    return {d: round(keep_frac * n) for d, n in counts.items()}
+
+
+def select(docs: Sequence[Any], scores: Sequence[Any] | None, domains: Sequence[Any] | None = None,
+           keep_frac: float = 0.5, rng: np.random.Generator | None = None) -> list[int]:
+    """Indices (ascending) of the documents kept: per-domain top-k by score (or random when scores=None).
+
+    docs:      the documents (only their number is used; any sequence).
+    scores:    one number (or None) per document, higher kept; None ranks last; NaN is an error.
+    domains:   one hashable label per document (None: one domain for all).
+    keep_frac: fraction kept per domain, in (0, 1]; k_d = round(keep_frac · n_d).
+    rng:       numpy Generator, required when scores is None (uniform random size-matched subset).
+    """
+    n = len(docs)
+    keep_frac = _check_keep_frac(keep_frac)
+    if domains is None:
+        domains = [0] * n
+    if len(domains) != n:
+        raise ValueError(f"domains must have one entry per document: got {len(domains)} for {n} docs")
+    if scores is not None:
+        sc = _check_scores(scores, n)
+    elif rng is None or not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy.random.Generator when scores is None (random selection)")
+    by_domain: dict[Any, list[int]] = {}
+    for i, d in enumerate(domains):
+        by_domain.setdefault(d, []).append(i)
+    kept: list[int] = []
+    for d, idx in by_domain.items():
+        k = round(keep_frac * len(idx))
+        if scores is None:
+            kept.extend(int(i) for i in rng.choice(np.asarray(idx), size=k, replace=False))
+        else:
+            # highest score first, None last, ties by index (sort is stable)
+            order = sorted(idx, key=lambda i: (sc[i] is None, -(sc[i] or 0.0), i))
+            kept.extend(order[:k])
+    return sorted(kept)
+
+
+def zlib_ratio(text: str, level: int = 9) -> float | None:
+    """Compressed bytes / raw bytes (higher = less redundant); None for empty text."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    raw = text.encode("utf-8")
+    if not raw:
+        return None
+    return len(zlib.compress(raw, level)) / len(raw)
+
+
+# --------------------------------------------------------------------------------------------------
+# Gopher repetition rules
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GopherRules:
+    """Thresholds of the Gopher repetition filter (Rae et al. 2021, Table A1; datatrove defaults)."""
+
+    dup_line_frac: float = 0.30
+    dup_para_frac: float = 0.30
+    dup_line_char_frac: float = 0.20
+    dup_para_char_frac: float = 0.20
+    top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
+    dup_n_grams: tuple[tuple[int, float], ...] = field(
+        default=((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)))
+
+
+_PARA = re.compile(r"\n{2,}")
+_LINE = re.compile(r"\n+")
+
+
+def _find_duplicates(items: list[str]) -> tuple[int, int]:
+    seen: set[str] = set()
+    dup_el = dup_chars = 0
+    for x in items:
+        if x in seen:
+            dup_el += 1
+            dup_chars += len(x)
+        else:
+            seen.add(x)
+    return dup_el, dup_chars
+
+
+def _top_duplicate_chars(grams: list[str]) -> int:
+    gram, count = Counter(grams).most_common(1)[0]
+    return len(gram) * count if count > 1 else 0
+
+
+def _all_duplicate_chars(ws: list[str], n: int) -> int:
+    seen: set[str] = set()
+    repeated, idx = 0, 0
+    while idx < len(ws) - n + 1:
+        gram = "".join(ws[idx:idx + n])
+        if gram in seen:
+            repeated += len(gram)
+            idx += n
+        else:
+            seen.add(gram)
+            idx += 1
+    return repeated
+
+
+def gopher_violations(text: str, rules: GopherRules = GopherRules()) -> list[tuple[str, float, float]]:
+    """The Gopher repetition rules a document breaks: [(rule, measured fraction, threshold), ...].
+
+    Line/paragraph duplicate fractions, the character fraction of the most frequent 2/3/4-gram and
+    the character fraction covered by duplicated 5..10-grams (words = whitespace split).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    out: list[tuple[str, float, float]] = []
+    n_chars = max(len(text), 1)
+    paras = _PARA.split(text.strip())
+    d_el, d_ch = _find_duplicates(paras)
+    if paras and d_el / len(paras) > rules.dup_para_frac:
+        out.append(("dup_para_frac", d_el / len(paras), rules.dup_para_frac))
+    if d_ch / n_chars > rules.dup_para_char_frac:
+        out.append(("dup_para_char_frac", d_ch / n_chars, rules.dup_para_char_frac))
+    lines = _LINE.split(text)
+    d_el, d_ch = _find_duplicates(lines)
+    if lines and d_el / len(lines) > rules.dup_line_frac:
+        out.append(("dup_line_frac", d_el / len(lines), rules.dup_line_frac))
+    if d_ch / n_chars > rules.dup_line_char_frac:
+        out.append(("dup_line_char_frac", d_ch / n_chars, rules.dup_line_char_frac))
+    ws = text.split()
+    for n, thr in rules.top_n_grams:
+        grams = [" ".join(ws[i:i + n]) for i in range(len(ws) - n + 1)]
+        if grams:
+            frac = _top_duplicate_chars(grams) / n_chars
+            if frac > thr:
+                out.append((f"top_{n}_gram", frac, thr))
+    for n, thr in rules.dup_n_grams:
+        frac = _all_duplicate_chars(ws, n) / n_chars
+        if frac > thr:
+            out.append((f"duplicated_{n}_n_grams", frac, thr))
+    return out
+
+
+def gopher_pass(text: str, rules: GopherRules = GopherRules()) -> bool:
+    """True when the document passes every Gopher repetition rule (the pipeline filter)."""
+    return not gopher_violations(text, rules)
+
+
+def gopher_score(text: str, rules: GopherRules = GopherRules()) -> float:
+    """A rank score for size-matched selection: 0 for a passing document, else −(violations +
+    e/(1+e)) with e the total relative excess over the thresholds, so passing
+    documents rank first, then the fewest violations, then the smallest excess."""
+    v = gopher_violations(text, rules)
+    if not v:
+        return 0.0
+    excess = sum((m - t) / t for _, m, t in v)
+    return -(len(v) + excess / (1.0 + excess))  # the count dominates, the excess breaks ties

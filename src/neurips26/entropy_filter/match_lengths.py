@@ -1,0 +1,383 @@
+"""Match lengths Λ_i of a token sequence: the quantity behind every H_K estimate.
+
+Definition (the paper's, and ProcessEntropy/LCSFinder's). For x_0..x_{N-1} and i = 1..N-1:
+
+    ℓ_i = max{ L ≥ 0 : ∃ j ≥ 0, j + L ≤ i, x[j:j+L] = x[i:i+L] },  L ≤ N - i
+    Λ_i = ℓ_i + 1
+
+i.e. Λ_i is the length of the shortest prefix starting at i that does not occur inside the past
+x[0:i] (the match lies entirely in the past: *non-overlapping*). With ``overlap=True`` the constraint
+j + L ≤ i is dropped (only j < i): ℓ_i is then the LZ77 "longest previous factor" LPF[i].
+
+Fast algorithm: a suffix automaton (SAM) of the whole sequence whose states carry ``firstpos`` (the
+smallest end index of any occurrence), scanned once with the (state, L) of the current match; the
+carried match only ever shrinks by one per step (ℓ_{i+1} ≥ ℓ_i − 1), so the scan is amortised O(N).
+Two backends compute it: a numba kernel with a flat open-addressing transition table (used when numba
+is installed) and a pure-Python one with dict transitions (always available). ``naive_lambdas`` is the
+direct definition, for tests and the benchmark only.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+
+BACKENDS = ("auto", "numba", "python")
+
+try:  # optional accelerator
+    import numba as _numba
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover - depends on the environment
+    _numba = None
+    HAVE_NUMBA = False
+
+
+# --------------------------------------------------------------------------------------------------
+# input validation
+# --------------------------------------------------------------------------------------------------
+
+def as_token_array(x: object, name: str = "x") -> np.ndarray:
+    """Validate a 1-D array of non-negative integer token ids and return it as int64."""
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be a 1-D sequence of non-negative integer ids, got {type(x).__name__}")
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        if arr.dtype == object or np.issubdtype(arr.dtype, np.floating):
+            try:
+                as_int = arr.astype(np.int64)
+            except (TypeError, ValueError, OverflowError):
+                raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}") from None
+            if not np.array_equal(as_int, arr):
+                raise TypeError(f"{name} must hold integer token ids, got non-integral values")
+            arr = as_int
+        else:
+            raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} holds ids too large for int64")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.min() < 0:
+        raise ValueError(f"{name} must hold non-negative token ids, found {int(arr.min())}")
+    return arr
+
+
+def _dense(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Relabel ids to 0..σ-1 (order-preserving); returns the relabelled array and σ."""
+    if x.size == 0:
+        return x.astype(np.int64), 0
+    uniq, inv = np.unique(x, return_inverse=True)
+    return inv.astype(np.int64), int(uniq.size)
+
+
+def _check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "numba" and not HAVE_NUMBA:
+        raise ValueError("backend='numba' needs the numba package (pip install numba)")
+    if backend == "auto":
+        return "numba" if HAVE_NUMBA else "python"
+    return backend
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic GC makes the dict-based SAM build super-linear on 10^5 tokens; pause it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+# --------------------------------------------------------------------------------------------------
+# pure-Python suffix automaton
+# --------------------------------------------------------------------------------------------------
+
+def _sam_lambdas_python(x: list[int], overlap: bool) -> np.ndarray:
+    n = len(x)
+    # 1. online SAM construction; per state: len, link, transitions, firstpos (smallest end index)
+    length = [0]
+    link = [-1]
+    firstpos = [-1]
+    trans: list[dict[int, int]] = [{}]
+    last = 0
+    for pos, c in enumerate(x):
+        cur = len(length)
+        length.append(length[last] + 1)
+        link.append(0)
+        firstpos.append(pos)  # a new state ends first at the current position
+        trans.append({})
+        p = last
+        while p != -1 and c not in trans[p]:
+            trans[p][c] = cur
+            p = link[p]
+        if p != -1:
+            q = trans[p][c]
+            if length[p] + 1 == length[q]:
+                link[cur] = q
+            else:
+                clone = len(length)
+                length.append(length[p] + 1)
+                link.append(link[q])
+                firstpos.append(firstpos[q])  # a clone keeps the first end position of q
+                trans.append(dict(trans[q]))
+                while p != -1 and trans[p].get(c) == q:
+                    trans[p][c] = clone
+                    p = link[p]
+                link[q] = clone
+                link[cur] = clone
+        last = cur
+    # 2.-4. scan i = 1..N-1 carrying (state, L) of the match x[i:i+L]
+    lam = np.empty(max(n - 1, 0), dtype=np.int64)
+    state, L = 0, 0
+    for i in range(1, n):
+        if i >= 2:
+            if L > 0:
+                L -= 1  # drop the first token: x[i:i+L] is a suffix of the previous match
+                if L <= length[link[state]]:
+                    state = link[state]
+            else:
+                state = 0
+        # non-overlapping: the occurrence must end by i-1 (j + L + 1 ≤ i);
+        # overlapping: it must start before i (end ≤ i - 1 + L for the extended length L + 1)
+        while i + L < n:
+            t = trans[state].get(x[i + L])
+            if t is None or firstpos[t] > (i - 1 + L if overlap else i - 1):
+                break
+            state = t
+            L += 1
+        lam[i - 1] = L + 1  # Λ_i = ℓ_i + 1
+    return lam
+
+
+# --------------------------------------------------------------------------------------------------
+# numba suffix automaton (flat arrays; transitions in an open-addressing hash table of edges)
+# --------------------------------------------------------------------------------------------------
+
+if HAVE_NUMBA:
+
+    @_numba.njit(inline="always", cache=True)
+    def _slot(key, shift):  # pragma: no cover - compiled
+        # Fibonacci hashing: the top bits of key * 2^64/φ (uint64 arithmetic wraps)
+        return np.int64((np.uint64(key) * np.uint64(11400714819323198485)) >> np.uint64(shift))
+
+    @_numba.njit(cache=True, nogil=True)
+    def _find(table, key, shift):  # pragma: no cover - compiled
+        """Slot of ``key`` in the interleaved (key, target) table, or of the empty slot ending its probe."""
+        mask = (table.shape[0] >> 1) - 1
+        slot = _slot(key, shift)
+        while table[2 * slot] != -1 and table[2 * slot] != key:
+            slot = (slot + 1) & mask
+        return slot
+
+    @_numba.njit(cache=True, nogil=True)
+    def _sam_lambdas_numba(x, sigma, overlap):  # pragma: no cover - compiled
+        n = x.shape[0]
+        max_states = 2 * n + 1
+        max_edges = 3 * n + 4
+        # per state, interleaved for locality: [len, link, firstpos]
+        st = np.empty(3 * max_states, np.int64)
+        st[0] = 0
+        st[1] = -1
+        st[2] = -1
+        head = np.full(max_states, -1, np.int64)      # a state's edge list (chars only; targets hashed)
+        e_next = np.empty(max_edges, np.int64)
+        e_char = np.empty(max_edges, np.int64)
+        cap = 16
+        while cap < 2 * max_edges:
+            cap *= 2
+        shift = 64
+        while (1 << (64 - shift)) < cap:
+            shift -= 1
+        table = np.full(2 * cap, -1, np.int64)        # [key, target] pairs, key = state * sigma + char
+        n_states = 1
+        n_edges = 0
+        last = 0
+        for pos in range(n):
+            c = x[pos]
+            cur = n_states
+            n_states += 1
+            st[3 * cur] = st[3 * last] + 1
+            st[3 * cur + 1] = 0
+            st[3 * cur + 2] = pos                      # firstpos of a new state = current position
+            p = last
+            slot = 0
+            while p != -1:
+                slot = _find(table, p * sigma + c, shift)
+                if table[2 * slot] != -1:
+                    break
+                table[2 * slot] = p * sigma + c        # add p --c--> cur
+                table[2 * slot + 1] = cur
+                e_char[n_edges] = c
+                e_next[n_edges] = head[p]
+                head[p] = n_edges
+                n_edges += 1
+                p = st[3 * p + 1]
+            if p != -1:
+                q = table[2 * slot + 1]
+                if st[3 * p] + 1 == st[3 * q]:
+                    st[3 * cur + 1] = q
+                else:
+                    clone = n_states
+                    n_states += 1
+                    st[3 * clone] = st[3 * p] + 1
+                    st[3 * clone + 1] = st[3 * q + 1]
+                    st[3 * clone + 2] = st[3 * q + 2]  # a clone keeps q's firstpos
+                    e = head[q]
+                    while e != -1:                     # copy q's transitions to the clone
+                        cc = e_char[e]
+                        target = table[2 * _find(table, q * sigma + cc, shift) + 1]
+                        s2 = _find(table, clone * sigma + cc, shift)
+                        table[2 * s2] = clone * sigma + cc
+                        table[2 * s2 + 1] = target
+                        e_char[n_edges] = cc
+                        e_next[n_edges] = head[clone]
+                        head[clone] = n_edges
+                        n_edges += 1
+                        e = e_next[e]
+                    while p != -1:                     # redirect p --c--> q to the clone
+                        s3 = _find(table, p * sigma + c, shift)
+                        if table[2 * s3] == -1 or table[2 * s3 + 1] != q:
+                            break
+                        table[2 * s3 + 1] = clone
+                        p = st[3 * p + 1]
+                    st[3 * q + 1] = clone
+                    st[3 * cur + 1] = clone
+            last = cur
+        lam = np.empty(max(n - 1, 0), np.int64)
+        state = 0
+        L = 0
+        for i in range(1, n):
+            if i >= 2:
+                if L > 0:
+                    L -= 1
+                    if L <= st[3 * st[3 * state + 1]]:
+                        state = st[3 * state + 1]
+                else:
+                    state = 0
+            limit0 = i - 1
+            while i + L < n:
+                s4 = _find(table, state * sigma + x[i + L], shift)
+                if table[2 * s4] == -1:
+                    break
+                t = table[2 * s4 + 1]
+                if st[3 * t + 2] > (limit0 + L if overlap else limit0):
+                    break
+                state = t
+                L += 1
+            lam[i - 1] = L + 1
+        return lam
+
+    @_numba.njit(cache=True, nogil=True)
+    def _window_lambdas_numba(x, W):  # pragma: no cover - compiled
+        n = x.shape[0]
+        lam = np.empty(n - W, np.int64)
+        for i in range(W, n):
+            best = 0
+            for j in range(i - W, i):
+                cap = min(i - j, n - i)
+                L = 0
+                while L < cap and x[j + L] == x[i + L]:
+                    L += 1
+                if L > best:
+                    best = L
+            lam[i - W] = best + 1
+        return lam
+
+
+# --------------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------------
+
+def match_lengths(x: object, overlap: bool = False, backend: str = "auto") -> np.ndarray:
+    """Λ_1..Λ_{N-1} of the integer token sequence ``x`` (length N-1; empty for N < 2).
+
+    overlap=False (default, the paper's): the match must lie inside the past x[0:i].
+    overlap=True: LZ77 longest previous factor + 1 (the match must only *start* before i).
+    backend: ``auto`` (numba when installed), ``numba`` or ``python``. Linear time via the SAM.
+    """
+    arr = as_token_array(x)
+    if not isinstance(overlap, (bool, np.bool_)):
+        raise TypeError(f"overlap must be a bool, got {type(overlap).__name__}")
+    be = _check_backend(backend)
+    if arr.size < 2:
+        return np.empty(0, dtype=np.int64)
+    dense, sigma = _dense(arr)
+    if be == "numba":
+        return _sam_lambdas_numba(dense, max(sigma, 1), bool(overlap))
+    with _gc_paused():
+        return _sam_lambdas_python(dense.tolist(), bool(overlap))
+
+
+def lpf_lambdas(x: object) -> np.ndarray:
+    """Overlapping Λ via ``pydivsufsort.longest_previous_factor`` (suffix array + Kasai LCP): LPF[1:] + 1."""
+    from pydivsufsort import divsufsort, kasai, longest_previous_factor
+
+    arr = as_token_array(x)
+    if arr.size < 2:
+        return np.empty(0, dtype=np.int64)
+    dense, _ = _dense(arr)
+    sa = divsufsort(dense)
+    lcp = kasai(dense, sa)
+    return np.asarray(longest_previous_factor(dense, sa, lcp), dtype=np.int64)[1:] + 1
+
+
+def naive_lambdas(x: object, overlap: bool = False) -> np.ndarray:
+    """The direct definition with pure-Python loops (O(N^2)-O(N^3)); for tests and benchmarks only."""
+    seq = as_token_array(x).tolist()
+    n = len(seq)
+    out = []
+    for i in range(1, n):
+        best = 0
+        for j in range(i):
+            cap = n - i if overlap else min(i - j, n - i)
+            L = 0
+            while L < cap and seq[j + L] == seq[i + L]:
+                L += 1
+            if L > best:
+                best = L
+        out.append(best + 1)
+    return np.asarray(out, dtype=np.int64)
+
+
+def check_window(window: object, n: int) -> int:
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+        raise TypeError(f"window must be an int, got {type(window).__name__}")
+    if window < 2 or window >= n:
+        raise ValueError(f"window must satisfy 2 <= window < N = {n} (log2 of window=1 is 0), got {window}")
+    return int(window)
+
+
+def window_lambdas(x: object, window: int, backend: str = "auto") -> np.ndarray:
+    """Sliding-window Λ_i^W for i = W..N-1: matches against x[i-W:i] only (j ≥ i − W, j + L ≤ i).
+
+    A direct O(N·W) scan (the SAM does not give windowed matches); used by the KASW fixed-window
+    estimator, which is a benchmark-only variant.
+    """
+    arr = as_token_array(x)
+    W = check_window(window, arr.size)
+    be = _check_backend(backend)
+    if be == "numba":
+        return _window_lambdas_numba(arr, W)
+    # numpy: for each i, all W candidate starts at once, extended token by token
+    n = arr.size
+    lam = np.empty(n - W, dtype=np.int64)
+    for i in range(W, n):
+        alive = np.arange(i - W, i)
+        L = 0
+        while alive.size and i + L < n:
+            keep = (L < np.minimum(i - alive, n - i)) & (arr[alive + L] == arr[i + L])
+            alive = alive[keep]
+            if alive.size:
+                L += 1
+        lam[i - W] = L + 1
+    return lam

@@ -1,0 +1,156 @@
+"""Match lengths and estimators: spec acceptance checks 1-5 and bad input of the low-level API."""
+
+import math
+
+import numpy as np
+import pytest
+
+from neurips26.entropy_filter import entropy_rate, lpf_lambdas, match_lengths, naive_lambdas, window_lambdas
+from neurips26.entropy_filter.match_lengths import HAVE_NUMBA
+
+BACKENDS = ["python"] + (["numba"] if HAVE_NUMBA else [])
+ESTS = ["paper", "increasing_window", "sliding_window", "gao"]
+
+
+def _random_sequences(n_seq=330, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in range(n_seq):
+        n = int(rng.integers(2, 61))
+        a = int(rng.integers(1, 5))
+        if t % 3 == 0:  # a third periodic
+            period = int(rng.integers(1, 5))
+            x = np.tile(rng.integers(0, a, period), n // period + 1)[:n]
+        else:
+            x = rng.integers(0, a, n)
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sam_equals_naive_on_random_sequences(backend):
+    seqs = _random_sequences()
+    assert len(seqs) >= 300
+    for x in seqs:
+        np.testing.assert_array_equal(match_lengths(x, backend=backend), naive_lambdas(x))
+        np.testing.assert_array_equal(match_lengths(x, overlap=True, backend=backend), naive_lambdas(x, overlap=True))
+
+
+def test_overlap_equals_pydivsufsort_lpf():
+    pytest.importorskip("pydivsufsort")
+    for x in _random_sequences(seed=1):
+        lpf = lpf_lambdas(x)
+        np.testing.assert_array_equal(match_lengths(x, overlap=True), lpf)
+        for dtype in (np.uint32, np.int64):
+            np.testing.assert_array_equal(lpf_lambdas(x.astype(dtype)), lpf)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hand_cases(backend):
+    a, b, c = 7, 3, 11  # arbitrary ids
+    x = [a, b, a, b, a, b, c, a, b]
+    np.testing.assert_array_equal(match_lengths(x, backend=backend), [1, 3, 3, 3, 2, 1, 3, 2])
+    np.testing.assert_array_equal(match_lengths(x, overlap=True, backend=backend) - 1, [0, 4, 3, 2, 1, 0, 2, 1])
+    const = [5] * 10
+    np.testing.assert_array_equal(match_lengths(const, backend=backend),
+                                  [min(i, 10 - i) + 1 for i in range(1, 10)])
+
+
+def test_backends_agree_on_long_text():
+    rng = np.random.default_rng(3)
+    x = rng.zipf(1.5, 5000) % 300
+    ref = match_lengths(x, backend="python")
+    for be in BACKENDS:
+        np.testing.assert_array_equal(match_lengths(x, backend=be), ref)
+        np.testing.assert_array_equal(match_lengths(x, overlap=True, backend=be), lpf_lambdas(x))
+
+
+def test_window_lambdas_direct_definition():
+    rng = np.random.default_rng(4)
+    for _ in range(40):
+        n = int(rng.integers(5, 40))
+        x = rng.integers(0, 3, n)
+        W = int(rng.integers(2, n))
+        ref = []
+        for i in range(W, n):
+            best = 0
+            for j in range(i - W, i):
+                L = 0
+                while L < min(i - j, n - i) and x[j + L] == x[i + L]:
+                    L += 1
+                best = max(best, L)
+            ref.append(best + 1)
+        for be in BACKENDS:
+            np.testing.assert_array_equal(window_lambdas(x, W, backend=be), ref)
+
+
+def test_paper_estimator_formula():
+    x = [0, 1, 0, 1, 0, 1, 2, 0, 1]
+    lam = [1, 3, 3, 3, 2, 1, 3, 2]
+    assert entropy_rate(x) == pytest.approx(9 * math.log2(9) / sum(lam))
+    lp = np.log2(np.arange(2, 10))
+    assert entropy_rate(x, "gao") == pytest.approx(np.mean(lp / np.array(lam)))
+    assert entropy_rate(x, "increasing_window") == pytest.approx(1 / np.mean(np.array(lam) / lp))
+
+
+@pytest.mark.parametrize("est", ESTS)
+def test_constant_and_periodic_sources_are_near_zero(est):
+    n = 4000
+    assert entropy_rate(np.zeros(n, int), est) < 0.15
+    assert entropy_rate(np.tile([0, 1, 2], n // 3 + 1)[:n], est) < 0.15
+
+
+def test_fair_coin_and_bernoulli():
+    rng = np.random.default_rng(5)
+    coin = rng.integers(0, 2, 4000)
+    assert abs(entropy_rate(coin) - 1.0) < 0.25
+    big = rng.integers(0, 2, 20000)
+    assert abs(entropy_rate(big, "gao") - 1.0) < 0.15
+    assert abs(entropy_rate(big, "increasing_window") - 1.0) < 0.15
+    bern = (rng.random(4000) < 0.1).astype(int)
+    per = np.tile([0, 1, 2], 1334)[:4000]
+    for est in ESTS:
+        assert entropy_rate(per, est) < entropy_rate(bern, est) < entropy_rate(coin, est)
+
+
+@pytest.mark.parametrize("est", ESTS)
+def test_monotone_in_true_entropy(est):
+    rng = np.random.default_rng(6)
+    n = 5000
+    sources = [(rng.random(n) < 0.110028).astype(int),   # H = 0.5 bit
+               rng.integers(0, 2, n), rng.integers(0, 4, n), rng.integers(0, 8, n)]
+    est_values = [entropy_rate(x, est) for x in sources]
+    assert all(a < b for a, b in zip(est_values, est_values[1:])), est_values
+
+
+def test_repetition_lowers_estimate():
+    rng = np.random.default_rng(7)
+    doc = rng.zipf(1.5, 1500) % 2000
+    h1 = entropy_rate(doc)
+    h2 = entropy_rate(np.concatenate([doc, doc]))
+    assert h2 <= 0.7 * h1
+
+
+@pytest.mark.parametrize("bad, exc, word", [
+    ([0, -1, 2], ValueError, "non-negative"),
+    ("abc", TypeError, "x"),
+    ([[0, 1], [1, 0]], ValueError, "1-D"),
+    ([0.5, 1.0], TypeError, "integer"),
+])
+def test_bad_token_arrays(bad, exc, word):
+    with pytest.raises(exc, match=word):
+        match_lengths(bad)
+
+
+def test_bad_estimator_options():
+    x = np.arange(20) % 3
+    with pytest.raises(ValueError, match="estimator"):
+        entropy_rate(x, "nope")
+    with pytest.raises(ValueError, match="window"):
+        entropy_rate(x, "sliding_window", window=1)
+    with pytest.raises(ValueError, match="window"):
+        entropy_rate(x, "sliding_window", window=20)
+    with pytest.raises(ValueError, match="x"):
+        entropy_rate([1])
+    with pytest.raises(ValueError, match="backend"):
+        match_lengths(x, backend="gpu")
