@@ -1,0 +1,91 @@
+"""Instance-dependent quantities that enter the finite-delta analysis: U_o, U_o^gen, U(omega_u),
+connectivity (D, m, eta, t_mix, kappa_M) and curvature proxies of M -> U_o(M), omega*(M).
+
+Curvature (ASSUMPTION on what the paper's "curvature of the optimal characteristic time" means):
+  Lip_U     = max over 20 seeded support-preserving perturbations p~ (||p~ - p||_inf = xi) of
+              |U_o(M~) - U_o(M)| / xi,
+  Lip_omega = max ||omega*(M~) - omega*(M)||_1 / xi,
+  quadratic growth = min over the segment omega_lambda = omega* + lambda (omega_u - omega*) of
+              (U(M, omega_lambda) - U_o) / ||omega_lambda - omega*||^2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neurips26.nas.allocation import NavigationAllocator, uniform_allocation
+from neurips26.nas.bound import bound_terms
+from neurips26.nas.connectivity import diameter, eta, kappa, path_length_m, uniform_mixing_time
+from neurips26.nas.mdp import MDP
+
+
+def perturb(P: np.ndarray, xi: float, rng: np.random.Generator) -> np.ndarray:
+    """A support-preserving perturbation with ||P~ - P||_inf = xi (rows stay in the simplex)."""
+    Pt = P.copy()
+    S, A, _ = P.shape
+    for s in range(S):
+        for a in range(A):
+            supp = np.flatnonzero(P[s, a] > 0)
+            if len(supp) < 2:
+                continue
+            z = rng.normal(size=len(supp))
+            z -= z.mean()                                   # zero sum: stays a distribution
+            z *= xi / np.abs(z).max()
+            # keep entries positive (support preserved)
+            room = np.where(z < 0, P[s, a, supp] / np.maximum(-z, 1e-300), np.inf).min()
+            if room < 1:
+                z *= 0.5 * room
+            Pt[s, a, supp] += z
+    return Pt
+
+
+def curvature(mdp: MDP, bound: str = "primary", n_perturb: int = 20, xi: float = 1e-3,
+              seed: int = 0) -> dict:
+    """Lip_U, Lip_omega and the quadratic-growth ratio (see module docstring)."""
+    alloc = NavigationAllocator(mdp.S, mdp.A)
+    terms = bound_terms(mdp.P, mdp.r, mdp.gamma, bound)
+    base = alloc.solve(mdp.P, terms)
+    rng = np.random.default_rng(seed)
+    lip_u, lip_w = 0.0, 0.0
+    for _ in range(n_perturb):
+        Pt = perturb(mdp.P, xi, rng)
+        step = float(np.abs(Pt - mdp.P).max())
+        if step == 0:
+            continue
+        tt = bound_terms(Pt, mdp.r, mdp.gamma, bound)
+        if not np.array_equal(tt.pi, terms.pi):
+            continue
+        a = alloc.solve(Pt, tt)
+        lip_u = max(lip_u, abs(a.value - base.value) / step)
+        lip_w = max(lip_w, float(np.abs(a.omega - base.omega).sum()) / step)
+    w_u = uniform_allocation(mdp.P)
+    growth = np.inf
+    for lam in np.linspace(0.05, 1.0, 20):
+        w = base.omega + lam * (w_u - base.omega)
+        dist2 = float(((w - base.omega) ** 2).sum())
+        if dist2 > 0:
+            growth = min(growth, (terms.value(w) - base.value) / dist2)
+    return {"lip_U": lip_u, "lip_omega": lip_w, "quad_growth": float(growth),
+            "lip_U_rel": lip_u / base.value}
+
+
+def instance_summary(mdp: MDP, bound: str = "primary", with_curvature: bool = False) -> dict:
+    """U_o, U_o^gen, U(omega_u), Delta_min and the connectivity constants of an MDP."""
+    sol = mdp.require_identifiable()
+    terms = bound_terms(mdp.P, mdp.r, mdp.gamma, bound, sol)
+    alloc = NavigationAllocator(mdp.S, mdp.A).solve(mdp.P, terms)
+    w_u = uniform_allocation(mdp.P)
+    e = eta(mdp.P)
+    out = {
+        "name": mdp.name, "S": mdp.S, "A": mdp.A, "gamma": mdp.gamma,
+        "U_o": alloc.value, "U_gen": alloc.value_gen, "U_uniform": alloc.value_uniform,
+        "allocation_sane": alloc.sane, "delta_min": sol.delta_min,
+        "omega_star": alloc.omega.tolist(), "omega_u": w_u.tolist(),
+        "l1_omega_u_star": float(np.abs(w_u - alloc.omega).sum()),
+        "pi_star": sol.pi.tolist(),
+        "diameter": diameter(mdp.P), "m": path_length_m(mdp.P), "eta": e["eta"],
+        "t_mix": uniform_mixing_time(mdp.P), "kappa": kappa(mdp.P, alloc.omega),
+    }
+    if with_curvature:
+        out.update(curvature(mdp, bound))
+    return out
