@@ -8,6 +8,7 @@ reset/delete return in O(1) of the data size.
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import shutil
@@ -206,6 +207,21 @@ class Reaper:
 
 
 _reaper: Reaper | None = None
+
+
+def _drain_at_exit(timeout: float = 10.0) -> None:
+    """At interpreter exit, give the daemon reaper thread time to finish (no trash left behind)."""
+    import time as _time
+
+    r = _reaper
+    if r is None or r.pid != os.getpid():
+        return
+    deadline = _time.monotonic() + timeout
+    while r.pending > 0 and _time.monotonic() < deadline:
+        _time.sleep(0.005)
+
+
+atexit.register(_drain_at_exit)
 
 
 def reaper() -> Reaper:

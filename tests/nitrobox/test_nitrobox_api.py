@@ -1,0 +1,149 @@
+"""Pool, asyncio API, adapters (Docker SDK / Harbor shapes) and the ``neurips26 nitrobox`` CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from neurips26.nitrobox import Sandbox
+from neurips26.nitrobox.adapters import DockerLikeClient, HarborEnvironment
+from neurips26.nitrobox.diagnostics import support_problem, wait_until
+from neurips26.nitrobox.pool import AsyncSandbox, AsyncSandboxPool, SandboxPool
+
+pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
+
+
+def test_pool_reset_on_release(state_root):
+    with SandboxPool({"state_root": state_root}, size=2, max_size=3) as pool:
+        a = pool.acquire()
+        a.exec("echo dirty > /workspace/x")
+        t0 = time.perf_counter()
+        pool.release(a)                                   # returns before the reset is done
+        assert time.perf_counter() - t0 < 0.05
+        seen = set()
+        for _ in range(3):
+            sb = pool.acquire(timeout=10)
+            seen.add(sb.id)
+            assert sb.exec("ls /workspace").output == ""  # every acquired sandbox is clean
+        assert len(seen) == 3 and pool.in_use == 3
+        with pytest.raises(TimeoutError):
+            pool.acquire(timeout=0.2)                     # max_size reached
+        ids = list(seen)
+    assert all(not os.path.exists(os.path.join(state_root, "sandboxes", i)) for i in ids) or \
+        wait_until(lambda: os.listdir(os.path.join(state_root, "sandboxes")) == [])
+
+
+def test_pool_bad_input(state_root):
+    with pytest.raises(ValueError, match="size"):
+        SandboxPool({"state_root": state_root}, size=-1)
+    with pytest.raises(ValueError, match="max_size"):
+        SandboxPool({"state_root": state_root}, size=2, max_size=1)
+    with SandboxPool({"state_root": state_root}, size=0, max_size=1) as pool:
+        other = Sandbox(state_root=state_root)
+        try:
+            with pytest.raises(ValueError, match="pool"):
+                pool.release(other)
+        finally:
+            other.delete()
+
+
+def test_async_api(state_root):
+    async def main():
+        async with await AsyncSandbox.create(state_root=state_root) as sb:
+            rs = await asyncio.gather(*[sb.aexec(f"echo {i}") for i in range(4)])
+            assert [r.output for r in rs] == [f"{i}\n" for i in range(4)]
+            await sb.awrite_file("/workspace/a", "A")
+            snap = await sb.asnapshot("s")
+            await sb.areset()
+            assert (await sb.aexec("ls /workspace")).output == ""
+            await sb.arestore(snap)
+            assert await sb.aread_file("/workspace/a") == b"A"
+        pool = await AsyncSandboxPool.create({"state_root": state_root}, size=2)
+        s1, s2 = await asyncio.gather(pool.acquire(), pool.acquire())
+        outs = await asyncio.gather(s1.aexec("hostname"), s2.aexec("hostname"))
+        assert [o.output for o in outs] == ["sandbox\n", "sandbox\n"]
+        pool.release(s1)
+        pool.release(s2)
+        await pool.aclose()
+
+    asyncio.run(main())
+
+
+def test_docker_like_adapter_runs_swebench_style_code(state_root):
+    client = DockerLikeClient({"state_root": state_root})
+    c = client.containers.create("python:3.11", command="tail -f /dev/null", working_dir="/testbed",
+                                 environment=["PYTHONDONTWRITEBYTECODE=1"])
+    c.start()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = b"def add(a, b):\n    return a + b\n"
+        info = tarfile.TarInfo("pkg/mod.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    assert c.put_archive("/testbed", buf.getvalue())
+    r = c.exec_run("python3 -c 'from pkg.mod import add; print(add(2, 3)); import os; "
+                   "print(os.environ[\"PYTHONDONTWRITEBYTECODE\"])'", workdir="/testbed")
+    assert r.exit_code == 0 and r.output == b"5\n1\n"
+    stream, stat = c.get_archive("/testbed/pkg/mod.py")
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        assert tar.extractfile(tar.getmembers()[0]).read() == data
+    assert client.containers.get(c.id) is c
+    c.remove(force=True)
+    assert c.sandbox.closed
+    client.close()
+
+
+def test_harbor_environment(state_root, tmp_path):
+    (tmp_path / "in.txt").write_text("payload")
+
+    async def main():
+        env = HarborEnvironment(state_root=state_root)
+        await env.start(force_build=False)
+        await env.upload_file(tmp_path / "in.txt", "/workspace/in.txt")
+        r = await env.exec("cat /workspace/in.txt; echo; echo $X; pwd", cwd="/tmp", env={"X": "y"}, timeout_sec=10)
+        assert (r.return_code, r.stdout) == (0, "payload\ny\n/tmp\n")
+        await env.exec("mkdir -p /workspace/out && echo o > /workspace/out/f")
+        await env.download_dir("/workspace/out", tmp_path / "out")
+        await env.stop(delete=True)
+
+    asyncio.run(main())
+    assert (tmp_path / "out" / "f").read_text() == "o\n"
+
+
+# ------------------------------------------------------------------------------- CLI
+def _cli(*args, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "neurips26", "nitrobox", *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_shell_exec_cleanup(state_root):
+    r = _cli("shell", "--state-root", state_root, stdin="cd /tmp\nexport A=5\npwd; echo $A\nexit\n")
+    assert r.returncode == 0 and r.stdout == "/tmp\n5\n", r.stderr
+    r = _cli("exec", "--state-root", state_root, "--", "bash", "-c", "echo hi; exit 3")
+    assert r.returncode == 3 and r.stdout == "hi\n"
+    r = _cli("features", "--state-root", state_root, "--memory", "64m")
+    assert r.returncode == 0 and '"limits"' in r.stdout
+    assert os.listdir(os.path.join(state_root, "sandboxes")) == []
+    assert os.listdir(os.path.join(state_root, "trash")) == []
+    r = _cli("cleanup", "--state-root", state_root)
+    assert r.returncode == 0
+
+
+@pytest.mark.parametrize("args, msg", [
+    (("exec", "--memory", "12q", "--", "true"), "memory"),
+    (("exec", "--image", "/nonexistent-image", "--", "true"), "does not exist"),
+    (("shell", "--pids", "notanint"), "pids"),
+    (("bogus",), "invalid choice"),
+])
+def test_cli_user_errors(args, msg, state_root):
+    r = _cli(*args[:1], "--state-root", state_root, *args[1:]) if args[0] != "bogus" else _cli(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and msg in lines[0] and "Traceback" not in r.stderr
