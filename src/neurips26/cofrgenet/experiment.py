@@ -64,6 +64,7 @@ class Config:
     allow_synthetic: bool = False             # True: fall back to the synthetic corpus if the cache is missing
     threads: int | None = None                # None: the free cores (cpu count - 1-min load), 1..2
     time_limit_per_run_s: float = 150.0       # guard: a run past this stops early and is flagged
+    time_budget_s: float | None = 540.0       # whole-run guard: runs not started by then are skipped
     checkpoint_every: int = 0                 # >0: checkpoint each run into the output folder (resumable)
     autocast_bf16: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -75,7 +76,7 @@ CONFIGS = {
                    hidden=384, layers=8, heads=6, ctx=256, batch_size=32, steps=5000, lr=1e-3, eval_every=250,
                    n_val_windows=256, probe_layers=(4, 8, 16), probe_depths=(4, 8, 16), probe_steps=2000,
                    probe_variants=("B2", "B3", "P1", "P3"), sources=("shakespeare", "milton", "python_stdlib"),
-                   tokenizer="bpe", time_limit_per_run_s=6 * 3600.0, checkpoint_every=500),
+                   tokenizer="bpe", time_limit_per_run_s=6 * 3600.0, time_budget_s=None, checkpoint_every=500),
 }
 
 
@@ -284,10 +285,15 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
              for d in cfg.probe_depths for v in cfg.probe_variants for s in seeds]
     runs: dict[str, Any] = {}
     probe_runs: dict[str, Any] = {}
+    skipped: list[str] = []
     for kind, fam, v, s, nl, d, steps in ctx.track(jobs, desc="cofrgenet runs", total=len(jobs)):
         key = f"{kind}-{fam}-{v}-L{nl}-d{d or 0}-s{s}"
         ckpt = str(ctx.out_dir / "checkpoints" / f"{key}.pt") if cfg.checkpoint_every else None
         t0 = time.perf_counter()
+        if cfg.time_budget_s is not None and t0 - t_start > cfg.time_budget_s:
+            skipped.append(key)       # claims that need it come out inconclusive (metric missing)
+            ctx.log(f"  {key}: skipped, time budget of {cfg.time_budget_s:.0f} s spent")
+            continue
         res = _cached(ctx, key, cfg, lambda: train_variant(v, fam, cfg, corpus, s, nl, steps, d, ckpt))
         ctx.log(f"  {key}: val {res['val_loss']:.3f}  {res['tokens_per_s']:.0f} tok/s  "
                 f"diverged={res['diverged']}  ({time.perf_counter() - t0:.1f} s)")
@@ -297,15 +303,15 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
             probe_runs.setdefault(f"L{nl}_d{d}", {}).setdefault(v, {})[s] = res
     summary = {fam: {v: _summary(r) for v, r in vs.items()} for fam, vs in runs.items()}
     throughput = {}
-    for fam in ctx.track(cfg.families, desc="interleaved throughput"):
-        throughput[fam] = interleaved_throughput(fam, cfg.variants, cfg, corpus, seeds[0])
+    for fam in ctx.track(list(summary), desc="interleaved throughput"):
+        throughput[fam] = interleaved_throughput(fam, tuple(summary[fam]), cfg, corpus, seeds[0])
         for v, tps in throughput[fam].items():
             summary[fam][v]["tokens_per_s_interleaved"] = tps
         ctx.log(f"  throughput {fam}: " + ", ".join(f"{v} {t:,.0f}" for v, t in throughput[fam].items()))
     probe = {k: {v: _summary(r) for v, r in vs.items()} for k, vs in probe_runs.items()}
     metrics = {
         "corpus": corpus.source, "tokenizer": corpus.tokenizer, "vocab_size": corpus.vocab_size,
-        "seeds": seeds, "summary": summary, "probe": probe,
+        "seeds": seeds, "summary": summary, "probe": probe, "skipped_runs": skipped, "threads": threads,
         "curves": {fam: {v: {str(s): {"val_step": r["history"]["val_step"], "val_loss": r["history"]["val_loss"],
                                       "pole_frac": r["history"]["pole_frac"]}
                              for s, r in rs.items()} for v, rs in vs.items()} for fam, vs in runs.items()},
@@ -324,6 +330,8 @@ def _plots(m: dict[str, Any], ctx: RunContext) -> None:
     import matplotlib.pyplot as plt
 
     fams = list(m["curves"])
+    if not fams and not m["probe_curves"]:
+        return                                # nothing ran (time budget): no plots
     fig, axes = plt.subplots(1, len(fams) + (1 if m["probe_curves"] else 0), figsize=(5 * (len(fams) + 1), 3.6),
                              squeeze=False)
     for ax, fam in zip(axes[0], fams):
@@ -343,6 +351,8 @@ def _plots(m: dict[str, Any], ctx: RunContext) -> None:
         ax.legend(fontsize=6)
     ctx.save_plot(fig, "val_loss_curves.png")
 
+    if not fams:
+        return
     fig, ax = plt.subplots(figsize=(1.2 + 1.2 * sum(len(v) for v in m["summary"].values()), 3.6))
     labels, vals, cols = [], [], []
     for fam, vs in m["summary"].items():
@@ -367,6 +377,13 @@ def _plots(m: dict[str, Any], ctx: RunContext) -> None:
 
 # ----------------------------------------------------------------------------- claims
 
+def _families(m: dict[str, Any]) -> dict[str, Any]:
+    """The per-family summaries; KeyError (-> inconclusive) when no main run finished."""
+    if not m["summary"]:
+        raise KeyError("summary (no main run finished)")
+    return m["summary"]
+
+
 def _guard(*stats: dict[str, Any]) -> str | None:
     if any(s["stopped_early_any"] for s in stats):
         return "a compared run hit the time guard and stopped early"
@@ -375,7 +392,7 @@ def _guard(*stats: dict[str, Any]) -> str | None:
 
 def _check_similar(m: dict[str, Any]) -> tuple[str, str]:
     parts, ok = [], True
-    for fam, s in m["summary"].items():
+    for fam, s in _families(m).items():
         p1, b2 = s["P1"], s["B2"]
         if (g := _guard(p1, b2)):
             return INCONCLUSIVE, g
@@ -389,7 +406,7 @@ def _check_similar(m: dict[str, Any]) -> tuple[str, str]:
 
 def _check_throughput(m: dict[str, Any]) -> tuple[str, str]:
     parts, ok = [], True
-    for fam, s in m["summary"].items():
+    for fam, s in _families(m).items():
         p1, b2 = s["P1"]["tokens_per_s_interleaved"], s["B2"]["tokens_per_s_interleaved"]
         ok &= p1 > b2
         parts.append(f"{fam}: P1 {p1:,.0f} vs B2 {b2:,.0f} tok/s ({p1 / b2:.2f}x; in-training "
@@ -429,12 +446,12 @@ def _check_deep(m: dict[str, Any]) -> tuple[str, str]:
 
 def _check_native(m: dict[str, Any]) -> tuple[str, str]:
     parts, ok = [], True
-    for fam, s in m["summary"].items():
+    for fam, s in _families(m).items():
         p1, b1 = s["P1"], s["B1"]
         ratio = p1["val_loss_mean"] / b1["val_loss_mean"]
         good = ratio <= 1.05 and p1["ffn_params"] < b1["ffn_params"]
         ok &= good
-        parts.append(f"{fam}: P1/B1 val = {ratio:.3f} with {p1['ffn_params']:,} vs {b1['ffn_params']:,} FFN params")
+        parts.append(f"{fam}: P1/B1 val = {ratio:.4f} with {p1['ffn_params']:,} vs {b1['ffn_params']:,} FFN params")
         if "B1m" in s:
             parts[-1] += f"; param-matched native {s['B1m']['val_loss_mean']:.3f} vs P1 {p1['val_loss_mean']:.3f}"
     return (HOLDS if ok else FAILS), "; ".join(parts)
@@ -442,7 +459,7 @@ def _check_native(m: dict[str, Any]) -> tuple[str, str]:
 
 def _check_prior_schedule(m: dict[str, Any]) -> tuple[str, str]:
     parts, ok = [], True
-    for fam, s in m["summary"].items():
+    for fam, s in _families(m).items():
         b2, b3 = s["B2"]["val_loss_mean"], s["B3"]["val_loss_mean"]
         ok &= b3 > b2
         parts.append(f"{fam}: B3 (no schedule) {b3:.3f} vs B2 (dyadic) {b2:.3f} ({100 * (b3 / b2 - 1):+.1f}%)")
