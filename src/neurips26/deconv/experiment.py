@@ -1,0 +1,418 @@
+"""Reproduction: convMMD deconvolution vs classical deconvolvers, denoising, ISE rates, 2-D.
+
+Datasets (spec generators, seeded from ``ctx.seed``):
+  A. ``laplace_mix_1d``, heteroscedastic Laplace noise sd ~ U(0.5, 1.0)  — GMM + flow sieves vs naive KDE,
+     decon-KDE (CV bandwidth; oracle-h as reference), NPMLE-EM, g-modeling (c0 = 1 and tuned 0.01);
+     denoising by IS (Laplace noise has no closed form).
+  B. ``laplace_mix_1d``, homoscedastic Gaussian noise sd 0.5 — GMM sieve, XD, NPMLE (+ decon-KDE);
+     denoising by the GMM closed form, NPMLE, Tweedie-KDE (f-modeling), XD, oracle Bayes.
+  C. 2-D latents (moons, ...) with heteroscedastic Gaussian noise — GMM sieve (and flow) vs XD.
+  D. (full) ISE-vs-n rate study for Laplace vs Gaussian noise of the same sd, GMM sieve with K(n) = ceil(n^(1/3)).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.deconv.baselines import NPMLE, DeconKDE, ExtremeDeconvolution, GModel, naive_kde
+from neurips26.deconv.data import (ISE_GRID, LATENTS_1D, cdf_from_pdf, ise, make_dataset, mmd_gaussian,
+                                   oracle_posterior_mean_1d, sample_latent_2d, sliced_w1, w1_from_cdfs)
+from neurips26.deconv.denoise import gmm_posterior, importance_posterior_mean, tweedie_gmm, tweedie_kde
+from neurips26.deconv.estimators import ConvMMDFlow, ConvMMDGMM, FlowConfig, TrainConfig
+from neurips26.deconv.noise import NoiseModel
+
+
+@dataclass
+class Config:
+    n: int = 1000
+    quantiles: tuple = (0.1, 0.3, 0.5, 0.7, 0.9)
+    # GMM sieve
+    gmm_k: int = 6
+    gmm_b: int = 32
+    gmm_epochs: int = 150
+    gmm_lr: float = 1e-2
+    batch_size: int = 500
+    # flow sieve
+    flow_blocks: int = 2
+    flow_bins: int = 8
+    flow_hidden: int = 16
+    flow_epochs: int = 100
+    flow_lr: float = 5e-3
+    flow_batch_size: int = 250
+    # baselines
+    npmle_iter: int = 2000
+    gmodel_c0: tuple = (1.0, 0.01)
+    # denoising
+    n_denoise: int = 512
+    is_samples: int = 2048
+    gauss_sd: float = 0.5
+    # 2-D
+    datasets_2d: tuple = ("moons",)
+    n_2d: int = 1000
+    gmm_k_2d: int = 10
+    gmm_epochs_2d: int = 150
+    flow_2d: bool = False
+    flow_epochs_2d: int = 100
+    n_eval_2d: int = 2000
+    # rates (empty = not run)
+    rate_ns: tuple = ()
+    rate_seeds: int = 0
+    rate_noise_sd: float = 0.75
+    rate_epochs: int = 500
+    rate_batch_size: int = 512
+    threads: int = 1            # torch intra-op threads (1 is much faster on a loaded 2-core box)
+
+
+CONFIGS = {
+    "quick": Config(),
+    "full": Config(gmm_epochs=500, batch_size=512, quantiles=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+                   flow_blocks=4, flow_bins=16, flow_hidden=32, flow_epochs=500, flow_lr=1e-3,
+                   flow_batch_size=512, is_samples=8192, n_denoise=1000,
+                   datasets_2d=("moons", "circle", "checkerboard"), n_2d=4000, gmm_epochs_2d=500,
+                   flow_2d=True, flow_epochs_2d=500, n_eval_2d=5000,
+                   rate_ns=(250, 500, 1000, 2000, 4000, 8000, 16000), rate_seeds=5),
+}
+
+
+# ============================================================================ helpers
+def _train_cfg(cfg: Config, epochs: int, lr: float, batch: int, seed: int) -> TrainConfig:
+    return TrainConfig(epochs=epochs, batch_size=batch, lr=lr, bandwidth_quantiles=cfg.quantiles, seed=seed)
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _density_metrics(pdf_vals: np.ndarray, true_pdf: np.ndarray, true_cdf: np.ndarray) -> dict:
+    return {"ise": ise(pdf_vals, true_pdf), "w1": w1_from_cdfs(cdf_from_pdf(pdf_vals), true_cdf)}
+
+
+def _mse(a: np.ndarray, z: np.ndarray) -> float:
+    return float(np.mean(np.sum((np.asarray(a).reshape(z.shape) - z) ** 2, axis=1)))
+
+
+def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_flow: bool,
+                  with_xd: bool) -> tuple[dict, dict, dict]:
+    """Fit every 1-D method on a dataset: metrics per method, fitted objects, pdfs on the grid."""
+    true_pdf = ds.latent.pdf(ISE_GRID)
+    true_cdf = cdf_from_pdf(true_pdf)
+    grid2 = ISE_GRID[:, None]
+    res, fits, pdfs, secs = {}, {}, {}, {}
+
+    gmm, secs["convmmd_gmm"] = _timed(lambda: ConvMMDGMM(cfg.gmm_k, cfg.gmm_b, _train_cfg(
+        cfg, cfg.gmm_epochs, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, ds.noise))
+    fits["convmmd_gmm"], pdfs["convmmd_gmm"] = gmm, gmm.pdf(grid2)
+    ctx.log(f"[{tag}] convMMD-GMM fitted in {secs['convmmd_gmm']:.1f} s")
+    if with_flow:
+        flow, secs["convmmd_flow"] = _timed(lambda: ConvMMDFlow(
+            FlowConfig(cfg.flow_blocks, cfg.flow_bins, cfg.flow_hidden),
+            _train_cfg(cfg, cfg.flow_epochs, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, ds.noise))
+        fits["convmmd_flow"], pdfs["convmmd_flow"] = flow, flow.pdf(grid2)
+        ctx.log(f"[{tag}] convMMD-flow fitted in {secs['convmmd_flow']:.1f} s")
+    pdfs["naive_kde"], secs["naive_kde"] = _timed(lambda: naive_kde(ds.x, ISE_GRID))
+    pdfs["oracle_kde_clean_z"], secs["oracle_kde_clean_z"] = _timed(lambda: naive_kde(ds.z, ISE_GRID, "scott"))
+    dk, secs["decon_kde"] = _timed(lambda: DeconKDE("cv").fit(ds.x, ds.noise))
+    fits["decon_kde"], pdfs["decon_kde"] = dk, dk.pdf_clipped(ISE_GRID)
+    # oracle bandwidth (reference only): min ISE over the CV grid
+    hs = dk.cv_curve_[0] if dk.cv_curve_ is not None else np.exp(np.linspace(-4, 0, 30)) * ds.x.std()
+    ises = [ise(dk.pdf_clipped(ISE_GRID, h), true_pdf) for h in hs]
+    pdfs["decon_kde_oracle_h"] = dk.pdf_clipped(ISE_GRID, float(hs[int(np.argmin(ises))]))
+    for c0 in cfg.gmodel_c0:
+        gm, s = _timed(lambda: GModel(c0=c0).fit(ds.x, ds.noise))
+        key = f"gmodel_c0_{c0:g}"
+        fits[key], pdfs[key], secs[key] = gm, gm.pdf(ISE_GRID), s
+    for key, p in pdfs.items():
+        res[key] = _density_metrics(p, true_pdf, true_cdf) | {"seconds": secs.get(key, 0.0)}
+    res["decon_kde"]["bandwidth"] = float(dk.h_)
+    res["decon_kde"]["bandwidth_rule"] = dk.h_rule_
+    npm, s = _timed(lambda: NPMLE(max_iter=cfg.npmle_iter).fit(ds.x, ds.noise))
+    fits["npmle"] = npm
+    res["npmle"] = {"ise": None, "w1": w1_from_cdfs(npm.cdf(ISE_GRID), true_cdf), "seconds": s,
+                    "iterations": npm.n_iter_}
+    if with_xd:
+        xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k, seed=seed).fit(ds.x, ds.noise))
+        fits["xd"], pdfs["xd"] = xd, xd.pdf(grid2)
+        res["xd"] = _density_metrics(pdfs["xd"], true_pdf, true_cdf) | {"seconds": s}
+    ctx.log(f"[{tag}] baselines fitted")
+    return res, fits, pdfs
+
+
+def _denoise_1d(ds, fits: dict, cfg: Config, seed: int, gaussian: bool) -> dict:
+    m = min(cfg.n_denoise, len(ds.x))
+    idx = np.arange(m)
+    x, z, noise = ds.x[:m], ds.z[:m], ds.noise.subset(idx)
+    out = {"noisy": _mse(x, z)}
+    oracle = oracle_posterior_mean_1d(x, noise, ds.latent)
+    out["oracle_bayes"] = _mse(oracle[:, None], z)
+    if gaussian:
+        out["convmmd_gmm"] = _mse(gmm_posterior(fits["convmmd_gmm"], x, noise)[0], z)
+        if noise.homoscedastic:
+            tw = tweedie_gmm(fits["convmmd_gmm"], x, noise)
+            out["tweedie_gmm_max_abs_diff_vs_closed_form"] = float(
+                np.max(np.abs(tw - gmm_posterior(fits["convmmd_gmm"], x, noise)[0])))
+            out["tweedie_kde"] = _mse(tweedie_kde(ds.x, ds.noise)[:m], z)
+        if "xd" in fits:
+            out["xd"] = _mse(gmm_posterior(fits["xd"], x, noise)[0], z)
+    else:
+        r = importance_posterior_mean(fits["convmmd_gmm"], x, noise, cfg.is_samples, seed=seed)
+        out["convmmd_gmm"] = _mse(r.mean, z)
+        out["convmmd_gmm_is_flagged"] = int(r.flagged.sum())
+    if "convmmd_flow" in fits:
+        r = importance_posterior_mean(fits["convmmd_flow"], x, noise, cfg.is_samples, seed=seed)
+        out["convmmd_flow"] = _mse(r.mean, z)
+        out["convmmd_flow_is_flagged"] = int(r.flagged.sum())
+    out["npmle"] = _mse(fits["npmle"].posterior_mean(x, noise), z)
+    gkeys = [k for k in fits if k.startswith("gmodel")]
+    for k in gkeys:
+        out[k] = _mse(fits[k].posterior_mean(x, noise), z)
+    regret = {k: v - out["oracle_bayes"] for k, v in out.items()
+              if isinstance(v, float) and k not in ("oracle_bayes",) and "diff" not in k}
+    return {"mse": out, "regret": regret, "n": m}
+
+
+def _fit_2d(name: str, cfg: Config, seed: int, ctx: RunContext) -> tuple[dict, dict]:
+    ds = make_dataset(name, cfg.n_2d, "gaussian", True, seed=seed)
+    z_eval = sample_latent_2d(name, cfg.n_eval_2d, np.random.default_rng(seed + 1000))
+    samples, res = {}, {}
+    gmm, s = _timed(lambda: ConvMMDGMM(cfg.gmm_k_2d, cfg.gmm_b, _train_cfg(
+        cfg, cfg.gmm_epochs_2d, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, ds.noise))
+    samples["convmmd_gmm"] = gmm.sample(cfg.n_eval_2d, seed=seed + 1)
+    res["convmmd_gmm"] = {"seconds": s}
+    if cfg.flow_2d:
+        flow, s = _timed(lambda: ConvMMDFlow(FlowConfig(cfg.flow_blocks), _train_cfg(
+            cfg, cfg.flow_epochs_2d, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, ds.noise))
+        samples["convmmd_flow"] = flow.sample(cfg.n_eval_2d, seed=seed + 1)
+        res["convmmd_flow"] = {"seconds": s}
+    xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k_2d, seed=seed).fit(ds.x, ds.noise))
+    samples["xd"] = xd.sample(cfg.n_eval_2d, seed=seed + 1)
+    res["xd"] = {"seconds": s}
+    samples["noisy_x"] = ds.x[:cfg.n_eval_2d]
+    res["noisy_x"] = {"seconds": 0.0}
+    for k, smp in samples.items():
+        res[k]["sliced_w1"] = sliced_w1(smp, z_eval, seed=seed)
+        res[k]["mmd2"] = mmd_gaussian(smp, z_eval, seed=seed)
+    ctx.log(f"[2d {name}] " + ", ".join(f"{k} SW1 {v['sliced_w1']:.3f}" for k, v in res.items()))
+    samples["truth"] = z_eval
+    return res, samples
+
+
+def _rate_study(cfg: Config, seed0: int, ctx: RunContext) -> dict:
+    """ISE vs n for Laplace vs Gaussian homoscedastic noise of the same sd (GMM sieve, K(n) = ceil(n^(1/3)))
+    and the fixed-K sieve alongside; slopes by least squares of log ISE on log n over all seeds."""
+    lat = LATENTS_1D["laplace_mix_1d"]
+    true_pdf = lat.pdf(ISE_GRID)
+    out = {"ns": list(cfg.rate_ns), "seeds": cfg.rate_seeds, "noise_sd": cfg.rate_noise_sd}
+    jobs = [(fam, n, s) for fam in ("laplace", "gaussian") for n in cfg.rate_ns for s in range(cfg.rate_seeds)]
+    table = {f"{fam}_{sieve}": {} for fam in ("laplace", "gaussian") for sieve in ("kn", "k6")}
+    for fam, n, s in ctx.track(jobs, desc="rate grid", total=len(jobs)):
+        ds = make_dataset("laplace_mix_1d", n, fam, hetero=False, noise_sd=cfg.rate_noise_sd,
+                          seed=seed0 + 7919 * s + n)
+        for sieve, K in (("kn", math.ceil(n ** (1 / 3))), ("k6", cfg.gmm_k)):
+            est = ConvMMDGMM(K, cfg.gmm_b, _train_cfg(cfg, cfg.rate_epochs, cfg.gmm_lr, cfg.rate_batch_size,
+                                                      seed0 + s)).fit(ds.x, ds.noise)
+            table[f"{fam}_{sieve}"].setdefault(str(n), []).append(ise(est.pdf(ISE_GRID[:, None]), true_pdf))
+    out["ise"] = table
+    rng = np.random.default_rng(seed0)
+    for key, by_n in table.items():
+        ns = np.array([int(k) for k in by_n for _ in by_n[k]], dtype=float)
+        vals = np.array([v for k in by_n for v in by_n[k]])
+        slope = float(np.polyfit(np.log(ns), np.log(vals), 1)[0])
+        # seed bootstrap: resample seed indices, refit the slope
+        S = cfg.rate_seeds
+        boots = []
+        for _ in range(2000):
+            pick = rng.integers(S, size=S)
+            xs = np.concatenate([[int(k)] * S for k in by_n])
+            ys = np.concatenate([np.asarray(by_n[k])[pick] for k in by_n])
+            boots.append(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+        out[f"slope_{key}"] = slope
+        out[f"slope_{key}_ci95"] = [float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))]
+    return out
+
+
+# ============================================================================ plots
+def _plots(ctx: RunContext, metrics: dict, pdfs_a: dict, pdfs_b: dict, samples_2d: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    truth = LATENTS_1D["laplace_mix_1d"].pdf(ISE_GRID)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, pdfs, title in ((axes[0], pdfs_a, "A: heteroscedastic Laplace noise"),
+                            (axes[1], pdfs_b, "B: homoscedastic Gaussian noise sd 0.5")):
+        ax.plot(ISE_GRID, truth, "k", lw=2.5, label="true latent")
+        for k, p in pdfs.items():
+            if k in ("decon_kde_oracle_h", "oracle_kde_clean_z"):
+                continue
+            ax.plot(ISE_GRID, p, lw=1.2, label=k)
+        ax.set_xlim(-6, 7)
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    ctx.save_plot(fig, "densities.png")
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, key in zip(axes, ("denoise_A", "denoise_B")):
+        mse = {k: v for k, v in metrics[key]["mse"].items() if isinstance(v, float) and "diff" not in k}
+        ax.bar(range(len(mse)), list(mse.values()))
+        ax.set_xticks(range(len(mse)), list(mse.keys()), rotation=45, ha="right", fontsize=8)
+        ax.set_ylabel("denoising MSE")
+        ax.set_title(key)
+    ctx.save_plot(fig, "denoising_mse.png")
+
+    if samples_2d:
+        names = list(samples_2d)
+        cols = ["truth", "noisy_x", "convmmd_gmm", "convmmd_flow", "xd"]
+        fig, axes = plt.subplots(len(names), len(cols), figsize=(3 * len(cols), 3 * len(names)), squeeze=False)
+        for r, name in enumerate(names):
+            for c, k in enumerate(cols):
+                ax = axes[r][c]
+                if k in samples_2d[name]:
+                    s = samples_2d[name][k][:2000]
+                    ax.scatter(s[:, 0], s[:, 1], s=1)
+                ax.set_title(f"{name}: {k}", fontsize=8)
+                ax.set_xlim(-3.5, 3.5)
+                ax.set_ylim(-3.5, 3.5)
+        ctx.save_plot(fig, "scatter_2d.png")
+
+    if "rates" in metrics:
+        rates = metrics["rates"]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for key, by_n in rates["ise"].items():
+            ns = [int(k) for k in by_n]
+            ax.loglog(ns, [np.mean(v) for v in by_n.values()], "o-",
+                      label=f"{key} (slope {rates[f'slope_{key}']:.2f})")
+        ax.set_xlabel("n")
+        ax.set_ylabel("ISE")
+        ax.legend(fontsize=8)
+        ctx.save_plot(fig, "ise_vs_n.png")
+
+
+# ============================================================================ run
+def run(cfg: Config, ctx: RunContext) -> dict:
+    torch.set_num_threads(cfg.threads)
+    seed = ctx.seed
+    metrics: dict = {"n": cfg.n, "config_note": "ISE/W1 on [-8, 10], 2000 points; seconds are wall times (not deterministic)"}
+    # ---- A: heteroscedastic Laplace noise
+    ds_a = make_dataset("laplace_mix_1d", cfg.n, "laplace", hetero=True, seed=seed)
+    res_a, fits_a, pdfs_a = _fit_1d_suite(ds_a, cfg, seed, ctx, "A", with_flow=True, with_xd=False)
+    metrics["A_hetero_laplace"] = res_a
+    metrics["A_xd"] = "n/a (XD needs Gaussian noise)"
+    metrics["denoise_A"] = _denoise_1d(ds_a, fits_a, cfg, seed, gaussian=False)
+    ctx.log(f"[A] denoising: {metrics['denoise_A']['mse']}")
+    # ---- B: homoscedastic Gaussian noise
+    ds_b = make_dataset("laplace_mix_1d", cfg.n, "gaussian", hetero=False, noise_sd=cfg.gauss_sd, seed=seed + 1)
+    res_b, fits_b, pdfs_b = _fit_1d_suite(ds_b, cfg, seed, ctx, "B", with_flow=False, with_xd=True)
+    metrics["B_homo_gaussian"] = res_b
+    metrics["denoise_B"] = _denoise_1d(ds_b, fits_b, cfg, seed, gaussian=True)
+    ctx.log(f"[B] denoising: {metrics['denoise_B']['mse']}")
+    # ---- C: 2-D
+    samples_2d = {}
+    metrics["2d"] = {}
+    for name in cfg.datasets_2d:
+        metrics["2d"][name], samples_2d[name] = _fit_2d(name, cfg, seed, ctx)
+    # ---- D: rates
+    if cfg.rate_ns:
+        metrics["rates"] = _rate_study(cfg, seed, ctx)
+    _summary(metrics, ctx)
+    _plots(ctx, metrics, pdfs_a, pdfs_b, samples_2d)
+    return metrics
+
+
+def _summary(metrics: dict, ctx: RunContext) -> None:
+    for key in ("A_hetero_laplace", "B_homo_gaussian"):
+        ctx.log(f"{key}: method | ISE | W1 | fit s")
+        for m, r in metrics[key].items():
+            isev = "n/a" if r["ise"] is None else f"{r['ise']:.4f}"
+            ctx.log(f"  {m:24s} {isev:>8s} {r['w1']:.4f} {r['seconds']:.2f}")
+
+
+# ============================================================================ claims
+def _best_convmmd(res: dict, metric: str) -> tuple[str, float]:
+    cands = {k: res[k][metric] for k in ("convmmd_gmm", "convmmd_flow") if k in res}
+    k = min(cands, key=cands.get)
+    return k, cands[k]
+
+
+def _check_competitive(m: dict) -> tuple[str, str]:
+    res = m["A_hetero_laplace"]
+    ck, c_ise = _best_convmmd(res, "ise")
+    cw, c_w1 = _best_convmmd(res, "w1")
+    gkeys = [k for k in res if k.startswith("gmodel")]
+    best_ise = min([res["decon_kde"]["ise"]] + [res[k]["ise"] for k in gkeys])
+    best_w1 = min([res["decon_kde"]["w1"], res["npmle"]["w1"]] + [res[k]["w1"] for k in gkeys])
+    naive = res["naive_kde"]["ise"]
+    ok = c_ise < naive and c_ise <= 1.5 * best_ise and c_w1 <= 1.5 * best_w1
+    return verdict(ok), (f"A (hetero Laplace, n={m.get('n', '?')}): {ck} ISE {c_ise:.4f} vs best classical "
+                         f"{best_ise:.4f} (ratio {c_ise / best_ise:.2f}, needs <= 1.5), naive KDE {naive:.4f}; "
+                         f"{cw} W1 {c_w1:.3f} vs best classical {best_w1:.3f} (ratio {c_w1 / best_w1:.2f})")
+
+
+def _check_denoising(m: dict) -> tuple[str, str]:
+    parts, ok = [], True
+    for key in ("denoise_A", "denoise_B"):
+        mse, reg = m[key]["mse"], m[key]["regret"]
+        conv = "convmmd_gmm"
+        good = mse[conv] < mse["noisy"] and reg[conv] <= 1.1 * reg["npmle"]
+        ok &= good
+        parts.append(f"{key[-1]}: noisy {mse['noisy']:.4f} -> convMMD {mse[conv]:.4f} (oracle "
+                     f"{mse['oracle_bayes']:.4f}); regret {reg[conv]:.4f} vs NPMLE {reg['npmle']:.4f} "
+                     f"(needs <= 1.1x)")
+    return verdict(ok), "; ".join(parts)
+
+
+def _check_rates(m: dict) -> tuple[str, str]:
+    if "rates" not in m:
+        return INCONCLUSIVE, "not evaluated (full only: needs several n and seeds)"
+    r = m["rates"]
+    sl, sg = r["slope_laplace_kn"], r["slope_gaussian_kn"]
+    lo, hi = r["slope_laplace_kn_ci95"]
+    text = (f"K(n) sieve: slope Laplace {sl:.3f} (95% CI [{lo:.3f}, {hi:.3f}]), Gaussian {sg:.3f}, "
+            f"ratio {sg / sl:.2f} (needs CI < 0 and ratio < 0.7); fixed K=6: Laplace "
+            f"{r['slope_laplace_k6']:.3f}, Gaussian {r['slope_gaussian_k6']:.3f}")
+    if hi < 0 and sg / sl < 0.7:
+        return HOLDS, text
+    if sl >= 0 or sg <= sl:
+        return FAILS, text
+    return INCONCLUSIVE, text
+
+
+def _check_2d(m: dict) -> tuple[str, str]:
+    if not m.get("2d"):
+        return INCONCLUSIVE, "no 2-D dataset in this config"
+    parts, ok = [], True
+    for name, res in m["2d"].items():
+        best = min(res[k]["sliced_w1"] for k in ("convmmd_gmm", "convmmd_flow") if k in res)
+        ok &= best < res["xd"]["sliced_w1"]
+        parts.append(f"{name}: convMMD SW1 {best:.3f} vs XD {res['xd']['sliced_w1']:.3f} "
+                     f"(noisy x {res['noisy_x']['sliced_w1']:.3f})")
+    return verdict(ok), "; ".join(parts)
+
+
+CLAIMS = [
+    Claim("competitive",
+          "convMMD (GMM or flow sieve) beats naive KDE and is competitive with the best classical deconvolver "
+          "(ISE within 1.5x of decon-KDE/g-modeling, W1 within 1.5x of those and NPMLE) in 1-D",
+          "qualitative (abstract; no numbers found); spec prototype ISE ~0.007 vs naive KDE 0.048",
+          _check_competitive),
+    Claim("denoising",
+          "the learned prior's posterior mean improves MSE over the noisy data, with regret within ~10 % of NPMLE's",
+          "qualitative (abstract); package anchor: noisy MSE 0.604 -> IS 0.406 (different setting)",
+          _check_denoising),
+    Claim("rates",
+          "ISE decays polynomially in n for ordinary-smooth (Laplace) noise and markedly slower for super-smooth "
+          "(Gaussian) noise of the same sd",
+          "theory: n^{-s/(s+beta+...)} vs (log n)^{-2s/gamma} (exponents reconstructed)",
+          _check_rates),
+    Claim("beats_xd_2d",
+          "in 2-D non-Gaussian latents convMMD is better than extreme deconvolution (sliced W1 to the latent law)",
+          "qualitative (spec: better than XD in 2D non-Gaussian latents)",
+          _check_2d),
+]
