@@ -57,7 +57,7 @@ def test_generative_closed_form_matches_cvxpy_on_20_instances():
             assert t.value(x) >= u_gen * (1 - 1e-12)
 
 
-@pytest.mark.parametrize("mode", ["parametric", "rebuild"])
+@pytest.mark.parametrize("mode", ["parametric", "dpp", "rebuild"])
 def test_navigation_solution_feasible_and_ordered(mode):
     for seed in range(6):
         m = random_mdp(3, 2 + seed % 2, seed=200 + seed)
@@ -79,13 +79,16 @@ def test_parametric_problem_compiled_once_and_reused_across_pi_star_changes():
         t = _terms(m)
         seen.add(tuple(t.pi))
         a = alloc.solve(m.P, t)
-        values.append((a.value, NavigationAllocator(3, 2, mode="rebuild").solve(m.P, t).value))
-    prob = alloc._problems["CLARABEL"][0]
-    assert prob.is_dpp()
+        values.append((a.value, NavigationAllocator(3, 2, mode="rebuild").solve(m.P, t).value,
+                       NavigationAllocator(3, 2, mode="dpp").solve(m.P, t).value))
+        if seed == 0:
+            prob, fast = alloc._problems["CLARABEL"][0], alloc._affine
+    assert prob.is_dpp() and fast
     assert len(seen) > 1                                # pi* changed between solves
-    assert alloc._problems["CLARABEL"][0] is prob       # same compiled object
-    for par, reb in values:
-        assert par == pytest.approx(reb, rel=1e-5)
+    assert alloc._problems["CLARABEL"][0] is prob       # same compiled object, no recompilation
+    assert alloc._affine is fast
+    for par, reb, dpp in values:
+        assert par == pytest.approx(reb, rel=1e-5) and dpp == pytest.approx(reb, rel=1e-5)
 
 
 def test_sanity_check_falls_back_when_solver_returns_garbage(monkeypatch):

@@ -8,6 +8,7 @@ the shared ``EmpiricalModel``. The generative KLB-TS baseline instead picks the 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,10 +96,18 @@ class NaSSampler:
         self.t_last = 1
         self.omega: np.ndarray | None = None
         self.n_oracle = 0
+        self.oracle_seconds = 0.0
         self._exp_theory = 1.0 / (self.m + 1)
         self.A = A
 
     def _oracle_update(self, t: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._oracle_update_inner(t)
+        finally:
+            self.oracle_seconds += time.perf_counter() - t0
+
+    def _oracle_update_inner(self, t: int) -> None:
         terms = self.model.terms()
         if terms.sol.delta_min < TIE_TOL:             # tie in M_t: keep the previous pi^o
             return

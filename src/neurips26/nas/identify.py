@@ -53,6 +53,8 @@ class IdentificationResult:
     N_sas: np.ndarray | None = field(default=None, repr=False)
     n_states_visits: np.ndarray | None = field(default=None, repr=False)
     allocator_failures: int = 0
+    oracle_seconds: float = 0.0          # time in oracle updates (model + convex solves)
+    check_seconds: float = 0.0           # time in stopping checks (policy iteration on M_t + U + beta)
 
     def outcome(self, delta: float) -> DeltaOutcome:
         for o in self.outcomes:
@@ -156,6 +158,7 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
     t0 = time.perf_counter()
     t = 0
     n_checks = 0
+    check_s = 0.0
     update = model.update
     while t < t_max and pending:
         if generative:
@@ -169,12 +172,14 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
         t += 1
         s = s2
         if t % K_s == 0 and model.all_visited:
+            tc = time.perf_counter()
             n_checks += 1
             terms = model.terms()
             if generative:
                 sampler.refresh()
             Z, u = stopping_statistic(terms, model.N_sa, t)   # Z_t = t / U(M_t, N(t)/t)
             if Z <= 0:
+                check_s += time.perf_counter() - tc
                 continue
             base = threshold(model.N_sa, pending[0]) - log_inv[pending[0]]
             while pending and Z >= base + log_inv[pending[0]]:   # Z_t >= beta(N(t), delta)
@@ -185,10 +190,12 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
                 o.correct = None if pi_star is None else bool(np.array_equal(terms.pi, pi_star))
                 o.U_hat, o.beta, o.beta_log_delta = u, base + log_inv[d], log_inv[d]
                 o.freq = (model.N_sa / t).tolist()
+            check_s += time.perf_counter() - tc
     res = IdentificationResult(
         algorithm=algorithm, outcomes=[outcomes[d] for d in deltas], steps=t,
         seconds=time.perf_counter() - t0, n_stop_checks=n_checks,
         n_oracle_solves=getattr(sampler, "n_oracle", 0),
         counts=model.N_sa.copy(), N_sas=model.N_sas.copy(), n_states_visits=model.N_s.copy(),
-        allocator_failures=getattr(getattr(sampler, "allocator", None), "n_insane", 0))
+        allocator_failures=getattr(getattr(sampler, "allocator", None), "n_insane", 0),
+        oracle_seconds=getattr(sampler, "oracle_seconds", 0.0), check_seconds=check_s)
     return res
