@@ -54,7 +54,8 @@ def run(tr: Trace, policy, K: int, Z: int, checkpoints=(), ref_set=None, track_f
         n_rest = (tr.n_slots // H + 1) if H else 0
         rng = np.random.default_rng(policy.seed)
         gammas = np.stack([rng.standard_normal(N) for _ in range(n_rest + 1)])
-        stats, cp, nrest = kernels.ftpl_kernel(
+        kern = kernels.ftpl_kernel if policy.refresh == 1 else kernels.ftpl_heap_kernel
+        stats, cp, nrest = kern(
             ids, ptr, one, N, K, Z, policy.refresh, policy.c_eta, policy._scale,
             policy.loss == "count", int(H), gammas, cps)
         extra = {"restarts": int(nrest)}

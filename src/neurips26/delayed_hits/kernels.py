@@ -359,7 +359,20 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
         if (t - t0) % refresh == 0 and t > t0:
             tt = t - t0
             lt = np.log(tt)
+            # items never requested since the (re)start share one index value
+            qu0 = 3.0 * lt / tt
+            if qu0 > 1.0:
+                qu0 = 1.0
+            mu0 = (bmax - 1) * np.sqrt(lt / 2.0)
+            if mu0 > bmax:
+                mu0 = bmax
+            if mu0 < 1.0:
+                mu0 = 1.0
+            u0 = qu0 * mu0 * Z * (1.0 + qu0 * (Z - 1) / 2.0) / (1.0 + qu0 * (Z - 1))
             for j in range(N):
+                if not generic and c[j] == 0.0:
+                    U[j] = u0
+                    continue
                 if generic:
                     U[j] = Lsh[j] / tt + (Z + CB) * np.sqrt(2.0 * w[j] * lt) / tt
                 else:
@@ -368,7 +381,9 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
                     if qu > 1.0:
                         qu = 1.0
                     cj = c[j] if c[j] > 1.0 else 1.0
-                    mu = n[j] / cj + (bmax - 1) * np.sqrt(lt / (2.0 * cj))
+                    mu = n[j] / cj
+                    if bmax > 1:
+                        mu += (bmax - 1) * np.sqrt(lt / (2.0 * cj))
                     if mu > bmax:
                         mu = bmax
                     if mu < 1.0:
@@ -521,6 +536,215 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
                 eta = c_eta * np.sqrt(1.0 * scale)
         elif refresh > 1 and (t - t0) % refresh == 0:
             eta = c_eta * np.sqrt(max(t + 1 - t0, 1) * scale)
+        while cc < checkpoints.size and checkpoints[cc] == t:
+            cp[cc, 0] = lat
+            cp[cc, 1] = shadow
+            cc += 1
+    stats = np.empty(8, dtype=np.int64)
+    stats[0] = lat
+    stats[1] = hits
+    stats[2] = dh
+    stats[3] = miss
+    stats[4] = adm
+    stats[5] = evi
+    stats[6] = shadow
+    stats[7] = ids.size
+    return stats, cp, g
+
+
+# ---- indexed binary min-heaps keyed by (P[item], -item) (for the LA-FTPL fast path) ---------
+
+@njit(inline="always")
+def _less(P, a, b):
+    """(P[a], -a) < (P[b], -b)."""
+    return P[a] < P[b] or (P[a] == P[b] and a > b)
+
+
+@njit(nogil=True)
+def _sift_up(h, pos, P, k):
+    x = h[k]
+    while k > 0:
+        par = (k - 1) >> 1
+        y = h[par]
+        if _less(P, x, y):
+            h[k] = y
+            pos[y] = k
+            k = par
+        else:
+            break
+    h[k] = x
+    pos[x] = k
+
+
+@njit(nogil=True)
+def _sift_down(h, n, pos, P, k):
+    x = h[k]
+    while True:
+        c = 2 * k + 1
+        if c >= n:
+            break
+        if c + 1 < n and _less(P, h[c + 1], h[c]):
+            c += 1
+        y = h[c]
+        if _less(P, y, x):
+            h[k] = y
+            pos[y] = k
+            k = c
+        else:
+            break
+    h[k] = x
+    pos[x] = k
+
+
+@njit(nogil=True)
+def _heapify(h, n, pos, P):
+    for k in range(n):
+        pos[h[k]] = k
+    for k in range((n >> 1) - 1, -1, -1):
+        _sift_down(h, n, pos, P, k)
+
+
+@njit(cache=False, nogil=True)
+def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, restart_every,
+                     gammas, checkpoints):
+    """LA-FTPL fast path (refresh > 1) with O(log K) work per request (spec §4.5).
+
+    eta is frozen between refresh points, so between them only requested items' scores move
+    (upwards): the top-K of P and the cached items live in indexed min-heaps keyed by (P, -id);
+    both are rebuilt at each refresh in O(N). Same decisions as ``la_ftpl.LAFTPL(refresh=R)``.
+    Returns (stats[8], cp[len(checkpoints), 2], n_restarts).
+    """
+    cached = np.zeros(N, dtype=np.bool_)
+    size = 0
+    fstart = np.full(N, -1, dtype=np.int64)
+    vstart = np.full(N, -Z, dtype=np.int64)
+    pv = np.full(N, -Z, dtype=np.int64)
+    L = np.zeros(N)
+    P = np.zeros(N)
+    q = np.empty(N, dtype=np.int64)
+    qh = 0
+    qn = 0
+    th = np.zeros(K, dtype=np.int64)               # heap of the top-K set
+    tpos = np.full(N, -1, dtype=np.int64)
+    inTop = np.zeros(N, dtype=np.bool_)
+    ch = np.zeros(K, dtype=np.int64)               # heap of the cached items
+    cpos = np.full(N, -1, dtype=np.int64)
+    g = 0
+    gamma = gammas[0]
+    t0 = 0
+    lat = 0
+    hits = 0
+    dh = 0
+    miss = 0
+    adm = 0
+    evi = 0
+    shadow = 0
+    cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
+    cc = 0
+    T = ids.size if one else ptr.size - 1
+    rebuild_eta = c_eta * np.sqrt(1.0 * scale)
+    rebuild = True
+    for t in range(1, T + 1):
+        if rebuild:
+            for j in range(N):
+                P[j] = L[j] + rebuild_eta * gamma[j]
+            _topk_mask(P, K, inTop)
+            k = 0
+            for j in range(N):
+                tpos[j] = -1
+                if inTop[j]:
+                    th[k] = j
+                    k += 1
+            _heapify(th, K, tpos, P)
+            _heapify(ch, size, cpos, P)
+            rebuild = False
+        lo = t - 1 if one else ptr[t - 1]
+        hi = t if one else ptr[t]
+        for p in range(lo, hi):
+            i = ids[p]
+            if count_loss:
+                sc2 = 1.0
+            else:
+                d2 = t - pv[i]
+                if d2 >= Z:
+                    pv[i] = t
+                    sc2 = 1.0 * Z
+                else:
+                    sc2 = 1.0 * (Z - d2)
+            L[i] += sc2
+            P[i] += sc2
+            if inTop[i]:
+                _sift_down(th, K, tpos, P, tpos[i])
+            else:
+                r = th[0]
+                if _less(P, r, i):
+                    inTop[r] = False
+                    tpos[r] = -1
+                    inTop[i] = True
+                    th[0] = i
+                    tpos[i] = 0
+                    _sift_down(th, K, tpos, P, 0)
+            if cached[i]:
+                _sift_down(ch, size, cpos, P, cpos[i])
+            d = t - vstart[i]
+            if d >= Z:
+                vstart[i] = t
+                sc = Z
+            else:
+                sc = Z - d
+            if cached[i]:
+                hits += 1
+            else:
+                shadow += sc
+                s = fstart[i]
+                if s >= 0:
+                    lat += Z - (t - s)
+                    dh += 1
+                else:
+                    lat += Z
+                    fstart[i] = t
+                    miss += 1
+                    q[(qh + qn) % N] = i
+                    qn += 1
+        while qn > 0:
+            i = q[qh]
+            if fstart[i] + Z - 1 != t:
+                break
+            qh = (qh + 1) % N
+            qn -= 1
+            fstart[i] = -1
+            if not inTop[i]:
+                continue
+            if size >= K:
+                v = ch[0]
+                if not _less(P, v, i):
+                    continue
+                cached[v] = False
+                cpos[v] = -1
+                evi += 1
+                ch[0] = i
+                cpos[i] = 0
+                cached[i] = True
+                _sift_down(ch, size, cpos, P, 0)
+            else:
+                ch[size] = i
+                cpos[i] = size
+                size += 1
+                cached[i] = True
+                _sift_up(ch, cpos, P, size - 1)
+            adm += 1
+        if restart_every > 0 and t - t0 >= restart_every:
+            t0 = t
+            g += 1
+            gamma = gammas[g]
+            for j in range(N):
+                L[j] = 0.0
+                pv[j] = -Z
+            rebuild_eta = c_eta * np.sqrt(1.0 * scale)
+            rebuild = True
+        elif (t - t0) % refresh == 0:
+            rebuild_eta = c_eta * np.sqrt(max(t + 1 - t0, 1) * scale)
+            rebuild = True
         while cc < checkpoints.size and checkpoints[cc] == t:
             cp[cc, 0] = lat
             cp[cc, 1] = shadow
