@@ -72,8 +72,8 @@ print(json.dumps(out))
 ''')
 
 
-def _isolation_checks(state_root: str, port: int, sentinel: str) -> dict:
-    sb = Sandbox(state_root=state_root, hostname="nbx-test", spawn_mode="direct")
+def _isolation_checks(state_root: str, port: int, sentinel: str, spawn_mode: str = "direct") -> dict:
+    sb = Sandbox(state_root=state_root, hostname="nbx-test", spawn_mode=spawn_mode)
     try:
         code = PROBE.replace("PORT", str(port)).replace("SENTINEL", sentinel)
         sb.write_file("/tmp/probe.py", code)
@@ -129,8 +129,9 @@ def sentinel():
     os.unlink(path)
 
 
-def test_isolation_rootful(state_root, listener, sentinel):
-    _assert_isolated(_isolation_checks(state_root, listener, sentinel))
+@pytest.mark.parametrize("mode", ["direct", "zygote"])
+def test_isolation_rootful(state_root, listener, sentinel, mode):
+    _assert_isolated(_isolation_checks(state_root, listener, sentinel, mode))
 
 
 def run_as_nobody(fn, *args, timeout: float = 60):
@@ -242,10 +243,10 @@ def test_files_roundtrip_upload_download(sb, tmp_path):
 CLIENT = textwrap.dedent('''
 import os, sys, threading, time
 from neurips26.nitrobox import Sandbox
-root = sys.argv[1]
-boxes = [Sandbox(state_root=root, spawn_mode="direct")]
+root, mode = sys.argv[1], sys.argv[2]
+boxes = [Sandbox(state_root=root, spawn_mode=mode)]
 def worker():
-    boxes.append(Sandbox(state_root=root, spawn_mode="direct"))
+    boxes.append(Sandbox(state_root=root, spawn_mode=mode))
 t = threading.Thread(target=worker); t.start(); t.join()   # the creating thread is gone now
 for b in boxes:
     b.exec("sleep 1000 & sleep 1000 & true")
@@ -268,8 +269,9 @@ def _live_in_ns(ns: str) -> list[int]:
     return out
 
 
-def test_sigkill_client_leaves_no_sandbox_process(state_root):
-    p = subprocess.Popen([sys.executable, "-c", CLIENT, state_root], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("mode", ["direct", "zygote"])
+def test_sigkill_client_leaves_no_sandbox_process(state_root, mode):
+    p = subprocess.Popen([sys.executable, "-c", CLIENT, state_root, mode], stdout=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
         namespaces = line.split()

@@ -17,6 +17,7 @@ import resource
 import signal
 import socket
 import struct
+import time
 from dataclasses import dataclass, field
 
 try:  # loaded as part of the package
@@ -66,6 +67,7 @@ class ChildSpec:
     argv: list = field(default_factory=lambda: ["bash", "--noprofile", "--norc"])
     env: dict = field(default_factory=dict)
     usr_flags: int = 0             # locked flags of the host /usr mount, translated ST_ -> MS_
+    trace: bool = False            # B reports per-step timings ("T:" line) before exec (diagnostics)
 
 
 def _send(fd: int, msg: str) -> None:
@@ -82,6 +84,10 @@ def run_a(s: ChildSpec) -> None:
         _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != s.parent_pid:  # parent (spawner thread) already gone
             os._exit(1)
+        try:  # the zygote reaps with a SIGCHLD handler; A waits for B itself
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        except ValueError:
+            pass
         _sys.close_all_except([s.sock, s.stdin_r, s.out_w, s.status_w])
         step = "A:cgroup"
         me = str(os.getpid()).encode()
@@ -155,19 +161,29 @@ def _mkfile(path: str) -> None:
 def run_b(s: ChildSpec) -> None:
     """Child B = pid 1 of the sandbox: steps 5-10. Never returns."""
     step = "B:start"
+    marks = []
+    clock = time.perf_counter
+    if s.trace:
+        marks.append((step, clock()))
     try:
         os.setsid()
         if s.pdeathsig_b:
             _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
         m = s.merged
         step = "B:overlay"
+        if s.trace:
+            marks.append((step, clock()))
         _sys.mount("overlay", m, "overlay", 0, s.overlay_data)  # step 5
         if s.host_usr:
             step = "B:usr"
+            if s.trace:
+                marks.append((step, clock()))
             _sys.mount("/usr", m + "/usr", None, _sys.MS_BIND | _sys.MS_REC)
             _sys.mount(None, m + "/usr", None,
                        _sys.MS_BIND | _sys.MS_REMOUNT | _sys.MS_RDONLY | s.usr_flags)
-        step = "B:proc"  # step 6
+        step = "B:proc"
+        if s.trace:
+            marks.append((step, clock()))  # spec step 6
         for d in ("proc", "dev", "sys", "tmp"):
             if not os.path.isdir(m + "/" + d):
                 os.mkdir(m + "/" + d, 0o1777 if d == "tmp" else 0o755)
@@ -183,6 +199,8 @@ def run_b(s: ChildSpec) -> None:
             if os.path.exists(p):
                 _sys.mount("/dev/null", p, None, _sys.MS_BIND)
         step = "B:dev"
+        if s.trace:
+            marks.append((step, clock()))
         dev = m + "/dev"
         _sys.mount("tmpfs", dev, "tmpfs", _sys.MS_NOSUID | _sys.MS_NOEXEC, "mode=755,size=64k")
         for n in DEV_NODES:
@@ -200,12 +218,16 @@ def run_b(s: ChildSpec) -> None:
         _sys.mount("tmpfs", dev + "/shm", "tmpfs", _sys.MS_NOSUID | _sys.MS_NODEV,
                    f"mode=1777,size={s.shm_size}")
         step = "B:sys"
+        if s.trace:
+            marks.append((step, clock()))
         sflags = _sys.MS_RDONLY | _sys.MS_NOSUID | _sys.MS_NODEV | _sys.MS_NOEXEC
         if s.network_none:
             _sys.mount("sysfs", m + "/sys", "sysfs", sflags)
         else:
             _sys.mount("tmpfs", m + "/sys", "tmpfs", sflags, "size=4k")
-        step = "B:net"  # step 7
+        step = "B:net"
+        if s.trace:
+            marks.append((step, clock()))  # spec step 7
         if s.network_none:
             sk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             try:
@@ -214,23 +236,33 @@ def run_b(s: ChildSpec) -> None:
             finally:
                 sk.close()
         _sys.sethostname(s.hostname)
-        step = "B:pivot_root"  # step 8
+        step = "B:pivot_root"
+        if s.trace:
+            marks.append((step, clock()))  # spec step 8
         os.chdir(m)
         _sys.pivot_root(".", ".")
         _sys.umount2(".", _sys.MNT_DETACH)
         os.chdir("/")
-        step = "B:rlimits"  # step 9
+        step = "B:rlimits"
+        if s.trace:
+            marks.append((step, clock()))  # spec step 9
         for res, soft, hard in s.rlimits:
             resource.setrlimit(res, (soft, hard))
         step = "B:caps"
+        if s.trace:
+            marks.append((step, clock()))
         for cap in range(s.cap_last + 1):
             if cap not in KEEP_CAPS:
                 _sys.prctl(_sys.PR_CAPBSET_DROP, cap)
         _sys.prctl(_sys.PR_SET_NO_NEW_PRIVS, 1)
         step = "B:seccomp"
+        if s.trace:
+            marks.append((step, clock()))
         if s.seccomp is not None:
             s.seccomp.load()
-        step = "B:exec"  # step 10
+        step = "B:exec"
+        if s.trace:
+            marks.append((step, clock()))  # spec step 10
         srcs = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (s.stdin_r, s.out_w, s.status_w, s.sock)]
         os.dup2(srcs[0], 0)
         os.dup2(srcs[1], 1)
@@ -239,6 +271,10 @@ def run_b(s: ChildSpec) -> None:
         sock = srcs[3]
         _sys.close_all_except([0, 1, 2, 3, sock])
         s.sock = sock
+        if s.trace:
+            marks.append(("B:end", clock()))
+            _send(s.sock, "T:" + ",".join(f"{a}={(t2 - t1) * 1e3:.3f}" for (a, t1), (_, t2)
+                                          in zip(marks, marks[1:])) + "\n")
         os.execve(s.shell, s.argv, s.env)
     except BaseException as e:  # noqa: BLE001
         _send(s.sock, f"F:{step}: {_describe(e)}\n")

@@ -101,6 +101,13 @@ class _Box:
         self.exc = None
 
 
+class _Call:
+    __slots__ = ("fn",)
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+
 class Spawner:
     """One long-lived thread per process that performs every ``fork`` (PDEATHSIG is per thread)."""
 
@@ -115,6 +122,13 @@ class Spawner:
 
         while True:
             spec, box = self.q.get()
+            if isinstance(spec, _Call):
+                try:
+                    box.result = spec.fn()
+                except BaseException as e:  # noqa: BLE001
+                    box.exc = e
+                box.ev.set()
+                continue
             try:
                 pid = os.fork()
                 if pid == 0:
@@ -126,6 +140,15 @@ class Spawner:
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 box.exc = e
             box.ev.set()
+
+    def call(self, fn):
+        """Run ``fn()`` in the spawner thread (e.g. start the zygote: PDEATHSIG follows this thread)."""
+        box = _Box()
+        self.q.put((_Call(fn), box))
+        box.ev.wait()
+        if box.exc is not None:
+            raise box.exc
+        return box.result
 
     def fork(self, spec) -> int:
         box = _Box()

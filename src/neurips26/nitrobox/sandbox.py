@@ -117,11 +117,12 @@ class BackgroundJob:
 class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
-    __slots__ = ("a_pid", "b_pid", "pidfd", "in_w", "out_r", "st_r", "disk_fd", "disk_a_pid")
+    __slots__ = ("a_pid", "b_pid", "pidfd", "in_w", "out_r", "st_r", "disk_fd", "disk_a_pid", "a_pidfd")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = self.in_w = self.out_r = self.st_r = None
         self.disk_fd = self.disk_a_pid = None
+        self.a_pidfd = None  # zygote mode: A is the zygote's child, tracked by pidfd
 
     def kill(self) -> None:
         """SIGKILL B (pid-ns init: the kernel kills every sandbox process) and reap A."""
@@ -133,33 +134,38 @@ class _Proc:
             except OSError:
                 pass
         if self.a_pid is not None:
-            # A reaps B (so B never lingers as a zombie) and then exits; kill A only if it hangs
+            # direct mode: A reaps B (so B never lingers as a zombie), exits, and we reap A
             if self.pidfd is None:
                 try:
                     os.kill(self.a_pid, signal.SIGKILL)  # our unreaped child: pid cannot be reused
                 except ProcessLookupError:
                     pass
-            deadline = time.monotonic() + 5.0
-            while True:
-                try:
-                    pid, _ = os.waitpid(self.a_pid, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid:
-                    break
-                if time.monotonic() > deadline:
-                    os.kill(self.a_pid, signal.SIGKILL)
-                    os.waitpid(self.a_pid, 0)
-                    break
-                time.sleep(0.0002)
-            self.a_pid = None
-        if self.pidfd is not None:
-            sel = selectors.DefaultSelector()
+            if self.a_pidfd is not None and not _wait_fd(self.a_pidfd, 5.0):
+                os.kill(self.a_pid, signal.SIGKILL)
             try:
-                sel.register(self.pidfd, selectors.EVENT_READ)
-                sel.select(10.0)  # readable once B (and so every process of its pid ns) is gone
-            finally:
-                sel.close()
+                os.waitpid(self.a_pid, 0)
+            except ChildProcessError:
+                pass
+            self.a_pid = None
+            if self.a_pidfd is not None:
+                os.close(self.a_pidfd)
+                self.a_pidfd = None
+        if self.a_pidfd is not None:  # zygote mode: A exits once B is gone; the zygote reaps it
+            if self.pidfd is None:
+                try:
+                    _sys.pidfd_send_signal(self.a_pidfd, signal.SIGKILL)
+                except OSError:
+                    pass
+            if not _wait_fd(self.a_pidfd, 5.0):
+                try:
+                    _sys.pidfd_send_signal(self.a_pidfd, signal.SIGKILL)
+                except OSError:
+                    pass
+                _wait_fd(self.a_pidfd, 5.0)
+            os.close(self.a_pidfd)
+            self.a_pidfd = None
+        if self.pidfd is not None:
+            _wait_fd(self.pidfd, 10.0)  # readable once B (and so every process of its pid ns) is gone
             os.close(self.pidfd)
             self.pidfd = None
         for name in ("in_w", "out_r", "st_r"):
@@ -171,6 +177,15 @@ class _Proc:
                     pass
                 setattr(self, name, None)
         self.b_pid = None
+
+
+def _wait_fd(fd: int, timeout: float) -> bool:
+    sel = selectors.DefaultSelector()
+    try:
+        sel.register(fd, selectors.EVENT_READ)
+        return bool(sel.select(timeout))
+    finally:
+        sel.close()
 
 
 def _finalize(proc: _Proc, cgroups: list, sdir: str, root: Path, layers: list, closed: list) -> None:
@@ -223,6 +238,7 @@ class Sandbox:
 
     def __init__(self, config: SandboxConfig | Mapping[str, Any] | None = None, **overrides: Any):
         self._closed = [True]  # until fully created
+        self._trace = [] if os.environ.get("NEURIPS26_NBX_TRACE") else None  # per-spawn step timings
         cfg = SandboxConfig.from_any(config, **overrides)
         self.config = cfg
         self.rootless = os.geteuid() != 0
@@ -365,7 +381,7 @@ class Sandbox:
             shm_size=cfg.shm_bytes, hostname=cfg.hostname,
             rlimits=_limits.rlimits_for(self._limits, self._backend), cap_last=_CAP_LAST,
             seccomp=seccomp_filter.program(), env=env,
-            usr_flags=_USR_FLAGS if self.image.host_usr else 0)
+            usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None)
 
     def _spawn(self) -> None:
         """Create steps 2-11: pipes, fork A via the spawner, id map, wait for B's shell."""
@@ -385,9 +401,14 @@ class Sandbox:
 
                 proc.a_pid = None
                 a_pid = zygote.get().spawn(spec)
+                try:
+                    proc.a_pidfd = _sys.pidfd_open(a_pid)
+                except ProcessLookupError:
+                    pass
             else:
                 a_pid = runtime.spawner().fork(spec)
                 proc.a_pid = a_pid
+                proc.a_pidfd = _sys.pidfd_open(a_pid)  # our unreaped child: cannot be a reused pid
             for fd in (in_r, out_w, st_w, child_fd):
                 os.close(fd)
             in_r = out_w = st_w = child_fd = None
@@ -404,6 +425,8 @@ class Sandbox:
             for line in msgs.decode(errors="replace").splitlines():
                 if line.startswith("P:"):
                     b_pid = int(line[2:])
+                elif line.startswith("T:") and self._trace is not None:
+                    self._trace.append({k: float(v) for k, v in (kv.split("=") for kv in line[2:].split(","))})
                 elif line.startswith("D:"):
                     proc.disk_a_pid, proc.disk_fd = (int(x) for x in line[2:].split(","))
                 elif line.startswith("F:"):
