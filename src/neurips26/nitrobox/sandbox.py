@@ -117,12 +117,14 @@ class BackgroundJob:
 class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
-    __slots__ = ("a_pid", "b_pid", "pidfd", "in_w", "out_r", "st_r", "disk_fd", "disk_a_pid", "a_pidfd")
+    __slots__ = ("a_pid", "b_pid", "pidfd", "in_w", "out_r", "st_r", "disk_fd", "disk_a_pid", "a_pidfd",
+                 "reap_b")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = self.in_w = self.out_r = self.st_r = None
         self.disk_fd = self.disk_a_pid = None
         self.a_pidfd = None  # zygote mode: A is the zygote's child, tracked by pidfd
+        self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
 
     def kill(self) -> None:
         """SIGKILL B (pid-ns init: the kernel kills every sandbox process) and reap A."""
@@ -168,6 +170,12 @@ class _Proc:
             _wait_fd(self.pidfd, 10.0)  # readable once B (and so every process of its pid ns) is gone
             os.close(self.pidfd)
             self.pidfd = None
+            if self.reap_b and self.b_pid is not None:
+                try:
+                    os.waitpid(self.b_pid, 0)
+                except ChildProcessError:
+                    pass
+                self.reap_b = False
         for name in ("in_w", "out_r", "st_r"):
             fd = getattr(self, name)
             if fd is not None:
@@ -251,11 +259,28 @@ class Sandbox:
             raise LimitsUnavailableError(
                 f"limits {missing} cannot be enforced here (backend {backend.kind!r} enforces "
                 f"{sorted(backend.enforced)}); pass strict_limits=False to accept best effort")
+        self._setup_state(cfg, backend, requested)
+        try:
+            self._cgroups = backend.create_cgroup(f"{self.id}-{os.getpid()}", requested)
+            self._fresh_upper()
+            self._closed = [False]
+            self._spawn()
+        except BaseException:
+            self._closed = [False]
+            self._teardown(wait=True)
+            raise
+        self._arm()
+
+    def _setup_state(self, cfg: SandboxConfig, backend, requested: dict, image=None, base_lowers=None) -> None:
+        """State dir, locks and layer references (nothing spawned yet)."""
         self._backend = backend
         self._limits = requested
         root = runtime.ensure_state_root(self._state_root)
         self._root = root
-        self.image, base_lowers = _resolve_image(cfg.image, self._state_root)
+        if image is None:
+            self.image, base_lowers = _resolve_image(cfg.image, self._state_root)
+        else:
+            self.image = image
         self.id = cfg.name or uuid.uuid4().hex[:12]
         self._dir = root / "sandboxes" / self.id
         if cfg.spawn_mode == "zygote" or (cfg.spawn_mode == "auto" and _rss_bytes() >= 256 << 20):
@@ -280,20 +305,14 @@ class Sandbox:
         self._snapshots: dict[str, Snapshot] = {}
         self._jobs = 0
         self._watchdog = None
-        try:
-            with open(self._dir / "owner", "w") as f:
-                f.write(f"{os.getpid()} {_proc_start_time(os.getpid())}\n")
-            self._cgroups = backend.create_cgroup(f"{self.id}-{os.getpid()}", requested)
-            self._fresh_upper()
-            self._closed = [False]
-            self._spawn()
-        except BaseException:
-            self._closed = [False]
-            self._teardown(wait=True)
-            raise
-        self._finalizer = weakref.finalize(self, _finalize, self._proc, self._cgroups, str(self._dir), root,
+        with open(self._dir / "owner", "w") as f:
+            f.write(f"{os.getpid()} {_proc_start_time(os.getpid())}\n")
+
+    def _arm(self) -> None:
+        """Finalizer (atexit + GC) and the max_lifetime watchdog."""
+        self._finalizer = weakref.finalize(self, _finalize, self._proc, self._cgroups, str(self._dir), self._root,
                                            self._layers_held, self._closed)
-        if cfg.max_lifetime is not None:
+        if self.config.max_lifetime is not None:
             ref = weakref.ref(self)
 
             def _expire() -> None:
@@ -301,9 +320,33 @@ class Sandbox:
                 if sb is not None:
                     sb.delete()
 
-            self._watchdog = threading.Timer(cfg.max_lifetime, _expire)
+            self._watchdog = threading.Timer(self.config.max_lifetime, _expire)
             self._watchdog.daemon = True
             self._watchdog.start()
+
+    @classmethod
+    def _new_restored(cls, cfg: SandboxConfig, image: Image, base_lowers: list) -> "Sandbox":
+        """A sandbox shell object for a CRIU-restored tree (criu.py fills the process in)."""
+        self = cls.__new__(cls)
+        self._closed = [True]
+        self._trace = None
+        self.config = cfg
+        self.rootless = os.geteuid() != 0
+        self._state_root = str(cfg.state_root or runtime.default_state_root())
+        self._setup_state(cfg, _limits.detect(), {}, image=image, base_lowers=base_lowers)
+        self._fresh_upper()
+        return self
+
+    def _adopt(self, b_pid: int, in_w: int, out_r: int, st_r: int) -> None:
+        """Take over a restored init (our child: the client is a child subreaper)."""
+        proc = self._proc
+        proc.b_pid, proc.in_w, proc.out_r, proc.st_r = b_pid, in_w, out_r, st_r
+        proc.pidfd = _sys.pidfd_open(b_pid)
+        proc.reap_b = True
+        for fd in (out_r, st_r):
+            os.set_blocking(fd, False)
+        self._closed = [False]
+        self._arm()
 
     # ------------------------------------------------------------------ properties
     @property
