@@ -153,3 +153,28 @@ def test_churn_1000_cycles_leave_nothing(state_root):
     children = [d for d in os.listdir("/proc") if d.isdigit()
                 and open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[2] == str(os.getpid())]
     assert children == [] or all(os.readlink(f"/proc/{c}/ns/pid") == own for c in children)
+
+
+def test_deep_snapshot_chain_is_squashed(state_root):
+    sb = Sandbox(state_root=state_root, max_layers=3)
+    try:
+        sb.exec("mkdir -p /workspace/d && echo 0 > /workspace/d/keep && echo x > /workspace/gone")
+        snaps = [sb.snapshot("s0")]
+        sb.exec("rm /workspace/gone /etc/hostname; echo 1 > /workspace/one")
+        snaps.append(sb.snapshot("s1"))
+        sb.exec("rm -rf /workspace/d && mkdir /workspace/d && echo new > /workspace/d/only")  # opaque dir
+        snaps.append(sb.snapshot("s2"))
+        sb.exec("echo 3 > /workspace/one; mkdir -p /etc/hostname.d")
+        snaps.append(sb.snapshot("s3"))
+        assert len(sb._lowers) <= 3                           # squashed to stay within max_layers
+        listing = sb.exec("cd /workspace && find . -type f | sort && cat one d/only && ls /etc/hostname 2>&1").output
+        assert listing.splitlines()[:2] == ["./d/only", "./one"]
+        assert "3\nnew\n" in listing and "No such file" in listing
+        (b,) = sb.branch(snaps[-1], 1)
+        try:
+            assert b.exec("cat /workspace/one /workspace/d/only; ls /workspace/d").output == "3\nnew\nonly\n"
+            assert b.exec("test -e /workspace/gone || test -e /etc/hostname").exit_code != 0
+        finally:
+            b.delete(wait=True)
+    finally:
+        sb.delete(wait=True)

@@ -947,8 +947,24 @@ class Sandbox:
         return f"/proc/{self._proc.disk_a_pid}/fd/{self._proc.disk_fd}/upper"
 
     def _squash(self, lowers: list) -> list:
-        """Keep the overlay option string short: merge the oldest frozen layers into one."""
-        raise SandboxError(f"snapshot depth {len(lowers)} exceeds max_layers={self.config.max_layers}")
+        """Keep the overlay option string short: merge the newest layers into one (O(data) copy).
+
+        Overlay semantics are replayed oldest to newest: a whiteout (char 0/0) deletes and stays a
+        whiteout (older layers below may hold the path), an opaque dir (``user.overlay.opaque``)
+        replaces the directory, anything else overwrites. Unprivileged whiteout creation is allowed
+        since Linux 5.8, so this works rootless too.
+        """
+        k = len(lowers) - self.config.max_layers + 1
+        group, rest = lowers[:k], lowers[k:]
+        dest = str(self._root / "layers" / uuid.uuid4().hex[:16])
+        os.mkdir(dest)
+        try:
+            for layer in reversed(group):  # oldest of the group first
+                _merge_layer(layer, dest)
+        except BaseException:
+            runtime.trash(self._root, dest)
+            raise
+        return [dest] + rest
 
     def restore(self, snapshot: Snapshot | str) -> None:
         """Kill the tree, start a fresh upper over the snapshot's layers."""
@@ -1051,6 +1067,53 @@ class Sandbox:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+_OPAQUE = "user.overlay.opaque"
+
+
+def _is_whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        runtime._force_rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def _merge_layer(src: str, dst: str) -> None:
+    """Apply overlay layer ``src`` on top of the merged layer ``dst`` (see ``Sandbox._squash``)."""
+    import shutil
+
+    for name in sorted(os.listdir(src)):
+        s, d = os.path.join(src, name), os.path.join(dst, name)
+        st = os.lstat(s)
+        if _is_whiteout(st):
+            _remove(d)
+            os.mknod(d, stat.S_IFCHR | 0o000, 0)
+        elif stat.S_ISDIR(st.st_mode):
+            try:
+                opaque = os.getxattr(s, _OPAQUE, follow_symlinks=False) == b"y"
+            except OSError:
+                opaque = False
+            if os.path.lexists(d) and (opaque or not os.path.isdir(d) or os.path.islink(d)):
+                _remove(d)
+            if not os.path.lexists(d):
+                os.mkdir(d, stat.S_IMODE(st.st_mode))
+                if opaque:
+                    os.setxattr(d, _OPAQUE, b"y", follow_symlinks=False)
+            os.chmod(d, stat.S_IMODE(st.st_mode))
+            _merge_layer(s, d)
+        else:
+            _remove(d)
+            if stat.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(s), d)
+            else:
+                shutil.copy2(s, d, follow_symlinks=False)
+        if os.geteuid() == 0:
+            os.chown(d, st.st_uid, st.st_gid, follow_symlinks=False)
+
+
 def _recv(sock: socket.socket, n: int, deadline: float) -> bytes:
     sock.settimeout(max(0.001, deadline - time.monotonic()))
     try:
