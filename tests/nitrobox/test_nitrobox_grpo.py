@@ -97,7 +97,7 @@ def test_sandbox_rewards_equal_oracle_and_identical_across_backends(state_root):
     for name in ("nitrobox", "bwrap", "unshare"):
         try:
             be = make_backend(name, state_root=state_root)
-        except BackendUnavailable as e:
+        except BackendUnavailable:
             if name == "nitrobox":
                 raise
             continue

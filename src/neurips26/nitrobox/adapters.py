@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
 import posixpath
 import shlex
 import tarfile

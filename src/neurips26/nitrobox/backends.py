@@ -381,7 +381,8 @@ class DockerBackend:
         if base_url is None:
             self.daemon = DockerDaemon()
             base_url = self.daemon.url
-        self.client = docker.DockerClient(base_url=base_url, version="auto", timeout=120)
+        # the SDK's default pool of 10 connections breaks under 32 threads (urllib3 queue.Full)
+        self.client = docker.DockerClient(base_url=base_url, version="auto", timeout=120, max_pool_size=64)
         root = runtime.ensure_state_root(state_root or runtime.default_state_root())
         skel = host_image(str(root)).lower
         try:
@@ -445,6 +446,7 @@ class PodmanBackend:
             raise BackendUnavailable("the podman anchor runs as root here")
         self.root = runtime.ensure_state_root(state_root or runtime.default_state_root())
         self.base = Path(f"/tmp/neurips26-nitrobox-podman-{os.getpid()}")
+        self._lock_existed = os.path.exists("/dev/shm/libpod_lock")  # podman's shm lock file
         self.flags = [self.exe, "--root", str(self.base / "root"), "--runroot", str(self.base / "run"),
                       "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "none"]
         skel = host_image(str(self.root)).lower
@@ -494,6 +496,8 @@ class PodmanBackend:
             for mnt in sorted(left, key=len, reverse=True):
                 subprocess.run(["umount", "-l", mnt], capture_output=True)
             shutil.rmtree(self.base, ignore_errors=True)
+            if not self._lock_existed and os.path.exists("/dev/shm/libpod_lock"):
+                os.unlink("/dev/shm/libpod_lock")
 
 
 # ------------------------------------------------------------------------------------- runc

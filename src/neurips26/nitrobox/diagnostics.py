@@ -6,8 +6,19 @@ import os
 import time
 
 
+_problem: list = []
+
+
 def support_problem() -> str | None:
-    """Why sandboxes cannot run here (kernel/sysctl/pyseccomp), or ``None`` when they can."""
+    """Why sandboxes cannot run here (kernel, sysctl, pyseccomp, or a real probe sandbox failing,
+    e.g. inside an unprivileged container), or ``None`` when they can. Cached per process."""
+    if _problem:
+        return _problem[0]
+    _problem.append(_probe())
+    return _problem[0]
+
+
+def _probe() -> str | None:
     try:
         from neurips26.nitrobox import runtime
 
@@ -18,6 +29,24 @@ def support_problem() -> str | None:
         import pyseccomp  # noqa: F401
     except ImportError:
         return "pyseccomp is not installed (pip install 'neurips26[nitrobox]')"
+    import shutil
+
+    root = f"/dev/shm/neurips26-nbx-probe-{os.getpid()}" if os.path.isdir("/dev/shm") else None
+    try:
+        from neurips26.nitrobox.sandbox import Sandbox
+
+        sb = Sandbox(state_root=root, spawn_mode="direct") if root else Sandbox(spawn_mode="direct")
+        try:
+            r = sb.exec("echo ok", timeout=30)
+            if r.output != "ok\n":
+                return f"probe sandbox answered {r.output!r}"
+        finally:
+            sb.delete(wait=True)
+    except Exception as e:  # noqa: BLE001
+        return f"probe sandbox failed: {type(e).__name__}: {e}"
+    finally:
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
     return None
 
 

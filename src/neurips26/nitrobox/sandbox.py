@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from neurips26.nitrobox import _child, _sys, limits as _limits, runtime
 from neurips26.nitrobox.config import SandboxConfig, check_env, check_path_text, check_timeout
-from neurips26.nitrobox.errors import (ImageError, LimitsUnavailableError, SandboxClosedError, SandboxError,
+from neurips26.nitrobox.errors import (LimitsUnavailableError, SandboxClosedError, SandboxError,
                                        SandboxStartError, SnapshotNotFoundError)
 from neurips26.nitrobox.image import Image, dir_image, host_image
 
