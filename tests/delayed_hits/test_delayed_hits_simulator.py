@@ -89,7 +89,7 @@ def test_static_identity_property(data):
     assert r.shadow_cost == r.total_latency
     # C_B realised <= the a-priori bound with b_max
     _, _, cb = shadow_losses(tr, Z, return_windows=True)
-    assert cb <= c_b_bound(Z, max(tr.max_batch, 1))
+    assert cb <= c_b_bound(Z, max(tr.max_item_batch, 1))
 
 
 def test_c_b_bound_is_tight_for_full_batches():

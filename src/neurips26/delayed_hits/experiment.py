@@ -133,8 +133,24 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
 
 # ---- workloads (rebuilt deterministically inside each worker) --------------------------------
 
-@lru_cache(maxsize=4)
+_PINNED: dict = {}     # workloads built once in the parent (forked workers inherit them)
+
+
 def build_workload(spec: tuple):
+    if spec in _PINNED:
+        return _PINNED[spec]
+    return _build_workload(spec)
+
+
+def pin_workload(spec: tuple):
+    """Build ``spec`` once and keep it for the rest of the process (and its forked workers)."""
+    if spec not in _PINNED:
+        _PINNED[spec] = _build_workload(spec)
+    return _PINNED[spec]
+
+
+@lru_cache(maxsize=4)
+def _build_workload(spec: tuple):
     kind = spec[0]
     if kind == "W1":
         _, N, T, alpha, seed = spec
@@ -209,7 +225,7 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from neurips26.delayed_hits.scale import run_tasks
+    from neurips26.delayed_hits.scale import iter_tasks
 
     seeds = [ctx.seed + s for s in range(cfg.seeds)]
     slow_seeds = seeds[: cfg.slow_policy_seeds]
@@ -296,18 +312,13 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     tasks.sort(key=cost, reverse=True)
     ctx.log(f"delayed_hits: {len(tasks)} simulations on {cfg.workers} workers ({cfg.backend})")
     _warm_kernels()
+    pin_workload(("W7", cfg.w7_requests))            # tokenised once, before the workers fork
+    pin_workload(("W8",))
     results = {}
-    for out in ctx.track(_iter_results(run_tasks, tasks, cfg), desc="simulations", total=len(tasks)):
+    it = iter_tasks(_task, tasks, backend=cfg.backend, workers=cfg.workers)
+    for out in ctx.track(it, desc="simulations", total=len(tasks)):
         results[out["key"]] = out
     return _analyse(cfg, ctx, results, seeds, slow_seeds)
-
-
-def _iter_results(run_tasks, tasks, cfg):
-    # run in chunks so the progress bar moves
-    step = max(cfg.workers * 4, 1)
-    for lo in range(0, len(tasks), step):
-        for out in run_tasks(_task, tasks[lo: lo + step], backend=cfg.backend, workers=cfg.workers):
-            yield out
 
 
 # ---- analysis --------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 * ``shadow_kernel``  per-item shadow loss L_T(i), snapshots of L at grid slots, number of
                      virtual windows per item and the realised C_B (spec §2).
+Kernels are cached on disk by numba (``cache=True``: next to this module in ``__pycache__``, or
+numba's user cache dir when that is not writable), so only the first run pays the compile time.
+
 * ``lru_kernel``     fused delayed-hit LRU/FIFO simulation (spec §1), O(1) per request with an
                      intrusive doubly linked list over item ids; used by the bench and the
                      experiment. Equal to ``simulate(trace, LRU()/FIFO())`` (tested).
@@ -24,7 +27,7 @@ except ImportError:  # pragma: no cover - exercised only without numba
         return lambda f: f
 
 
-@njit(cache=False, nogil=True)
+@njit(cache=True, nogil=True)
 def shadow_kernel(ids, ptr, one, Z, N, grid):
     """Virtual "never cached" windows per item (spec §2).
 
@@ -71,7 +74,7 @@ def shadow_kernel(ids, ptr, one, Z, N, grid):
     return L, snaps, windows, cb
 
 
-@njit(cache=False, nogil=True)
+@njit(cache=True, nogil=True)
 def lru_kernel(ids, ptr, one, N, K, Z, fifo, checkpoints):
     """Fused delayed-hit LRU (fifo=False) or FIFO (fifo=True) with completion-time insertion.
 
@@ -192,7 +195,7 @@ def trace_arrays(trace) -> tuple[np.ndarray, np.ndarray, bool]:
     return trace.ids, ptr, False
 
 
-@njit(cache=False, nogil=True)
+@njit(cache=True, nogil=True)
 def _topk_mask(U, K, out):
     """out[j] = True iff j is in the top-K of U under the order (U desc, id asc). O(N)."""
     N = U.size
@@ -216,7 +219,7 @@ def _topk_mask(U, K, out):
             cnt += 1
 
 
-@njit(cache=False, nogil=True)
+@njit(cache=True, nogil=True)
 def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every, restart_at,
                checkpoints, ref_set, track_from):
     """Fused delayed-hit simulation of UCB-DH (same decisions as ``ucb_dh.UCBDH``).
@@ -411,7 +414,7 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
     return stats, cp, mism, nrest
 
 
-@njit(cache=False, nogil=True)
+@njit(cache=True, nogil=True)
 def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, restart_every, gammas,
                 checkpoints):
     """Fused delayed-hit simulation of LA-FTPL / hit-count FTPL (same decisions as
@@ -554,13 +557,13 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
 
 # ---- indexed binary min-heaps keyed by (P[item], -item) (for the LA-FTPL fast path) ---------
 
-@njit(inline="always")
+@njit(inline="always", cache=True)
 def _less(P, a, b):
     """(P[a], -a) < (P[b], -b)."""
     return P[a] < P[b] or (P[a] == P[b] and a > b)
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _sift_up(h, pos, P, k):
     x = h[k]
     while k > 0:
@@ -576,7 +579,7 @@ def _sift_up(h, pos, P, k):
     pos[x] = k
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _sift_down(h, n, pos, P, k):
     x = h[k]
     while True:
@@ -596,7 +599,7 @@ def _sift_down(h, n, pos, P, k):
     pos[x] = k
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _heapify(h, n, pos, P):
     for k in range(n):
         pos[h[k]] = k
@@ -604,7 +607,7 @@ def _heapify(h, n, pos, P):
         _sift_down(h, n, pos, P, k)
 
 
-@njit(cache=False, nogil=True)
+@njit(cache=True, nogil=True)
 def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, restart_every,
                      gammas, checkpoints):
     """LA-FTPL fast path (refresh > 1) with O(log K) work per request (spec §4.5).

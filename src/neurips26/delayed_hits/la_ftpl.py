@@ -82,7 +82,7 @@ class LAFTPL(Policy):
         from neurips26.delayed_hits.shadow import c_b_bound
 
         N = trace.n_items
-        cb = c_b_bound(Z, trace.max_batch) if self.C_B is None else self.C_B
+        cb = c_b_bound(Z, trace.max_item_batch) if self.C_B is None else self.C_B
         if self.z_agnostic:
             self._scale = 1.0 / (K * math.log(N))                    # Z = 1, C_B = 0
         else:

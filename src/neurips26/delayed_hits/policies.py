@@ -269,54 +269,88 @@ class _ArrayCache:
         return not self.free
 
 
+class _VirtualAD:
+    """Per-item aggregate delay of the virtual (shadow) windows, as Atre et al.'s simulator keeps it
+    for every packet, cached or not (``recordPacketArrival``): a window opens at a request when
+    none is open (t - start >= Z) and costs Z, later requests in it cost Z - (t - start)."""
+
+    def __init__(self, n: int, Z: int) -> None:
+        self.Z = Z
+        self.vstart = [-Z] * n
+        self.cum = np.zeros(n)           # cumulative AD over all windows (incl. the open one)
+        self.cur = np.zeros(n)           # AD of the open window
+        self.w = np.zeros(n)             # number of windows
+
+    def record(self, i: int, t: int) -> None:
+        d = t - self.vstart[i]
+        if d >= self.Z:
+            self.vstart[i] = t
+            self.w[i] += 1
+            self.cur[i] = self.Z
+            self.cum[i] += self.Z
+        else:
+            self.cur[i] += self.Z - d
+            self.cum[i] += self.Z - d
+
+    def mean_all(self, items: np.ndarray) -> np.ndarray:
+        """LRU-MAD's statistic: cumulative AD / number of windows."""
+        return self.cum[items] / np.maximum(self.w[items], 1)
+
+    def mean_past(self, items: np.ndarray) -> np.ndarray:
+        """LHD-MAD's statistic: mean AD of the completed windows (the open one if it is the only one)."""
+        w = self.w[items]
+        past = (self.cum[items] - self.cur[items]) / np.maximum(w - 1, 1)
+        return np.where(w <= 1, self.cur[items], past)
+
+
 class LRUMAD(Policy):
-    """LRU-MAD (Atre et al.): rank = mean aggregate delay per window / (t - last_request + 1);
-    always admit, evict the minimum rank. At Z = 1 every window's AD is 1, so it is LRU."""
+    """LRU-MAD (Atre et al., ``cache_lru_aggdelay.cpp``): rank = (cumulative virtual-window AD /
+    number of windows) / (t - last_request + 1); always admit, evict the minimum rank at completion.
+    At Z = 1 every window's AD is 1, so it is LRU."""
 
     name = "LRU-MAD"
     uses_request = True
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:
         super().reset(trace, K, Z)
-        self.ad_sum = np.zeros(trace.n_items)
-        self.ad_n = np.zeros(trace.n_items)
-        self.last = np.zeros(trace.n_items, dtype=np.int64)
+        self.ad = _VirtualAD(trace.n_items, Z)
         self._last = [0] * trace.n_items
         self._c = _ArrayCache(K)
         self._last_slot = np.zeros(K, dtype=np.int64)
-        self._mad = np.zeros(K)
 
     def on_request(self, i, t):
         s = self._c.slot.get(i)
         if s is not None:
             self._last_slot[s] = t
         self._last[i] = t
+        self.ad.record(i, t)
 
     def admit(self, i, t, ad, cache):
-        self.ad_sum[i] += ad
-        self.ad_n[i] += 1
         c = self._c
         victim = None
         if c.full():
-            rank = self._mad / (t - self._last_slot + 1)
+            rank = self.ad.mean_all(c.items) / (t - self._last_slot + 1)
             s = int(np.argmin(rank))                  # ties: the lowest cache slot
             victim = int(c.items[s])
             c.remove(victim)
         s = c.add(i)
-        self._mad[s] = self.ad_sum[i] / self.ad_n[i]
         self._last_slot[s] = self._last[i]
         return True, victim
 
 
 class LHDMAD(Policy):
-    """LHD-MAD (Atre et al.): rank = mean AD of past windows x LHD hit density.
+    """LHD-MAD (Atre et al., ``cache_lhd_aggdelay.cpp``): rank = mean AD of the completed
+    virtual windows x LHD hit density.
 
-    LHD (Beckmann et al., NSDI 2018) as configured in the spec: classes = log2 bucket of
-    (last hit age + previous hit age), 16 classes; ages coarsened by ``age_shift``; hit and
-    eviction counters per (class, age) with EWMA decay 0.9 every ``reconfig`` accesses; density
-    hit_density(a) = sum_{x>=a} hits[x] / sum_{x>=a} sum_{y>=x} (hits[y] + evictions[y]); a 1%
-    explorer budget keeps randomly chosen items until they reach the maximum age.
-    With ``mad=False`` it is plain LHD (the base policy).
+    LHD (Beckmann et al., NSDI 2018) as configured in the spec and Atre's code: 16 classes from
+    the (last hit age + previous hit age) with Atre's ``hitAgeClass`` (log2 distance to the maximum
+    age); ages coarsened by ``age_shift``; hit and eviction counters per (class, age) with EWMA
+    decay 0.9 every ``reconfig`` accesses; density(a) = sum_{x>=a} hits[x] /
+    sum_{x>=a} sum_{y>=x} (hits[y] + evictions[y]); initial density (class + 1) / (age + 1) (~GDSF,
+    as in Atre's code); items at the maximum age are evicted first; a 1% explorer budget keeps
+    randomly chosen items until they reach the maximum age.
+    Differences to Atre's code (ASSUMPTION): max_age 256 instead of 20,000 and a fixed
+    age-coarsening shift chosen from K instead of the adaptive one. ``mad=False``: plain LHD.
     """
 
     name = "LHD-MAD"
@@ -345,18 +379,16 @@ class LHDMAD(Policy):
             0, int(math.ceil(math.log2(max(4 * K, 1) / self.max_age))))
         self.hits = np.zeros((self.n_classes, self.max_age))
         self.evs = np.zeros((self.n_classes, self.max_age))
-        # before the first reconfiguration: density 1 / (age + 1), i.e. LRU-like (LHD's
-        # reference code also starts from an age-decreasing density)
-        self.density = np.tile(1.0 / np.arange(1, self.max_age + 1), (self.n_classes, 1))
+        # before the first reconfiguration: (class + 1) / (age + 1), as in Atre's code (~GDSF)
+        self.density = (np.arange(1, self.n_classes + 1)[:, None]
+                        / np.arange(1, self.max_age + 1)[None, :])
         self.last = [0] * n                           # last access slot
         self.prev_age = [0] * n                       # age at the last access (reuse distance)
         self.cls = [0] * n
-        self.ad_sum = np.zeros(n)
-        self.ad_n = np.zeros(n)
+        self.ad = _VirtualAD(n, Z)
         self._c = _ArrayCache(K)
         self._last_slot = np.zeros(K, dtype=np.int64)
         self._cls = np.zeros(K, dtype=np.int64)
-        self._mad = np.ones(K)
         self._explorer = np.zeros(K, dtype=bool)
         self._accesses = 0
         self.rng = np.random.default_rng(self.seed)
@@ -368,9 +400,7 @@ class LHDMAD(Policy):
         if s is not None:                             # a hit: count it at its (class, age)
             self.hits[self._cls[s], min(age_raw >> self.shift, self.max_age - 1)] += 1
             self._last_slot[s] = t
-        # class = log2 bucket of (last hit age + previous hit age)
-        a = (age_raw + self.prev_age[i]) >> self.shift
-        c = min(self.n_classes - 1, int(a).bit_length())
+        c = self._class((age_raw + self.prev_age[i]) >> self.shift)
         self.prev_age[i] = age_raw
         self.last[i] = t
         self.cls[i] = c
@@ -378,8 +408,20 @@ class LHDMAD(Policy):
             self._cls[s] = c
             self._explorer[s] = False
         self._accesses += 1
+        if self.mad:
+            self.ad.record(i, t)
         if self._accesses % self.reconfig == 0:
             self._reconfigure()
+
+    def _class(self, age: int) -> int:
+        """Atre's hitAgeClass: the number of doublings that take ``age`` past the maximum age."""
+        if age == 0:
+            return self.n_classes - 1
+        log = 0
+        while age < self.max_age and log < self.n_classes - 1:
+            age <<= 1
+            log += 1
+        return log
 
     def _reconfigure(self) -> None:
         h, e = self.hits, self.evs
@@ -396,23 +438,20 @@ class LHDMAD(Policy):
         self.evs *= self.decay
 
     def admit(self, i, t, ad, cache):
-        self.ad_sum[i] += ad
-        self.ad_n[i] += 1
         c = self._c
         victim = None
         if c.full():
             ages = np.minimum((t - self._last_slot) >> self.shift, self.max_age - 1)
             dens = self.density[self._cls, ages]
-            rank = dens * self._mad if self.mad else dens.copy()
-            # explorers are protected until they reach the maximum age
-            rank[self._explorer & (ages < self.max_age - 1)] = np.inf
+            rank = dens * self.ad.mean_past(c.items) if self.mad else dens.copy()
+            rank[self._explorer] = np.inf             # explorers are kept ...
+            rank[ages >= self.max_age - 1] = -np.inf  # ... until they reach the maximum age
             s = int(np.argmin(rank))                  # ties: the lowest cache slot
             victim = int(c.items[s])
             self.evs[self._cls[s], ages[s]] += 1
             self._explorer[s] = False
             c.remove(victim)
         s = c.add(i)
-        self._mad[s] = self.ad_sum[i] / self.ad_n[i]
         self._last_slot[s] = self.last[i]
         self._cls[s] = self.cls[i]
         self._explorer[s] = (self._max_explorers > 0 and int(self._explorer.sum()) < self._max_explorers

@@ -41,6 +41,13 @@ def _ray_available() -> bool:
 
 def run_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], backend: str = "auto",
               workers: int = 2) -> list:
+    """``[fn(t) for t in tasks]`` on the chosen backend (results in task order)."""
+    return list(iter_tasks(fn, tasks, backend, workers))
+
+
+def iter_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], backend: str = "auto",
+               workers: int = 2):
+    """Like ``run_tasks`` but yields the results (in task order) as they become available."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     workers = check_int("workers", workers, lo=1)
@@ -53,11 +60,14 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], backend: str = "au
             if ray.is_initialized():
                 backend = "ray"
     if backend == "serial" or (backend == "process" and (workers == 1 or len(tasks) <= 1)):
-        return [fn(t) for t in tasks]
+        for t in tasks:
+            yield fn(t)
+        return
     if backend == "process":
         ctx = mp.get_context("fork")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-            return list(ex.map(fn, tasks))
+            yield from ex.map(fn, tasks)
+        return
     if not _ray_available():
         raise ImportError("backend='ray' needs ray: pip install 'neurips26[scale]'")
     import ray
@@ -65,7 +75,9 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], backend: str = "au
     if not ray.is_initialized():
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     remote = ray.remote(num_cpus=1)(fn)
-    return ray.get([remote.remote(t) for t in tasks])
+    refs = [remote.remote(t) for t in tasks]
+    for r in refs:
+        yield ray.get(r)
 
 
 def _sweep_task(task: dict) -> dict:

@@ -85,7 +85,7 @@ class UCBDH(Policy):
         super().reset(trace, K, Z)
         from neurips26.delayed_hits.shadow import c_b_bound
 
-        self._bmax = self.b_max or trace.max_batch
+        self._bmax = self.b_max or trace.max_item_batch
         self.C_B_used = c_b_bound(Z, self._bmax) if self.C_B is None else self.C_B
         self._restarts = list(self.restart_at or [])
         self.n_restarts = 0
