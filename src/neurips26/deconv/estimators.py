@@ -212,8 +212,9 @@ class ConvMMDGMM(_ConvMMDBase):
     """
 
     def __init__(self, n_components: int = 6, samples_per_component: int = 32,
-                 config: TrainConfig | None = None) -> None:
+                 config: TrainConfig | None = None, init_lloyd_iters: int = 0) -> None:
         self.n_components = check_int(n_components, "n_components", 1)
+        self.init_lloyd_iters = check_int(init_lloyd_iters, "init_lloyd_iters", 0)
         self.samples_per_component = check_int(samples_per_component, "samples_per_component", 2)
         super().__init__(config)
 
@@ -224,7 +225,7 @@ class ConvMMDGMM(_ConvMMDBase):
     def _build(self, x, noise, dtype, rng):
         n, d = x.shape
         gmm = GMMSieve(self.n_components, d, dtype=dtype)
-        gmm.init_from_data(x, noise.cov_matrix(n, d).mean(0), rng)
+        gmm.init_from_data(x, noise.cov_matrix(n, d).mean(0), rng, self.init_lloyd_iters)
         return gmm
 
     def _batch_loss(self, xb, std, chol, h, gen):

@@ -46,8 +46,10 @@ class GMMSieve(nn.Module):
         return L @ L.transpose(-1, -2)
 
     @torch.no_grad()
-    def init_from_data(self, x: np.ndarray, mean_noise_cov: np.ndarray, rng: np.random.Generator) -> None:
-        """k-means++ seeding of the means on a random subset of x; covariances
+    def init_from_data(self, x: np.ndarray, mean_noise_cov: np.ndarray, rng: np.random.Generator,
+                       lloyd_iters: int = 0) -> None:
+        """k-means++ seeding of the means on a random subset of x (optionally refined by Lloyd
+        iterations); covariances
         (cov(x) - mean noise cov)/K projected to PSD with floor 1e-3 I; uniform weights."""
         K, d = self.n_components, self.dim
         sub = x[rng.choice(x.shape[0], min(x.shape[0], 2000), replace=False)]
@@ -56,6 +58,12 @@ class GMMSieve(nn.Module):
             d2 = np.min(((sub[:, None, :] - np.asarray(centres)[None]) ** 2).sum(-1), axis=1)
             p = d2 / d2.sum() if d2.sum() > 0 else np.full(sub.shape[0], 1.0 / sub.shape[0])
             centres.append(sub[rng.choice(sub.shape[0], p=p)])
+        centres = np.asarray(centres)
+        for _ in range(lloyd_iters):   # Lloyd refinement of the ++ seeds (outlier seeds move to cluster means)
+            lab = np.argmin(((sub[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
+            for k in range(K):
+                if np.any(lab == k):
+                    centres[k] = sub[lab == k].mean(0)
         cov = np.atleast_2d(np.cov(x.T)) - mean_noise_cov
         cov = cov / K
         w, V = np.linalg.eigh((cov + cov.T) / 2)
