@@ -173,3 +173,19 @@ def test_U_validates_allocation():
     with pytest.raises(TypeError, match="mdp"):
         U("not an mdp", ok)
     assert uniform_allocation(m.P).sum() == pytest.approx(1)
+
+
+def test_characteristic_time_estimate_below_U():
+    from neurips26.nas.diagnostics import characteristic_time_estimate
+
+    m = random_mdp(2, 2, seed=14)
+    t = _terms(m)
+    a = NavigationAllocator(2, 2).solve(m.P, t)
+    est = characteristic_time_estimate(m, a.omega)
+    assert not est["alt_empty"] and 0 < est["T"] <= a.value        # T(M, omega) <= U(M, omega)
+    # the confusing model found really is in Alt(M) and costs what it says: a KL > 0
+    assert est["inf_kl"] > 0
+    # deterministic rewards with large reward gaps: no transition model flips pi* -> Alt(M) empty, T = 0
+    m2 = random_mdp(2, 2, seed=2)
+    est2 = characteristic_time_estimate(m2, NavigationAllocator(2, 2).solve(m2.P, _terms(m2)).omega)
+    assert est2["alt_empty"] and est2["T"] == 0

@@ -65,9 +65,11 @@ def test_claims_on_synthetic_metrics():
     bad = base | {"e1_nas_slope_over_Uo": [5.0], "censored_total": 1, "e1_uniform_over_nas_tau": [0.9]}
     v = {c.id: c.verdict for c in evaluate_all(experiment.CLAIMS, bad)}
     assert v["E1-slope"] == v["correctness"] == v["E1-uniform"] == "fails"
-    full = base | {"experiments_run": ["E1", "E2", "E3", "E4"], "e2_spearman_tmix_overhead": 0.9,
-                   "e2_spearman_inv_eta_overhead": 0.9, "e3_spearman_lip_omega_overhead": -0.2,
-                   "e3_lip_omega": [1, 2, 3], "e3_spearman_lip_U_overhead": 0.1,
+    full = base | {"experiments_run": ["E1", "E2", "E3", "E4"], "e2_spearman_tmix_excess": 0.9,
+                   "e2_spearman_inv_eta_excess": 0.9, "e2_excess_ratio": [1.1, 1.2],
+                   "e2_spearman_tmix_overhead": 0.9, "e2_spearman_Uo_overhead": 1.0,
+                   "e3_spearman_lip_omega_excess": -0.2, "e3_spearman_lip_omega_overhead": None,
+                   "e3_lip_omega": [1, 2, 3], "e3_spearman_lip_U_overhead": 0.1, "e3_spearman_Uo_overhead": 0.5,
                    "e4_intercept_separation_z": [0.5]}
     v = {c.id: c.verdict for c in evaluate_all(experiment.CLAIMS, full)}
     assert v["E2-connectivity"] == "holds" and v["E3-curvature"] == "fails" and v["E4-schedules"] == "fails"

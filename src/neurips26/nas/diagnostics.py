@@ -89,3 +89,84 @@ def instance_summary(mdp: MDP, bound: str = "primary", with_curvature: bool = Fa
     if with_curvature:
         out.update(curvature(mdp, bound))
     return out
+
+
+def characteristic_time_estimate(mdp: MDP, omega: np.ndarray, n_starts: int = 3, seed: int = 0) -> dict:
+    """Estimate T(M, omega) = 1 / inf_{M' in Alt(M)} sum_sa omega_sa KL(p_sa || p'_sa) (deterministic
+    rewards, so only transitions move). Alt(M) is the union over sub-optimal (s, a) of
+    {p' : Q'^{pi*}(s, a) >= V'^{pi*}(s)} (pi* stops being optimal in M' iff some one-step deviation
+    improves on it). Each piece is minimised by SLSQP over p' on supp(p) (simplex equality
+    constraints, analytic KL gradient) from ``n_starts`` seeded starts. A local optimiser can only
+    over-estimate the inf, so this under-estimates T(M, omega): report it as an estimate. Evaluated
+    at omega*_U it is the information-limit reference T(M, omega*_U) kl(delta, 1 - delta) >= T*(M)
+    kl(delta, 1 - delta). For tiny MDPs (S <= 3).
+    """
+    from scipy.optimize import minimize
+
+    sol = mdp.require_identifiable()
+    S, A = mdp.S, mdp.A
+    omega = np.asarray(omega, float)
+    P, r, g, pi = mdp.P, mdp.r, mdp.gamma, sol.pi
+    idx = np.nonzero(P > 0)
+    p0 = P[idx]
+    w = omega[idx[0], idx[1]]
+    rng = np.random.default_rng(seed)
+    ar = np.arange(S)
+
+    def full(x):
+        Q = np.zeros(P.shape)
+        Q[idx] = x
+        tot = Q.sum(axis=2, keepdims=True)
+        return Q / np.where(tot > 0, tot, 1.0)            # safe normalisation inside the optimiser
+
+    def cost(x):
+        xn = full(x)[idx]
+        return float(np.sum(w * p0 * (np.log(p0) - np.log(np.maximum(xn, 1e-300)))))
+
+    def margin(x, s, a):
+        Q = full(x)
+        V = np.linalg.solve(np.eye(S) - g * Q[ar, pi], r[ar, pi])
+        return float(r[s, a] + g * Q[s, a] @ V - V[s])          # >= 0: (s, a) beats pi* in M'
+
+    import itertools
+
+    pairs = [(u, b) for u in range(S) for b in range(A)]
+    supports = [np.flatnonzero(P[u, b] > 0) for u, b in pairs]
+    n_vert = int(np.prod([len(x) for x in supports], dtype=float))
+    if n_vert > 20_000:
+        raise ValueError(f"mdp: too many vertex kernels ({n_vert}) for the T estimate; use S <= 3")
+    vertices = list(itertools.product(*supports))
+    best = np.inf
+    for s in range(S):
+        for a in range(A):
+            if a == pi[s]:
+                continue
+            # a feasible direction: the vertex kernel (deterministic transitions on supp(p)) with the
+            # largest margin; none with margin >= 0 means this piece of Alt(M) looks empty
+            ext, best_m = None, -np.inf
+            for choice in vertices:
+                Qv = np.zeros(P.shape)
+                for (u, b), c in zip(pairs, choice):
+                    Qv[u, b, c] = 1.0
+                mv = margin(Qv[idx], s, a)
+                if mv > best_m:
+                    best_m, ext = mv, Qv
+            if ext is None or best_m < 0:
+                continue
+            ext = 0.999 * ext + 0.001 * P                  # keep supp(p') = supp(p)
+            lams = [lam for lam in np.linspace(0.0, 1.0, 101)
+                    if margin(((1 - lam) * P + lam * ext)[idx], s, a) >= 0]
+            if not lams:
+                continue                                 # this piece of Alt(M) is empty on supp(p)
+            for k in range(n_starts):
+                lam = min(1.0, lams[0] * (1 + 0.5 * k))
+                x0 = ((1 - lam) * P + lam * ext)[idx]
+                res = minimize(cost, x0, method="SLSQP", bounds=[(1e-9, 1.0)] * len(p0),
+                               constraints=[{"type": "ineq", "fun": margin, "args": (s, a)}],
+                               options={"maxiter": 300, "ftol": 1e-12})
+                x = full(np.clip(res.x, 1e-9, 1.0))[idx]
+                for cand in (x, x0):
+                    if margin(cand, s, a) >= -1e-9:
+                        best = min(best, cost(cand))
+    return {"inf_kl": float(best), "T": float(1 / best) if best > 0 else float("nan"),
+            "alt_empty": bool(best == np.inf)}
