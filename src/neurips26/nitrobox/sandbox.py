@@ -118,13 +118,14 @@ class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
     __slots__ = ("a_pid", "b_pid", "pidfd", "in_w", "out_r", "st_r", "disk_fd", "disk_a_pid", "a_pidfd",
-                 "reap_b")
+                 "reap_b", "a_host_pid")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = self.in_w = self.out_r = self.st_r = None
         self.disk_fd = self.disk_a_pid = None
         self.a_pidfd = None  # zygote mode: A is the zygote's child, tracked by pidfd
         self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
+        self.a_host_pid = None  # A's pid in both modes (diagnostics, memory accounting)
 
     def kill(self) -> None:
         """SIGKILL B (pid-ns init: the kernel kills every sandbox process) and reap A."""
@@ -444,13 +445,14 @@ class Sandbox:
 
                 proc.a_pid = None
                 a_pid = zygote.get().spawn(spec)
+                proc.a_host_pid = a_pid
                 try:
                     proc.a_pidfd = _sys.pidfd_open(a_pid)
                 except ProcessLookupError:
                     pass
             else:
                 a_pid = runtime.spawner().fork(spec)
-                proc.a_pid = a_pid
+                proc.a_pid = proc.a_host_pid = a_pid
                 proc.a_pidfd = _sys.pidfd_open(a_pid)  # our unreaped child: cannot be a reused pid
             for fd in (in_r, out_w, st_w, child_fd):
                 os.close(fd)
