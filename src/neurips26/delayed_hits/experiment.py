@@ -93,12 +93,16 @@ CONFIGS = {
 OURS = ("UCB-DH", "LA-FTPL")
 BASELINES = ("LRU", "FIFO", "LFU", "LFU-incache", "Belady", "Marker", "LRU-MAD", "LHD-MAD", "LHD",
              "FTPL")
-FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-restart", "UCB-DH-restart"}
-POLICY_NAMES = set(OURS) | set(BASELINES) | {"LA-FTPL-restart", "UCB-DH-restart"}
+FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-restart", "UCB-DH-restart",
+        "LA-FTPL-Zagnostic", "UCB-DH-generic"}
+POLICY_NAMES = set(OURS) | set(BASELINES) | {"LA-FTPL-restart", "UCB-DH-restart", "LA-FTPL-Zagnostic",
+                                              "UCB-DH-generic"}
+C_ETA_GRID = (0.0, 0.1, 0.3, 1.0, 3.0)
 
 
 def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh: int = 16,
-                c_eta: float = 1.0, lhd_reconfig: int = 2 ** 14, B: int = 4, T: int | None = None):
+                c_eta: float = 1.0, lhd_reconfig: int = 2 ** 14, B: int = 4, T: int | None = None,
+                restart_at: tuple | None = None):
     """A policy by its report name (the table of the spec's baselines plus ours)."""
     if name == "LRU":
         return LRU()
@@ -123,7 +127,12 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
     if name == "LA-FTPL":
         return LAFTPL(c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
     if name == "UCB-DH":
-        return UCBDH(refresh=ucb_refresh)
+        return UCBDH(refresh=ucb_refresh, restart_at=restart_at)
+    if name == "LA-FTPL-Zagnostic":
+        return LAFTPL(c_eta=c_eta, refresh=ftpl_refresh, seed=seed, z_agnostic=True,
+                      name="LA-FTPL-Zagnostic")
+    if name == "UCB-DH-generic":
+        return UCBDH(refresh=ucb_refresh, index="generic", name="UCB-DH-generic")
     if name == "LA-FTPL-restart":
         return RestartedLAFTPL(B=B, T=T, c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
     if name == "UCB-DH-restart":
@@ -295,6 +304,21 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             spec = ("W3", cfg.w1_N, T, cfg.w3_B, cfg.w1_alpha, s)
             for p in ("LRU", "LA-FTPL", "LA-FTPL-restart", "UCB-DH-restart"):
                 add(spec, p, cfg.w1_K, cfg.w3_Z, s, extra_pkw={"B": cfg.w3_B, "T": T})
+    # ablations (seed 0, the middle W1 latency and W2): c_eta grid, Z-agnostic eta, generic index
+    Zab = cfg.w1_Z[len(cfg.w1_Z) // 2]
+    for spec, K, Z in ((("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, seeds[0]), cfg.w1_K, Zab),
+                       (("W2", cfg.w2_N, cfg.w2_T, cfg.w2_b, cfg.w2_Z[0], seeds[0]), cfg.w2_K,
+                        cfg.w2_Z[0])):
+        for ce in C_ETA_GRID:
+            add(spec, "LA-FTPL", K, Z, seeds[0], extra_pkw={"c_eta": ce}, tag=f"abl/c_eta={ce}")
+        for p in ("LA-FTPL-Zagnostic", "UCB-DH-generic"):
+            add(spec, p, K, Z, seeds[0], tag="abl")
+    # oracle restarts of UCB-DH at the true change points (W3, largest T)
+    T3 = max(cfg.w3_T)
+    for s in seeds:
+        spec = ("W3", cfg.w1_N, T3, cfg.w3_B, cfg.w1_alpha, s)
+        add(spec, "UCB-DH", cfg.w1_K, cfg.w3_Z, s,
+            extra_pkw={"restart_at": tuple(W.change_points(T3, cfg.w3_B))}, tag="abl/oracle")
     # check-7 instance: UCB-DH with the S_t != S* count
     c7_cps = sorted(set(_pow2_points(cfg.c7_T) + [cfg.c7_T, cfg.c7_T // 16]))
     for s in seeds:
@@ -467,6 +491,19 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
                       "vs_LHD-MAD": v["mean_latency"] / d["LHD-MAD"]["mean_latency"]}
                   for p, v in d.items() if "LRU-MAD" in d and "LHD-MAD" in d}
     m["relative_to_mad"] = rel
+
+    # ablations: mean latency and static regret at the full horizon
+    abl = {}
+    for key, out in R.items():
+        tag, p, K, Z, s, spec = key
+        if not tag.startswith("abl"):
+            continue
+        tr, _ = build_workload(spec)
+        opt = static_opt_cost(shadow_losses(tr, Z), K)
+        name = p if tag in ("abl",) else f"{p} {tag[4:]}"
+        abl.setdefault(f"{spec[0]}/Z={Z}" + (f"/seed={s}" if "oracle" in tag else ""), {})[name] = {
+            "mean_latency": out["mean_latency"], "static_regret": out["latency"] - opt}
+    m["ablations"] = abl
 
     # theta formula vs simulation (W2 generator, shadow losses only)
     m["theta_check"] = _theta_check(cfg, seeds[0])

@@ -134,14 +134,11 @@ def shard_capacities(K: int, S: int) -> list[int]:
 def _shard_trace(tr: Trace, mask_items: np.ndarray) -> Trace:
     """The sub-trace of the items with mask_items[i] True, keeping every slot (idle where empty)."""
     keep = mask_items[tr.ids]
-    counts = (np.ones(tr.n_requests, dtype=np.int64) if tr.slot_ptr is None else None)
     slots = tr.slot_of_request()[keep]
-    ids = tr.ids[keep]
     per = np.bincount(slots, minlength=tr.n_slots + 1)[1:]
     ptr = np.zeros(tr.n_slots + 1, dtype=np.int64)
     np.cumsum(per, out=ptr[1:])
-    del counts
-    return Trace(ids, ptr, tr.n_items, f"{tr.name} shard")
+    return Trace(tr.ids[keep], ptr, tr.n_items, f"{tr.name} shard")
 
 
 def _run_shard(args) -> dict:
