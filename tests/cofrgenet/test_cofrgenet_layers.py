@@ -41,6 +41,21 @@ def test_gatedcf_gated_input_form():
         GatedCF(p, m=2 * p, form="gated_input")
 
 
+def test_gatedcf_positive_map_exp():
+    torch.manual_seed(0)
+    p, L, d = 5, 2, 3
+    g = GatedCF(p, ladders=L, depth=d, positive_map="exp").double()
+    with torch.no_grad():
+        g.alpha.normal_(0, 0.5)
+    x = torch.randn(4, p, dtype=torch.float64)
+    h = x @ g.W_g.weight.t()
+    c = sum(g.gamma[j] * cf_nested(torch.stack([torch.exp(g.alpha[j, k] * h + g.beta[j, k]) for k in range(d)], -1))
+            for j in range(L))
+    torch.testing.assert_close(g(x), ((x @ g.W_u.weight.t()) * c) @ g.W_o.weight.t())
+    with pytest.raises(ValueError, match="positive_map"):
+        GatedCF(p, positive_map="relu")
+
+
 def test_matched_width_llama_example():
     target = count_params(GatedCF(96, ladders=2, depth=4))
     assert target == 29_376

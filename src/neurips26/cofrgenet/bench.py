@@ -52,7 +52,8 @@ def layer_times(p: int, tokens: int = TOKENS, reps: int = 5, inner: int = 2, com
     torch.manual_seed(seed)
     x = torch.randn(tokens, p)
     mods = {"GELU-MLP": GeluMLP(p), "SwiGLU": SwiGLU(p), "B2 Cffn+clamp": Cffn(p, 3, 5, 0.01, "clamp"),
-            "P1 GatedCF": GatedCF(p), "P1s GatedCF signed+logexp": GatedCF(p, denominators="signed")}
+            "P1 GatedCF": GatedCF(p), "P1s GatedCF signed+logexp": GatedCF(p, denominators="signed"),
+            "P1e GatedCF a=exp(pre)": GatedCF(p, positive_map="exp")}
     fns = {k: _fwd_bwd(m, x) for k, m in mods.items()}
     # the element-wise ladder alone (P1's gate on a fixed h): its share of P1's time
     p1 = mods["P1 GatedCF"]
@@ -74,7 +75,8 @@ def layer_times(p: int, tokens: int = TOKENS, reps: int = 5, inner: int = 2, com
             note = f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     times = _time_round_robin(fns, reps, inner)
     mm = {"GELU-MLP": 2 * p * 4 * p, "SwiGLU": 3 * p * math.ceil(8 * p / 3), "B2 Cffn+clamp": 2 * p * p,
-          "P1 GatedCF": 3 * p * p, "P1s GatedCF signed+logexp": 3 * p * p, "P1 GatedCF compiled": 3 * p * p}
+          "P1 GatedCF": 3 * p * p, "P1s GatedCF signed+logexp": 3 * p * p, "P1 GatedCF compiled": 3 * p * p,
+          "P1e GatedCF a=exp(pre)": 3 * p * p}
     return times, mm, note
 
 
@@ -96,7 +98,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
             ctx.log(f"p={p}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in times.items()))
             share = times["P1 ladder only"] / times["P1 GatedCF"]
             for name in ("GELU-MLP", "B2 Cffn+clamp", "P1 GatedCF", "P1s GatedCF signed+logexp",
-                         "P1 GatedCF compiled"):
+                         "P1e GatedCF a=exp(pre)", "P1 GatedCF compiled"):
                 if name not in times:
                     rows.append(BenchRow(f"{name} fwd+bwd [{TOKENS},{p}]", float("nan"), sw * 1e3,
                                          "SwiGLU (m=8p/3) eager", "ms", "lower", note))

@@ -65,7 +65,8 @@ class Config:
     allow_synthetic: bool = False             # True: fall back to the synthetic corpus if the cache is missing
     threads: int | None = None                # None: the free cores (cpu count - 1-min load), 1..2
     time_limit_per_run_s: float = 150.0       # guard: a run past this stops early and is flagged
-    time_budget_s: float | None = 540.0       # whole-run guard: runs not started by then are skipped
+    time_budget_s: float | None = 500.0       # whole-run deadline for training: later runs are skipped and
+                                              # a run still going at the deadline stops early (flagged)
     checkpoint_every: int = 0                 # >0: checkpoint each run into the output folder (resumable)
     autocast_bf16: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -297,7 +298,11 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
             skipped.append(key)       # claims that need it come out inconclusive (metric missing)
             ctx.log(f"  {key}: skipped, time budget of {cfg.time_budget_s:.0f} s spent")
             continue
-        res = _cached(ctx, key, cfg, lambda: train_variant(v, fam, cfg, corpus, s, nl, steps, d, ckpt))
+        limit = cfg.time_limit_per_run_s
+        if cfg.time_budget_s is not None:
+            limit = min(limit, cfg.time_budget_s - (t0 - t_start))
+        run_cfg = dataclasses.replace(cfg, time_limit_per_run_s=limit)
+        res = _cached(ctx, key, cfg, lambda: train_variant(v, fam, run_cfg, corpus, s, nl, steps, d, ckpt))
         ctx.log(f"  {key}: val {res['val_loss']:.3f}  {res['tokens_per_s']:.0f} tok/s  "
                 f"diverged={res['diverged']}  ({time.perf_counter() - t0:.1f} s)")
         if kind == "main":

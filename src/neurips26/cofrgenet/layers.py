@@ -21,6 +21,7 @@ from neurips26.cofrgenet.continued_fraction import (DEFAULT_SHARPNESS, check_div
 
 DENOMINATORS = ("positive", "signed")
 FORMS = ("glu", "gated_input")
+POSITIVE_MAPS = ("softplus", "exp")
 
 
 def _check_input(x: object, p: int) -> Tensor:
@@ -110,6 +111,7 @@ class GatedCF(_StatsMixin, nn.Module):
         u       = W_u x,   h = W_g x                    W_u, W_g in R^{m x p}, m = expand * p (default p)
         pre_k   = alpha^(j)_k * h + beta^(j)_k          per channel, k = 1..d, j = 1..L
         a^(j)_k = softplus(pre_k) + delta               (denominators='positive', default)
+                | exp(pre_k), i.e. log a = pre             (denominators='positive', positive_map='exp')
                 | pre_k                                 (denominators='signed', has poles)
         c       = sum_j gamma^(j) * f(a^(j)_1..a^(j)_d)
         y       = W_o (u * c)                           W_o in R^{p x m}
@@ -117,6 +119,9 @@ class GatedCF(_StatsMixin, nn.Module):
     Params = 3 p m + L m (2 d + 1). Positive ladders use the log-space recurrence (no division at all);
     signed ladders use back-end ``division`` ('clamp' | 'logexp' | 'logspace', default 'logexp').
     Init: beta = 1, alpha ~ N(0, 0.1^2), gamma = 1, W_u, W_g ~ N(0, 0.02), W_o ~ N(0, 0.02/sqrt(2 n_layers)).
+
+    ``positive_map='exp'`` (ours, an extension): a = exp(pre), so the log-space ladder gets log a = pre with
+    no transcendental op (no delta floor: 0 < f <= 1/a_1 = exp(-pre_1), still no pole).
 
     ``form='gated_input'`` is the alternative reading (ablation): the prior Cffn's gated input with U
     removed, x_hat = sigmoid(G x) * x, pre_k = alpha_k x_hat + beta_k, y = W_o(x_hat * c(x_hat)); m = p,
@@ -126,7 +131,7 @@ class GatedCF(_StatsMixin, nn.Module):
     def __init__(self, p: int, m: int | None = None, ladders: int = 2, depth: int = 4,
                  denominators: str = "positive", delta: float = 0.05, division: str = "logexp",
                  eps: float = 0.01, sharpness: float = DEFAULT_SHARPNESS, expand: float = 1.0,
-                 n_layers: int = 1, form: str = "glu"):
+                 n_layers: int = 1, form: str = "glu", positive_map: str = "softplus"):
         super().__init__()
         self.p = check_positive_int("p", p)
         if form not in FORMS:
@@ -146,6 +151,9 @@ class GatedCF(_StatsMixin, nn.Module):
             raise ValueError(f"denominators must be one of {DENOMINATORS}, got {denominators!r}")
         self.denominators = denominators
         self.delta = check_eps(delta, "delta")
+        if positive_map not in POSITIVE_MAPS:
+            raise ValueError(f"positive_map must be one of {POSITIVE_MAPS}, got {positive_map!r}")
+        self.positive_map = positive_map
         self.division = check_division(division)
         self.eps = check_eps(eps)
         self.sharpness = check_eps(sharpness, "sharpness")
@@ -178,7 +186,10 @@ class GatedCF(_StatsMixin, nn.Module):
             h32 = h if h.dtype in (torch.float32, torch.float64) else h.float()
             pre = h32[..., None, None, :] * self.alpha + self.beta          # pre^(j)_k: [..., L, d, m]
             if self.denominators == "positive":
-                log_a = torch.log(F.softplus(pre) + self.delta)               # log(softplus(pre) + delta)
+                if self.positive_map == "exp":
+                    log_a = pre                                               # a = exp(pre): log a = pre
+                else:
+                    log_a = torch.log(F.softplus(pre) + self.delta)           # log(softplus(pre) + delta)
                 f = positive_log_ladder_terms(list(log_a.unbind(-2)))         # [..., L, m]
                 hits: Tensor | int = 0
             else:
@@ -203,7 +214,7 @@ class GatedCF(_StatsMixin, nn.Module):
         return (f"p={self.p}, m={self.m}, form={self.form!r}, ladders={self.ladders}, depth={self.depth}, "
                 f"denominators={self.denominators!r}" +
                 (f", division={self.division!r}, eps={self.eps}" if self.denominators == "signed" else
-                 f", delta={self.delta}"))
+                 f", delta={self.delta}, positive_map={self.positive_map!r}"))
 
 
 # ============================================================================ native baselines
