@@ -283,14 +283,35 @@ class NaiveUnshareBackend:
         return r.returncode, r.stdout.decode(errors="replace")
 
     def write_file(self, h, path, data):
-        p = Path(h) / path.lstrip("/")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_symlink():  # host-side writes must not follow planted links
-            p.unlink()
-        p.write_bytes(data)
+        # host-side writes resolve symlinks inside the sandbox root (openat2 RESOLVE_IN_ROOT)
+        from neurips26.nitrobox import _sys
+
+        root = os.open(h, os.O_PATH | os.O_DIRECTORY)
+        try:
+            parent = os.path.dirname(path.lstrip("/"))
+            if parent:
+                try:
+                    os.close(_sys.openat2(root, parent, os.O_PATH | os.O_DIRECTORY, 0, _sys.RESOLVE_IN_ROOT))
+                except FileNotFoundError:
+                    self.exec(h, f"mkdir -p {shlex.quote('/' + parent)}")
+            fd = _sys.openat2(root, path.lstrip("/"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644,
+                              _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        finally:
+            os.close(root)
 
     def read_file(self, h, path):
-        return (Path(h) / path.lstrip("/")).read_bytes()
+        from neurips26.nitrobox import _sys
+
+        root = os.open(h, os.O_PATH | os.O_DIRECTORY)
+        try:
+            fd = _sys.openat2(root, path.lstrip("/"), os.O_RDONLY, 0,
+                              _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS)
+        finally:
+            os.close(root)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
 
     def reset(self, h):
         self.delete(h)

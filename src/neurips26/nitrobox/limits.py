@@ -12,6 +12,7 @@ the exec ``timeout`` plus the ``max_lifetime`` watchdog.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import resource
@@ -69,9 +70,14 @@ class LimitsBackend:
                     if not wanted:
                         continue
                     parent = self.bases[ctrl]
-                    os.makedirs(parent, exist_ok=True)
                     d = os.path.join(parent, sid)
-                    os.mkdir(d)
+                    for _attempt in range(3):  # another process may rmdir the empty parent at exit
+                        os.makedirs(parent, exist_ok=True)
+                        try:
+                            os.mkdir(d)
+                            break
+                        except FileNotFoundError:
+                            continue
                     dirs.append(d)
                     if ctrl == "memory":
                         _write(d, "memory.limit_in_bytes", limits["memory"])
@@ -114,6 +120,18 @@ def remove_cgroups(dirs: list[str], timeout: float = 2.0) -> None:
                         pass
                 time.sleep(0.005)
 
+
+def remove_empty_bases() -> None:
+    """rmdir the ``neurips26-nbx`` parent cgroups if no sandbox uses them (EBUSY otherwise)."""
+    for be in list(_detected.values()):
+        for base in be.bases.values():
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+
+atexit.register(remove_empty_bases)
 
 _detected: dict[int, LimitsBackend] = {}
 _lock = threading.Lock()

@@ -65,6 +65,8 @@ def cleanup(state_root: str | None = None, dry_run: bool = False) -> list[str]:
                     cgs.append(os.path.join(base, f"{sdir.name}-{owner_pid}"))
             _limits.remove_cgroups([c for c in cgs if os.path.isdir(c)])
             runtime._force_rmtree(str(sdir))
+    if not dry_run:
+        _limits.remove_empty_bases()
     trash = root / "trash"
     if trash.is_dir() and not dry_run:
         for t in trash.iterdir():
