@@ -127,6 +127,24 @@ class _Proc:
         self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
         self.a_host_pid = None  # A's pid in both modes (diagnostics, memory accounting)
 
+    def detach(self) -> "_Proc":
+        """Move the live tree into a new ``_Proc`` (for background teardown); this one becomes empty."""
+        old = _Proc()
+        for name in self.__slots__:
+            setattr(old, name, getattr(self, name))
+        self.__init__()
+        return old
+
+    def signal_kill(self) -> None:
+        """Send SIGKILL without waiting (pidfd: never hits a reused pid)."""
+        for fd in (self.pidfd, self.a_pidfd):
+            if fd is not None:
+                try:
+                    _sys.pidfd_send_signal(fd, signal.SIGKILL)
+                    return
+                except OSError:
+                    continue
+
     def kill(self) -> None:
         """SIGKILL B (pid-ns init: the kernel kills every sandbox process) and reap A."""
         if self.pidfd is not None:
@@ -486,11 +504,10 @@ class Sandbox:
             for fd in (out_r, st_r):
                 fl = fcntl.fcntl(fd, fcntl.F_GETFL)
                 fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+            # bash is exec'd (the control socket reached EOF). The init line's status is read by the
+            # first exec (pipelined), so create does not wait for bash's startup.
             os.write(in_w, f"PS1= PS2=; cd -- {shlex.quote(cfg.working_dir)}; echo 0 >&3\n".encode())
-            code, _, _, _, _ = self._read_until_status(None, deadline)
-            if code is None:
-                raise SandboxStartError(f"sandbox {self.id}: shell did not answer within "
-                                        f"{cfg.start_timeout:g} s")
+            self._pending_status = 1
             self._shell_dead = False
         except BaseException:
             for fd in (in_r, out_w, st_w, child_fd):
@@ -867,25 +884,50 @@ class Sandbox:
         self._proc.kill()
         self._spawn()
 
-    def _new_upper(self) -> None:
-        """Trash the current upper/work (O(1) rename) and make fresh ones."""
-        if self._limits.get("disk"):
-            self._fresh_upper()
-            return
-        upper, work, _ = self._paths()
-        tdir = self._root / "trash" / uuid.uuid4().hex
-        os.mkdir(tdir)
-        os.rename(upper, tdir / "upper")
-        os.rename(work, tdir / "work")
-        runtime.reaper().submit(str(tdir))
+    def _new_upper(self, old: "_Proc | None" = None) -> None:
+        """Trash the current upper/work (O(1) rename) and make fresh ones.
+
+        With ``old`` (a detached, SIGKILLed tree) the reaper first waits for it to die, then unlinks:
+        the new tree is spawned while the old one is still being torn down by the kernel.
+        """
+        tdir = None
+        if not self._limits.get("disk"):
+            upper, work, _ = self._paths()
+            tdir = self._root / "trash" / uuid.uuid4().hex
+            os.mkdir(tdir)
+            os.rename(upper, tdir / "upper")
+            os.rename(work, tdir / "work")
         self._fresh_upper()
+        if old is None and tdir is not None:
+            runtime.reaper().submit(str(tdir))
+        elif old is not None:
+            def job(old=old, tdir=tdir):
+                old.kill()
+                if tdir is not None:
+                    runtime._force_rmtree(str(tdir))
+            runtime.reaper().submit(job)
+
+    def _retire_tree(self) -> "_Proc | None":
+        """SIGKILL the tree. Without cgroups the wait for it happens in the background (returns the
+        detached tree); with cgroups we wait here, so a pids/memory limit is not shared with dying
+        processes of the previous tree."""
+        if self._cgroups:
+            self._proc.kill()
+            return None
+        old = self._proc.detach()
+        old.signal_kill()
+        return old
 
     def reset(self) -> None:
-        """Back to the creation-time state: kill the tree, rename the upper away, respawn."""
+        """Back to the creation-time state: kill the tree, rename the upper away, respawn.
+
+        O(1) in the data size: the old upper is renamed into the trash and unlinked (after the old
+        tree has died) by the background reaper while the new tree starts.
+        """
         with self._exec_lock, self._life:
             self._check_open()
-            self._proc.kill()
-            self._new_upper()
+            old = self._retire_tree()
+            self._new_upper(old)
             self._set_lowers(list(self._base_lowers))
             self._spawn()
 
@@ -975,8 +1017,8 @@ class Sandbox:
             self._check_open()
             if snap.image.lower != self.image.lower:
                 raise ValueError("snapshot was taken from a different image")
-            self._proc.kill()
-            self._new_upper()
+            old = self._retire_tree()
+            self._new_upper(old)
             self._set_lowers(list(snap.lowers))
             self._spawn()
 
@@ -1009,16 +1051,44 @@ class Sandbox:
             raise
         return out
 
-    def _teardown(self, wait: bool) -> threading.Event | None:
-        self._proc.kill()
-        _limits.remove_cgroups(self._cgroups)
-        runtime.layer_refs.release(self._layers_held)
-        self._layers_held.clear()
-        for snap in list(self._snapshots.values()):
-            snap.release()
+    def _teardown(self, wait: bool, background: bool = False) -> threading.Event | None:
+        """Kill, remove cgroups, release layers, trash the state dir.
+
+        ``background=True`` (delete): SIGKILL now, rename the state dir now (O(1)), and let the
+        reaper wait for the tree, remove the cgroups, release the layers and unlink.
+        """
+        snaps = list(self._snapshots.values())
         self._snapshots.clear()
-        ev = runtime.trash(self._root, self._dir, wait=wait)
+        layers = list(self._layers_held)
+        self._layers_held.clear()
+        cgroups = list(self._cgroups)
         self._closed[0] = True
+        if not background:
+            self._proc.kill()
+            _limits.remove_cgroups(cgroups)
+            runtime.layer_refs.release(layers)
+            for snap in snaps:
+                snap.release()
+            return runtime.trash(self._root, self._dir, wait=wait)
+        old = self._proc.detach()
+        old.signal_kill()
+        dest = self._root / "trash" / uuid.uuid4().hex
+        try:
+            os.rename(self._dir, dest)
+        except OSError:
+            dest = self._dir
+
+        def job() -> None:
+            old.kill()
+            _limits.remove_cgroups(cgroups)
+            runtime.layer_refs.release(layers)
+            for snap in snaps:
+                snap.release()
+            runtime._force_rmtree(str(dest))
+
+        ev = runtime.reaper().submit(job)
+        if wait:
+            ev.wait()
         return ev
 
     def delete(self, wait: bool = False) -> None:
@@ -1039,7 +1109,7 @@ class Sandbox:
                 return
             if self._watchdog is not None:
                 self._watchdog.cancel()
-            self._teardown(wait)
+            self._teardown(wait, background=True)
 
     def close(self) -> None:
         self.delete()
