@@ -125,6 +125,10 @@ def test_sweep_local_processes_equals_serial(tmp_path):
     a = sweep(path, ["LRU", "LA-FTPL"], Zs=[1, 5], Ks=[10], seeds=[0], backend="serial")
     b = sweep(path, ["LRU", "LA-FTPL"], Zs=[1, 5], Ks=[10], seeds=[0], backend="process", workers=2)
     assert a == b and len(a) == 4
+    from neurips26.delayed_hits.scale import to_csv
+
+    to_csv(a, tmp_path / "rows.csv")
+    assert (tmp_path / "rows.csv").read_text().splitlines()[0].startswith("policy,Z,K,seed")
     with pytest.raises(ValueError, match="policies"):
         sweep(path, ["nope"], Zs=[1], Ks=[10])
 

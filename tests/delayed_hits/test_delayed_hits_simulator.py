@@ -146,3 +146,16 @@ def test_determinism_same_seed_bit_identical():
     a = simulate(tr, LAFTPL(seed=1), K=10, Z=5)
     b = simulate(tr, LAFTPL(seed=2), K=10, Z=5)
     assert a.total_latency != b.total_latency or a.admissions != b.admissions
+
+
+def test_topk_mask_kernel_matches_top_k_with_ties():
+    from neurips26.delayed_hits.kernels import _topk_mask
+    from neurips26.delayed_hits.shadow import top_k
+
+    rng = np.random.default_rng(0)
+    for N, K in ((5, 4), (50, 7), (400, 50)):
+        for _ in range(50):
+            U = rng.integers(0, 4, N).astype(float)          # many ties: smaller ids win
+            out = np.zeros(N, dtype=np.bool_)
+            _topk_mask(U, K, out)
+            assert np.array_equal(np.nonzero(out)[0], top_k(U, K))

@@ -196,27 +196,54 @@ def trace_arrays(trace) -> tuple[np.ndarray, np.ndarray, bool]:
 
 
 @njit(cache=True, nogil=True)
+def _sift_down_plain(h, n, U, k):
+    """Min-heap sift-down of h[:n] keyed by (U[item], -item) (the worst member at the root)."""
+    x = h[k]
+    while True:
+        c = 2 * k + 1
+        if c >= n:
+            break
+        y = h[c]
+        if c + 1 < n:
+            z = h[c + 1]
+            if U[z] < U[y] or (U[z] == U[y] and z > y):
+                c += 1
+                y = z
+        if U[y] < U[x] or (U[y] == U[x] and y > x):
+            h[k] = y
+            k = c
+        else:
+            break
+    h[k] = x
+
+
+@njit(cache=True, nogil=True)
 def _topk_mask(U, K, out):
-    """out[j] = True iff j is in the top-K of U under the order (U desc, id asc). O(N)."""
+    """out[j] = True iff j is in the top-K of U under the order (U desc, id asc).
+
+    One pass with a size-K min-heap of the current top set (root = its worst member); items are
+    scanned in id order, so an equal score never displaces a smaller id. O(N + r log K) for r
+    replacements (r ~ K log(N/K) for scores in random order).
+    """
     N = U.size
-    for j in range(N):
-        out[j] = False
     if K >= N:
         for j in range(N):
             out[j] = True
         return
-    kth = np.partition(U.copy(), N - K)[N - K]          # K-th largest value
-    cnt = 0
+    h = np.empty(K, dtype=np.int64)
+    for j in range(K):
+        h[j] = j
+    for k in range((K >> 1) - 1, -1, -1):
+        _sift_down_plain(h, K, U, k)
+    for j in range(K, N):
+        r = h[0]
+        if U[j] > U[r]:                # j ranks above the worst member (ties keep the smaller id)
+            h[0] = j
+            _sift_down_plain(h, K, U, 0)
     for j in range(N):
-        if U[j] > kth:
-            out[j] = True
-            cnt += 1
-    for j in range(N):
-        if cnt >= K:
-            break
-        if U[j] == kth:
-            out[j] = True
-            cnt += 1
+        out[j] = False
+    for k in range(K):
+        out[h[k]] = True
 
 
 @njit(cache=True, nogil=True)

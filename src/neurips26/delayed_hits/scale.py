@@ -109,11 +109,25 @@ def sweep(trace_path: str | os.PathLike, policies: Sequence[str], Zs: Sequence[i
 
 
 def to_parquet(rows: list[dict], path: str | os.PathLike) -> None:
-    """Write sweep rows as Parquet (needs pyarrow)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """Write sweep rows as Parquet (needs pyarrow, e.g. via ``pip install 'ray[data]'``)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("to_parquet needs pyarrow (pip install pyarrow); to_csv needs nothing") from None
     pq.write_table(pa.Table.from_pylist(rows), str(path))
+
+
+def to_csv(rows: list[dict], path: str | os.PathLike) -> None:
+    """Write sweep rows as CSV (header from the first row)."""
+    import csv
+
+    if not rows:
+        raise ValueError("rows is empty")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def shard_of(ids: np.ndarray, S: int) -> np.ndarray:
