@@ -159,3 +159,29 @@ def test_topk_mask_kernel_matches_top_k_with_ties():
             out = np.zeros(N, dtype=np.bool_)
             _topk_mask(U, K, out)
             assert np.array_equal(np.nonzero(out)[0], top_k(U, K))
+
+
+def test_max_item_batch_counts_one_item_per_slot():
+    tr = from_slots([[0, 1, 1], [2, 2, 2, 0], [], [1]])
+    assert tr.max_batch == 4 and tr.max_item_batch == 3
+
+
+def test_many_restarts_fall_back_to_python_engine(monkeypatch):
+    from neurips26.delayed_hits import fast
+
+    tr, _ = irm_zipf(100, 3000, 0.8, seed=0)
+    ref = simulate(tr, LAFTPL(restart_every=10, refresh=4), K=5, Z=3, engine="python")
+    monkeypatch.setattr(fast, "MAX_GAMMA_VALUES", 1000)
+    got = simulate(tr, LAFTPL(restart_every=10, refresh=4), K=5, Z=3)
+    assert got.total_latency == ref.total_latency
+
+
+def test_readme_example(tmp_path):
+    from neurips26.delayed_hits import read_atre, write_atre
+
+    p = write_atre(irm_zipf(500, 4000, 0.8, seed=1)[0], tmp_path / "my_trace.csv")
+    trace = read_atre(p)
+    res = simulate(trace, LAFTPL(refresh=16, seed=0), K=50, Z=10)
+    assert 0 < res.mean_latency <= 10
+    assert res.static_regret() == res.total_latency - res.static_opt()
+    assert shadow_losses(trace, Z=10).sum() >= res.static_opt()

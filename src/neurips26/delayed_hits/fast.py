@@ -19,6 +19,9 @@ from neurips26.delayed_hits.trace import Trace
 from neurips26.delayed_hits.ucb_dh import UCBDH
 
 
+MAX_GAMMA_VALUES = 1 << 25     # 256 MB of pre-drawn perturbations (one N-vector per restart)
+
+
 def supports(policy) -> bool:
     if type(policy) in (LRU, FIFO):
         return True
@@ -29,8 +32,11 @@ def supports(policy) -> bool:
     return False
 
 
-def run(tr: Trace, policy, K: int, Z: int, checkpoints=(), ref_set=None, track_from: int = 0) -> SimResult:
-    """Run ``policy`` through its kernel; returns the same ``SimResult`` as ``simulate``."""
+def run(tr: Trace, policy, K: int, Z: int, checkpoints=(), ref_set=None,
+        track_from: int = 0) -> SimResult | None:
+    """Run ``policy`` through its kernel; returns the same ``SimResult`` as ``simulate`` (None when
+    the kernel path does not fit: LA-FTPL with so many restarts that the pre-drawn perturbations
+    would exceed MAX_GAMMA_VALUES)."""
     ids, ptr, one = kernels.trace_arrays(tr)
     N = tr.n_items
     cps = np.asarray(sorted(set(int(c) for c in checkpoints)), dtype=np.int64)
@@ -52,6 +58,8 @@ def run(tr: Trace, policy, K: int, Z: int, checkpoints=(), ref_set=None, track_f
         policy.reset(tr, K, Z)
         H = policy.restart_every or 0
         n_rest = (tr.n_slots // H + 1) if H else 0
+        if (n_rest + 1) * N > MAX_GAMMA_VALUES:
+            return None                    # too many pre-drawn gammas: use the Python engine
         rng = np.random.default_rng(policy.seed)
         gammas = np.stack([rng.standard_normal(N) for _ in range(n_rest + 1)])
         kern = kernels.ftpl_kernel if policy.refresh == 1 else kernels.ftpl_heap_kernel

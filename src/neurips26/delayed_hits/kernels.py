@@ -187,6 +187,24 @@ def lru_kernel(ids, ptr, one, N, K, Z, fifo, checkpoints):
     return stats, cp
 
 
+@njit(cache=True, nogil=True)
+def max_item_batch_kernel(ids, ptr, N):
+    """Largest number of requests of one item inside one slot (streaming, O(N) state)."""
+    last = np.full(N, -1, dtype=np.int64)
+    cnt = np.zeros(N, dtype=np.int64)
+    best = 0
+    for t in range(1, ptr.size):
+        for p in range(ptr[t - 1], ptr[t]):
+            i = ids[p]
+            if last[i] != t:
+                last[i] = t
+                cnt[i] = 0
+            cnt[i] += 1
+            if cnt[i] > best:
+                best = cnt[i]
+    return best
+
+
 def trace_arrays(trace) -> tuple[np.ndarray, np.ndarray, bool]:
     """(ids, ptr, one) for the kernels (ptr is a 1-element dummy when one request per slot)."""
     ptr = trace.slot_ptr

@@ -204,7 +204,9 @@ def simulate(trace, policy: Policy, K: int, Z: int, *, warmup: int = 0,
 
         plain = not (warmup or record_latencies or check_invariants or callback is not None)
         if fast.supports(policy) and plain:
-            return fast.run(tr, policy, K, Z, cps)
+            res = fast.run(tr, policy, K, Z, cps)
+            if res is not None:
+                return res
         if engine == "kernel":
             raise ValueError(f"engine='kernel': no kernel for {policy.name} with these options")
     policy.reset(tr, K, Z)

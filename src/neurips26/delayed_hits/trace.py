@@ -110,16 +110,12 @@ class Trace:
     @property
     def max_item_batch(self) -> int:
         """b_max of one item: the largest number of requests of a single item in one slot (the
-        bound on B_i used by C_B and UCB-DH's m_ucb)."""
+        bound on B_i used by C_B and UCB-DH's m_ucb). Streaming, O(N) state."""
         if self.slot_ptr is None or self.ids.size == 0:
             return 1 if self.ids.size else 0
-        key = self.slot_of_request() * np.int64(self.n_items) + self.ids
-        key.sort()
-        if key.size < 2:
-            return 1
-        change = np.flatnonzero(np.diff(key)) + 1
-        runs = np.diff(np.concatenate([[0], change, [key.size]]))
-        return int(runs.max())
+        from neurips26.delayed_hits.kernels import max_item_batch_kernel
+
+        return int(max_item_batch_kernel(self.ids, self.slot_ptr, self.n_items))
 
     @property
     def one_per_slot(self) -> bool:
