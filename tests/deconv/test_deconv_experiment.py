@@ -11,10 +11,10 @@ from neurips26.harness.run import RESULT_KEYS, run_paper
 
 exp = pytest.importorskip("neurips26.deconv.experiment", reason="deconv extra not installed")
 
-TINY = replace(exp.CONFIGS["quick"], n=300, gmm_epochs=8, flow_epochs=4, flow_batch_size=150, batch_size=150,
-               npmle_iter=200, n_denoise=64, is_samples=256, n_2d=300, gmm_epochs_2d=4, n_eval_2d=300,
-               flow_2d=True, flow_epochs_2d=2, rate_ns=(100, 200), rate_seeds=2, rate_epochs=3,
-               rate_batch_size=100)
+TINY = replace(exp.CONFIGS["quick"], n=200, gmm_epochs=6, flow_epochs=3, flow_batch_size=100, batch_size=100,
+               npmle_iter=100, xd_max_iter=20, n_denoise=32, is_samples=128, n_2d=200, gmm_epochs_2d=3,
+               n_eval_2d=200, flow_2d=True, flow_epochs_2d=2, rate_ns=(60, 120), rate_seeds=2, rate_epochs=2,
+               rate_batch_size=60)
 
 
 def _strip_seconds(obj):
@@ -56,7 +56,7 @@ def test_rates_claim_logic():
 
 
 def test_run_paper_writes_result_json_and_is_deterministic(tmp_path, monkeypatch):
-    monkeypatch.setitem(exp.CONFIGS, "quick", replace(TINY, rate_ns=(), datasets_2d=(), flow_epochs=2))
+    monkeypatch.setitem(exp.CONFIGS, "quick", replace(TINY, n=120, rate_ns=(), datasets_2d=(), flow_epochs=2))
     res = run_paper("deconv", "quick", seed=0, out=tmp_path / "a", progress=False)
     res2 = run_paper("deconv", "quick", seed=0, out=tmp_path / "b", progress=False)
     assert _strip_seconds(res["metrics"]) == _strip_seconds(res2["metrics"])

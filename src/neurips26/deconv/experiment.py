@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,7 +25,6 @@ from neurips26.deconv.data import (ISE_GRID, LATENTS_1D, cdf_from_pdf, ise, make
                                    oracle_posterior_mean_1d, sample_latent_2d, sliced_w1, w1_from_cdfs)
 from neurips26.deconv.denoise import gmm_posterior, importance_posterior_mean, tweedie_gmm, tweedie_kde
 from neurips26.deconv.estimators import ConvMMDFlow, ConvMMDGMM, FlowConfig, TrainConfig
-from neurips26.deconv.noise import NoiseModel
 
 
 @dataclass
@@ -47,6 +46,7 @@ class Config:
     flow_batch_size: int = 250
     # baselines
     npmle_iter: int = 2000
+    xd_max_iter: int = 500
     gmodel_c0: tuple = (1.0, 0.01)
     # denoising
     n_denoise: int = 512
@@ -127,7 +127,7 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
     ises = [ise(dk.pdf_clipped(coarse, h), true_pdf[::4], coarse) for h in hs]
     pdfs["decon_kde_oracle_h"] = dk.pdf_clipped(ISE_GRID, float(hs[int(np.argmin(ises))]))
     for c0 in cfg.gmodel_c0:
-        gm, s = _timed(lambda: GModel(c0=c0).fit(ds.x, ds.noise))
+        gm, s = _timed(lambda c0=c0: GModel(c0=c0).fit(ds.x, ds.noise))
         key = f"gmodel_c0_{c0:g}"
         fits[key], pdfs[key], secs[key] = gm, gm.pdf(ISE_GRID), s
     for key, p in pdfs.items():
@@ -139,7 +139,8 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
     res["npmle"] = {"ise": None, "w1": w1_from_cdfs(npm.cdf(ISE_GRID), true_cdf), "seconds": s,
                     "iterations": npm.n_iter_}
     if with_xd:
-        xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k, seed=seed).fit(ds.x, ds.noise))
+        xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k, max_iter=cfg.xd_max_iter, seed=seed)
+                       .fit(ds.x, ds.noise))
         fits["xd"], pdfs["xd"] = xd, xd.pdf(grid2)
         res["xd"] = _density_metrics(pdfs["xd"], true_pdf, true_cdf) | {"seconds": s}
     ctx.log(f"[{tag}] baselines fitted")
@@ -192,7 +193,8 @@ def _fit_2d(name: str, cfg: Config, seed: int, ctx: RunContext) -> tuple[dict, d
             cfg, cfg.flow_epochs_2d, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, ds.noise))
         samples["convmmd_flow"] = flow.sample(cfg.n_eval_2d, seed=seed + 1)
         res["convmmd_flow"] = {"seconds": s}
-    xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k_2d, seed=seed).fit(ds.x, ds.noise))
+    xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k_2d, max_iter=cfg.xd_max_iter, seed=seed)
+                   .fit(ds.x, ds.noise))
     samples["xd"] = xd.sample(cfg.n_eval_2d, seed=seed + 1)
     res["xd"] = {"seconds": s}
     samples["noisy_x"] = ds.x[:cfg.n_eval_2d]
