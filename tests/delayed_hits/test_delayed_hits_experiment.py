@@ -17,7 +17,7 @@ from neurips26.delayed_hits.workloads import irm_zipf
 TINY = replace(experiment.CONFIGS["quick"], seeds=2, w1_N=200, w1_K=10, w1_Z=(1, 10), w1_T=2 ** 15,
                w2_N=100, w2_K=10, w2_T=3000, theta_T=20_000, w3_T=(2 ** 14, 2 ** 15), w3_B_grid=(0, 4),
                w6_T=2 ** 15, w6c_T=(2 ** 14, 2 ** 15), w7_requests=5000, w7_K=50, w8_Z=(1, 10),
-               c7_N=50, c7_T=2 ** 15, lhd_reconfig=2 ** 12, workers=1, backend="serial")
+               c7_N=50, c7_T=2 ** 15, c7_Z_sweep=(1, 10), lhd_reconfig=2 ** 12, workers=1, backend="serial")
 
 
 @pytest.fixture(scope="module")
