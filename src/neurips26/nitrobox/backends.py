@@ -62,6 +62,7 @@ class NitroBackend:
     """Ours: ``Sandbox`` over the shared COW image."""
 
     name = "nitrobox"
+    async_delete = True  # delete() returns before the tree is reaped; delete(h, wait=True) waits
 
     def __init__(self, state_root: str | None = None, **config: Any):
         from neurips26.nitrobox.sandbox import Sandbox

@@ -76,7 +76,7 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         micro = {n: microbench.summarize(s) for n, s in samples.items()}
         metrics["micro"] = micro
         if "docker" in micro and "nitrobox" in micro:
-            for op in ("create", "reset", "delete", "exec_echo"):
+            for op in ("create", "reset", "delete", "delete_free", "exec_echo"):
                 metrics[f"{op}_speedup_vs_docker"] = (micro["docker"][op]["median_ms"]
                                                       / micro["nitrobox"][op]["median_ms"])
         if "bwrap" in micro and "nitrobox" in micro:
@@ -196,6 +196,12 @@ def _plots(ctx: RunContext, m: dict, cfg: Config) -> None:
 
 
 # ------------------------------------------------------------------------------------- claims
+def _delete(m):
+    free, visible = m["delete_free_speedup_vs_docker"], m["delete_speedup_vs_docker"]
+    return verdict(free >= 5.0), (f"time-to-free {free:.1f}x (needs >= 5x); visible delete latency "
+                                  f"{visible:.0f}x (returns after SIGKILL + rename)")
+
+
 def _identical(m):
     ok = m["reward_sequences_identical"] and m["rewards_equal_oracle_labels"]
     return verdict(ok), (f"{m['n_grpo_runs_compared']} GRPO runs ({', '.join(m['grpo_backends_run'])} + "
@@ -231,8 +237,9 @@ CLAIMS = [
           "10.6x faster create (abstract)", at_least("create_speedup_vs_docker", 5.0, "{:.1f}")),
     Claim("reset_vs_docker", "NitroBox resets a sandbox much faster than Docker's remove+run (holds at >= 10x)",
           "24.6x faster reset (abstract)", at_least("reset_speedup_vs_docker", 10.0, "{:.1f}")),
-    Claim("delete_vs_docker", "NitroBox deletes a sandbox much faster than Docker (holds at >= 5x)",
-          "19.1x faster delete (abstract)", at_least("delete_speedup_vs_docker", 5.0, "{:.1f}")),
+    Claim("delete_vs_docker", "NitroBox deletes a sandbox much faster than Docker, counted until every "
+          "process is reaped and the state unlinked (holds at >= 5x)",
+          "19.1x faster delete (abstract)", _delete),
     Claim("e2e_wall", "GRPO wall time with NitroBox is shorter than with Docker at the same pass rate",
           "40.6 h -> 28.4 h (1.43x) at c=32, same pass rate (Qwen2.5-Coder-32B)", _e2e),
     Claim("same_rewards", "Sandbox choice does not change rewards: identical pass-rate sequences across backends",

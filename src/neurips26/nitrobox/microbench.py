@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-OPS = ("create", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete")
+OPS = ("create", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete", "delete_free")
 WRITE_100 = "for i in $(seq 100); do echo $i > /workspace/f$i; done"
 
 
@@ -50,6 +50,16 @@ def one_lifecycle(be, out: dict[str, list[float]]) -> None:
     t = pc()
     be.delete(h)
     out["delete"].append(pc() - t)
+    # time-to-free: until every process is gone and the state is unlinked (NitroBox's visible
+    # delete returns after SIGKILL + rename; the other backends' delete is already synchronous)
+    if getattr(be, "async_delete", False):
+        h = be.create()
+        be.exec(h, WRITE_100)
+        t = pc()
+        be.delete(h, wait=True)
+        out["delete_free"].append(pc() - t)
+    else:
+        out["delete_free"].append(out["delete"][-1])
 
 
 def interleaved(backends: dict[str, Any], reps: dict[str, int],
