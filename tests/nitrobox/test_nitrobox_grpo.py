@@ -164,3 +164,25 @@ def test_quick_run_end_to_end(tmp_path, monkeypatch):
     for plot in ("lifecycle_latency.png", "grpo_wall_amdahl.png", "grpo_learning.png"):
         assert (out / plot).stat().st_size > 1000
     assert not os.path.exists(f"/dev/shm/neurips26-nbx-run-{os.getpid()}")
+
+
+@needs_sandbox
+def test_bench_end_to_end_small(tmp_path, monkeypatch):
+    from neurips26 import cli
+    from neurips26.nitrobox import bench
+
+    monkeypatch.setattr(bench, "REPS", {"nitrobox": 2, "bwrap": 2})   # no Docker/podman/runc in CI
+    monkeypatch.setattr(bench, "CONCURRENCY", (1, 4))
+    monkeypatch.setattr(bench, "IDLE_N", 2)
+    monkeypatch.setattr(bench, "SNAP_REPS", 2)
+    out = tmp_path / "bench"
+    assert cli.main(["bench", "nitrobox", "--out", str(out)]) == 0
+    res = json.loads((out / "bench.json").read_text())
+    rows = {r["name"]: r for r in res["rows"]}
+    for key in ("name", "ours", "anchor", "anchor_name", "unit", "ratio", "better"):
+        assert all(key in r for r in res["rows"])
+    assert rows["create median"]["anchor"] is None and "docker" in rows["create median"]["note"]
+    assert rows["create vs bubblewrap (no COW)"]["ratio"] > 0
+    assert rows["full lifecycles/s at c=4"]["ours"] > 0 and rows["full lifecycles/s at c=4"]["better"] == "higher"
+    assert 0 < rows["memory per idle sandbox (PSS), zygote spawner"]["ours"] < 64
+    assert not os.path.exists(f"/dev/shm/neurips26-nbx-bench-{os.getpid()}")

@@ -22,6 +22,9 @@ from neurips26.nitrobox.backends import BackendUnavailable, make_backend
 
 REPS = {"nitrobox": 30, "bwrap": 30, "unshare": 15, "runc": 10, "podman": 6, "docker": 10}
 TARGETS = {"create": 15.0, "reset": 30.0, "delete": 50.0}
+CONCURRENCY = (1, 8, 32)   # lifecycles/s measured at these c
+IDLE_N = 16                # sandboxes kept idle for the memory row
+SNAP_REPS = 10
 
 
 def _pss_kib(pids) -> int:
@@ -146,7 +149,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         # delete: visible latency vs time-to-free -----------------------------------------------
         nb = backends["nitrobox"]
         free = []
-        for _ in range(10):
+        for _ in range(SNAP_REPS):
             h = nb.create()
             h.exec("for i in $(seq 100); do echo $i > /workspace/f$i; done")
             t = time.perf_counter()
@@ -160,9 +163,9 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         h = nb.create()
         h.exec("for i in $(seq 100); do echo $i > /workspace/f$i; done")
         snaps = []
-        snap_t = _time(lambda: snaps.append(h.snapshot()), 10)
+        snap_t = _time(lambda: snaps.append(h.snapshot()), SNAP_REPS)
         kids = []
-        branch_t = _time(lambda: kids.extend(h.branch(snaps[-1], 1)), 10)
+        branch_t = _time(lambda: kids.extend(h.branch(snaps[-1], 1)), SNAP_REPS)
         for k in kids:
             k.delete()
         docker_commit = docker_branch = None
@@ -187,7 +190,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                              f"p90 ours {1e3 * np.percentile(branch_t, 90):.1f} ms"))
 
         # lifecycles per second ----------------------------------------------------------------------
-        for c in (1, 8, 32):
+        for c in CONCURRENCY:
             ours_lps = microbench.lifecycles_per_s(nb, c, max(32, 2 * c))
             anc, err = None, why.get("docker", "")
             if "docker" in backends:
@@ -206,12 +209,15 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         from neurips26.nitrobox.backends import NitroBackend
 
         zy = NitroBackend(state_root=state_root, spawn_mode="zygote")
-        zy_lps = microbench.lifecycles_per_s(zy, 32, 64)
-        rows.append(BenchRow("full lifecycles/s at c=32, zygote spawner", zy_lps, rows[-1].anchor, "docker",
+        cmax = CONCURRENCY[-1]
+        zy_lps = microbench.lifecycles_per_s(zy, cmax, 2 * cmax)
+        rows.append(BenchRow(f"full lifecycles/s at c={cmax}, zygote spawner", zy_lps, rows[-1].anchor, "docker",
                              "lifecycles/s", "higher", "spawn_mode='zygote' (forks from a tiny helper)"))
-        mem_zy = _idle_memory_nitro(zy, 16)
-        mem_ours = _idle_memory_nitro(nb, 16)
-        mem_docker = _idle_memory_docker(backends["docker"], 8) if "docker" in backends else None
+        mem_zy = _idle_memory_nitro(zy, IDLE_N)
+        mem_ours = _idle_memory_nitro(nb, IDLE_N)
+        mem_docker = None
+        if "docker" in backends:
+            mem_docker = _idle_memory_docker(backends["docker"], max(1, IDLE_N // 2))
         rows.append(BenchRow("memory per idle sandbox (PSS)", mem_ours / 1024, None if mem_docker is None
                              else mem_docker / 1024, "docker", "MiB", "lower",
                              "direct spawn; ours: A + bash PSS + upper; Docker: growth of dockerd+containerd+shims+tail PSS"))
