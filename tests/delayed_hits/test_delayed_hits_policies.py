@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from neurips26.delayed_hits import (FIFO, LAFTPL, LFU, LRU, UCBDH, Marker, Policy, amplification,
-                                    from_slots, regret_slope, shadow_losses, simulate, static_cost,
-                                    switching_opt, theta)
+                                    from_slots, regret_slope, shadow_losses, simulate, switching_opt, theta)
 from neurips26.delayed_hits import fast
 from neurips26.delayed_hits.shadow import static_opt_cost
 from neurips26.delayed_hits.workloads import (bursty, change_points, cyclic, freq_vs_burst, irm,

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neurips26.delayed_hits import (FIFO, LAFTPL, LRU, UCBDH, Belady, LFU, Trace, as_trace, from_slots,
+from neurips26.delayed_hits import (FIFO, LAFTPL, LRU, UCBDH, Belady, Trace, as_trace, from_slots,
                                     load_atre_5k, read_atre, read_csv, read_oracle_general, simulate,
                                     write_atre, write_oracle_general)
 from neurips26.delayed_hits.trace import bundled_trace_path

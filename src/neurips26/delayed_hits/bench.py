@@ -18,7 +18,6 @@ import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
 
 from neurips26.harness import BenchRow, RunContext
 from neurips26.delayed_hits.la_ftpl import LAFTPL
@@ -66,7 +65,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         small = Trace(tr.ids[:1000], None, tr.n_items)
         simulate(small, LRU(), K=CACHE, Z=1)
         for Z in (1, 100):
-            t = _best_of(lambda: simulate(tr, LRU(), K=CACHE, Z=Z))
+            t = _best_of(lambda Z=Z: simulate(tr, LRU(), K=CACHE, Z=Z))
             rows.append(BenchRow(f"LRU Z={Z} (numba kernel), {N_REQ:.0e} req, {N_OBJ} objects, K={CACHE}",
                                  N_REQ / t, anchor, "libcachesim 0.3.5 LRU (oracleGeneral)", "req/s",
                                  better="higher", note=why or "target >= 1e6 req/s"))
@@ -92,10 +91,10 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         anchor_big, why_big = _lcs_rate(path, T, K)
     small = Trace(big.ids[: min(5000, T)], None, N)
     for R in refreshes:
-        for name, make in (("UCB-DH", lambda: UCBDH(refresh=R)),
-                           ("LA-FTPL", lambda: LAFTPL(refresh=R, seed=0))):
+        for name, make in (("UCB-DH", lambda R=R: UCBDH(refresh=R)),
+                           ("LA-FTPL", lambda R=R: LAFTPL(refresh=R, seed=0))):
             simulate(small, make(), K=K, Z=Z)          # compile
-            t = _best_of(lambda: simulate(big, make(), K=K, Z=Z), repeats=2)
+            t = _best_of(lambda make=make: simulate(big, make(), K=K, Z=Z), repeats=2)
             rows.append(BenchRow(
                 f"{name} refresh={R}, N={N:.0e}, K={K}, Z={Z}, T={T:.0e} slots", T / t, anchor_big,
                 "libcachesim 0.3.5 LRU on the same trace (req/s)", "slots/s", better="higher",

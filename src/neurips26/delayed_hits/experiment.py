@@ -10,12 +10,12 @@ Regret slopes are least-squares fits of log(max(regret, 1)) on log T over T in {
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.harness import INCONCLUSIVE, Claim, RunContext, verdict
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL
 from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, Belady, InCacheLFU,
                                              Marker)
@@ -365,8 +365,9 @@ def _prefix_comparators(spec, Z, K, cps, true_set=None):
 
 def _slopes(points_by_seed: dict[int, dict[int, float]]) -> dict:
     slopes = []
-    for s, pts in points_by_seed.items():
-        Ts = sorted(t for t in pts if t in set(2 ** k for k in range(14, 25)))
+    pow2 = {2 ** k for k in range(14, 25)}
+    for pts in points_by_seed.values():
+        Ts = sorted(t for t in pts if t in pow2)
         if len(Ts) >= 2:
             slopes.append(regret_slope(Ts, [pts[t] for t in Ts]))
     if not slopes:
@@ -376,7 +377,6 @@ def _slopes(points_by_seed: dict[int, dict[int, float]]) -> dict:
 
 
 def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
-    import matplotlib.pyplot as plt
 
     m: dict = {"config": asdict(cfg)}
     # W1 regret curves (static and shadow), per Z and policy

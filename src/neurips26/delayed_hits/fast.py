@@ -7,7 +7,6 @@ Python policies' (tested), only faster. Other policies run in the Python engine.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

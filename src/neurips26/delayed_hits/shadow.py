@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from neurips26.delayed_hits.kernels import shadow_kernel, trace_arrays
-from neurips26.delayed_hits.simulator import check_int, check_real
-from neurips26.delayed_hits.trace import Trace, as_trace
+from neurips26.delayed_hits.simulator import check_int
+from neurips26.delayed_hits.trace import as_trace
 
 
 def shadow_losses(trace, Z: int, *, grid=None, return_windows: bool = False):

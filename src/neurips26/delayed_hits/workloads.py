@@ -100,13 +100,13 @@ def bursty(N: int = 1000, T: int = 50_000, b: int = 4, rate0: float = 0.2, rate_
         raise ValueError("rate0 too large: some q = P(B > 0) exceeds 1")
     m = np.where(bursty_mask, float(b), 1.0)
     rng = _rng(seed)
-    S, I, C = [], [], []
+    S, Items, C = [], [], []
     for i in range(N):
         s = _busy_slots(rng, float(q[i]), T)
         S.append(s)
-        I.append(np.full(s.size, i, dtype=np.int64))
+        Items.append(np.full(s.size, i, dtype=np.int64))
         C.append(np.full(s.size, int(m[i]), dtype=np.int64))
-    tr = _slots_to_trace(np.concatenate(S), np.concatenate(I), np.concatenate(C), T, N, rng,
+    tr = _slots_to_trace(np.concatenate(S), np.concatenate(Items), np.concatenate(C), T, N, rng,
                          f"W2 bursty(b={b})")
     return tr, {"q": q, "m": m, "rate": lam, "bursty": bursty_mask, "theta": theta(q, m, Z)}
 
@@ -117,13 +117,13 @@ def batched_iid(q, m_values, T: int, seed: int = 0, name: str = "iid slots") -> 
     m = np.asarray(m_values, dtype=np.int64)
     T = check_int("T", T, lo=1)
     rng = _rng(seed)
-    S, I, C = [], [], []
+    S, Items, C = [], [], []
     for i in range(q.size):
         s = _busy_slots(rng, float(q[i]), T)
         S.append(s)
-        I.append(np.full(s.size, i, dtype=np.int64))
+        Items.append(np.full(s.size, i, dtype=np.int64))
         C.append(np.full(s.size, int(m[i]), dtype=np.int64))
-    tr = _slots_to_trace(np.concatenate(S), np.concatenate(I), np.concatenate(C), T, q.size, rng, name)
+    tr = _slots_to_trace(np.concatenate(S), np.concatenate(Items), np.concatenate(C), T, q.size, rng, name)
     return tr, {"q": q, "m": m.astype(np.float64)}
 
 
