@@ -165,3 +165,21 @@ def test_ray_sweep_and_sharded_actors(tmp_path):
         assert ra["total_latency"] == rs["total_latency"]
     finally:
         ray.shutdown()
+
+
+@pytest.mark.parametrize("scale", ["quick", "full"])
+def test_task_lists_are_well_formed(scale):
+    """Both configs build their task list (the full one is never run in CI): known policies, unique
+    keys, checkpoints inside the horizon."""
+    cfg = experiment.CONFIGS[scale]
+    seeds = list(range(cfg.seeds))
+    tasks = experiment.build_tasks(cfg, seeds, seeds[: cfg.slow_policy_seeds])
+    keys = [t["key"] for t in tasks]
+    assert len(keys) == len(set(keys))
+    assert {t["policy"] for t in tasks} <= experiment.POLICY_NAMES
+    for t in tasks:
+        experiment.make_policy(t["policy"], t["seed"], **t["pkw"])
+    kinds = {t["spec"][0] for t in tasks}
+    assert {"W1", "W2", "W3", "W6a", "W6b", "W6c", "W7", "W8", "C7"} <= kinds
+    if scale == "full":
+        assert {"W4", "W5"} <= kinds

@@ -239,6 +239,20 @@ def run(cfg: Config, ctx: RunContext) -> dict:
 
     seeds = [ctx.seed + s for s in range(cfg.seeds)]
     slow_seeds = seeds[: cfg.slow_policy_seeds]
+    tasks = build_tasks(cfg, seeds, slow_seeds)
+    ctx.log(f"delayed_hits: {len(tasks)} simulations on {cfg.workers} workers ({cfg.backend})")
+    _warm_kernels()
+    pin_workload(("W7", cfg.w7_requests))            # tokenised once, before the workers fork
+    pin_workload(("W8",))
+    results = {}
+    it = iter_tasks(_task, tasks, backend=cfg.backend, workers=cfg.workers)
+    for out in ctx.track(it, desc="simulations", total=len(tasks)):
+        results[out["key"]] = out
+    return _analyse(cfg, ctx, results, seeds, slow_seeds)
+
+
+def build_tasks(cfg: Config, seeds: list[int], slow_seeds: list[int]) -> list[dict]:
+    """Every simulation of the run (workload spec, policy, K, Z, seed, checkpoints), longest first."""
     pkw = dict(ftpl_refresh=cfg.ftpl_refresh, ucb_refresh=cfg.ucb_refresh, c_eta=cfg.c_eta,
                lhd_reconfig=cfg.lhd_reconfig)
     tasks: list[dict] = []
@@ -339,15 +353,7 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         return tr_len * (1 if t["policy"] in FAST else 10)
 
     tasks.sort(key=cost, reverse=True)
-    ctx.log(f"delayed_hits: {len(tasks)} simulations on {cfg.workers} workers ({cfg.backend})")
-    _warm_kernels()
-    pin_workload(("W7", cfg.w7_requests))            # tokenised once, before the workers fork
-    pin_workload(("W8",))
-    results = {}
-    it = iter_tasks(_task, tasks, backend=cfg.backend, workers=cfg.workers)
-    for out in ctx.track(it, desc="simulations", total=len(tasks)):
-        results[out["key"]] = out
-    return _analyse(cfg, ctx, results, seeds, slow_seeds)
+    return tasks
 
 
 # ---- analysis --------------------------------------------------------------------------------
