@@ -285,3 +285,14 @@ def test_sigkill_client_leaves_no_sandbox_process(state_root, mode):
     removed = maintenance.cleanup(state_root)
     assert len([r for r in removed if "/sandboxes/" in r]) == 2
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
+
+
+def test_network_host_opt_in(state_root, listener):
+    sb = Sandbox(state_root=state_root, network="host")
+    try:
+        assert "net" not in sb.features["namespaces"]
+        r = sb.exec(f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), 2); "
+                    f"print('connected')\"; touch /sys/x")
+        assert r.output.startswith("connected\n") and "Read-only file system" in r.output
+    finally:
+        sb.delete(wait=True)
