@@ -1,6 +1,5 @@
 """Document score, tokenisation, metrics and selection: spec checks 6-10 and bad input."""
 
-import math
 
 import numpy as np
 import pytest

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import stats
 
 from neurips26.entropy_filter.count_lm import Doc
-from neurips26.entropy_filter.estimators import hk
+from neurips26.entropy_filter.estimators import entropy_rate, hk
 from neurips26.entropy_filter.filters import CONDITIONS, gopher_score, select, zlib_ratio
 from neurips26.entropy_filter.metrics import METRICS, diversity_metrics
 
@@ -83,6 +83,7 @@ def record_docs(model: Any, scorer: Any, ids: np.ndarray, domains: np.ndarray, t
             "text": text, "n_tokens": int(doc.ids.size),
             "hk": hk(text, tokenizer="reported", min_tokens=10),       # reported path (tables)
             "hk_fast": hk(text, tokenizer="fast", min_tokens=50),      # fast path (filter decisions)
+            "hk_lm": entropy_rate(doc.ids) if doc.ids.size >= 2 else None,  # on the LM's own tokens
             "hl": float(hl_sc[k]), "surprisal": float(sur_sc[k]), "hl_self": None if hl_self[k] is None else float(hl_self[k]),
         }
         rec.update(diversity_metrics(text) or {m: None for m in METRICS})
@@ -203,7 +204,7 @@ def generation_comparison(records: Sequence[dict[str, Any]], conditions: Sequenc
 
 
 def trajectories(records: Sequence[dict[str, Any]], conditions: Sequence[str], generations: int,
-                 metrics: Sequence[str] = COMPARED + ("hl",)) -> dict[str, dict[str, list[float | None]]]:
+                 metrics: Sequence[str] = COMPARED + ("hl", "hk_lm")) -> dict[str, dict[str, list[float | None]]]:
     """Mean of each metric per condition and generation."""
     out: dict[str, dict[str, list[float | None]]] = {}
     for c in conditions:

@@ -8,13 +8,12 @@ full:  a small neural LM (PyTorch fixed-window MLP LM, fine-tuned from the previ
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.harness import INCONCLUSIVE, Claim, RunContext, verdict
 from neurips26.entropy_filter.collapse import (LoopConfig, generation_comparison, prompts, proxy_regression,
                                                record_docs, run_lineage, run_rephrase_lineage, spearman,
                                                trajectories)
@@ -23,7 +22,7 @@ from neurips26.entropy_filter.count_lm import CountLMConfig, TrigramLM, pretrain
 from neurips26.entropy_filter.tokenize import reported_tokenize
 
 ALL_CONDITIONS = ("unfiltered", "random", "hl_filter", "hl_surprisal", "hk_filter", "zlib", "gopher_rep")
-PLOT_METRICS = ("hk", "distinct_3", "rep_4", "vocabulary")
+PLOT_METRICS = ("hk", "hk_lm", "distinct_3", "rep_4", "vocabulary")
 
 
 @dataclass(frozen=True)
@@ -136,6 +135,8 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
     traj = main["trajectories"]
     m["unfiltered_hk_gen0"] = traj["unfiltered"]["hk"][0]
     m["unfiltered_hk_final"] = traj["unfiltered"]["hk"][-1]
+    m["unfiltered_hk_lm_gen0"] = traj["unfiltered"]["hk_lm"][0]
+    m["unfiltered_hk_lm_final"] = traj["unfiltered"]["hk_lm"][-1]
     G = cfg.generations
     for cond in cfg.conditions:
         if cond != "unfiltered":
@@ -154,13 +155,14 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
 def _plots(cfg: Config, ctx: RunContext, main: dict[str, Any], G: int) -> None:
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(PLOT_METRICS), figsize=(4 * len(PLOT_METRICS), 3.4))
+    fig, axes = plt.subplots(1, len(PLOT_METRICS), figsize=(3.6 * len(PLOT_METRICS), 3.4))
     gens = list(range(G + 1))
     for ax, met in zip(axes, PLOT_METRICS):
         for cond in cfg.conditions:
             ys = main["trajectories"][cond][met]
             ax.plot(gens, [np.nan if y is None else y for y in ys], marker="o", ms=3, label=cond)
-        ax.set_title({"hk": "Ĥ_K (bits/word, reported)", "distinct_3": "Distinct-3", "rep_4": "Rep-4",
+        ax.set_title({"hk": "Ĥ_K (bits/word, reported)", "hk_lm": "Ĥ_K on the LM's tokens",
+                      "distinct_3": "Distinct-3", "rep_4": "Rep-4",
                       "vocabulary": "vocabulary"}[met])
         ax.set_xlabel("generation")
     axes[0].legend(fontsize=7)
@@ -190,7 +192,8 @@ def _improves(metric: str, paper: str) -> Any:
         pct, p = m[f"hk_filter.{metric}.pct"], m[f"hk_filter.{metric}.p_welch"]
         if pct is None or p is None:
             return INCONCLUSIVE, f"{metric}: not enough documents"
-        return verdict(pct > 0 and p < 1e-3), (f"{pct:+.1f}% (better direction +), Welch p = {p:.2g}, "
+        raw = -pct if metric == "rep_4" else pct  # the metric's own change (Rep-4: lower is better)
+        return verdict(pct > 0 and p < 1e-3), (f"{raw:+.1f}% vs unfiltered, Welch p = {p:.2g}, "
                                                f"Student p = {m[f'hk_filter.{metric}.p_student']:.2g}")
     return check
 
@@ -202,7 +205,8 @@ def _hl_no_benefit(m: dict[str, Any]) -> tuple[str, str]:
         if pct is None or p is None:
             return INCONCLUSIVE, f"{met}: not enough documents"
         any_sig |= pct > 0 and p < 0.05
-        parts.append(f"{met} {pct:+.1f}% (p = {p:.2g})")
+        raw = -pct if met == "rep_4" else pct
+        parts.append(f"{met} {raw:+.1f}% (p = {p:.2g})")
     return verdict(not any_sig), "; ".join(parts)
 
 
@@ -213,13 +217,16 @@ def _hk_beats_hl(m: dict[str, Any]) -> tuple[str, str]:
         if a is None or b is None:
             return INCONCLUSIVE, f"{met}: not enough documents"
         ok &= a > b
-        parts.append(f"{met}: Ĥ_K {a:+.1f}% vs H_L {b:+.1f}%")
+        sgn = -1 if met == "rep_4" else 1
+        parts.append(f"{met}: Ĥ_K {sgn * a:+.1f}% vs H_L {sgn * b:+.1f}%")
     return verdict(ok), "; ".join(parts)
 
 
 def _collapse(m: dict[str, Any]) -> tuple[str, str]:
     g0, g6 = m["unfiltered_hk_gen0"], m["unfiltered_hk_final"]
-    return verdict(g6 < 0.6 * g0), f"unfiltered Ĥ_K {g0:.2f} → {g6:.2f} bits/word (needs < 0.6×)"
+    l0, l6 = m["unfiltered_hk_lm_gen0"], m["unfiltered_hk_lm_final"]
+    return verdict(g6 < 0.6 * g0), (f"unfiltered Ĥ_K {g0:.2f} → {g6:.2f} bits/word (needs < 0.6×); "
+                                    f"on the LM's own tokens incl. punctuation {l0:.2f} → {l6:.2f}")
 
 
 def _proxy(m: dict[str, Any]) -> tuple[str, str]:
