@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -104,6 +105,7 @@ class _ConvMMDBase:
         xt = torch.as_tensor(x_arr, dtype=dtype)
         std = torch.as_tensor(noise.std_matrix(n, d), dtype=dtype)
         chol = torch.as_tensor(noise.chol_matrix(n, d), dtype=dtype) if noise.full_cov else None
+        t_bw = time.perf_counter()
         # bandwidths: once, before training, from data pooled with simulated data of the untrained model
         if c.bandwidths is not None:
             h = check_bandwidths(c.bandwidths)
@@ -116,6 +118,9 @@ class _ConvMMDBase:
             h = torch.as_tensor(bandwidth_heuristic(x_arr, sim.double().numpy(), c.bandwidth_quantiles,
                                                     rng=rng))
         self.bandwidths_ = h.to(torch.float64).numpy()
+        self.bandwidth_seconds_ = time.perf_counter() - t_bw
+        t_train = time.perf_counter()
+        self.n_steps_ = 0
         b = min(c.batch_size, n)
         warm = min(200, c.epochs // 10) if c.warmup_epochs is None else c.warmup_epochs
         opt = torch.optim.AdamW(self.model_.parameters(), lr=c.lr, weight_decay=c.weight_decay)
@@ -139,6 +144,7 @@ class _ConvMMDBase:
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model_.parameters(), c.clip_norm)
                 opt.step()
+                self.n_steps_ += 1
                 losses.append(float(loss.detach()))
             sched.step()
             self.loss_history_.extend(losses)
@@ -156,6 +162,7 @@ class _ConvMMDBase:
             if c.progress:
                 bar.set_postfix(loss=f"{ep:.2e}")
         self.model_.eval()
+        self.train_seconds_ = time.perf_counter() - t_train
         return self
 
     # -------------------------------------------------------------- hooks
