@@ -253,3 +253,16 @@ def test_mad_variants_equal_base_at_z1_and_use_aggregate_delay():
     assert a.total_latency == b.total_latency
     # at Z > 1 the aggregate delay changes decisions
     assert simulate(tr, LRUMAD(), K=20, Z=20).total_latency != simulate(tr, LRU(), K=20, Z=20).total_latency
+
+
+def test_ucb_dh_prefetch_zero_request_fetches():
+    """prefetch=True fetches S_t minus (C and F) without a request: slot invariants still hold,
+    prefetched windows show up as delayed hits, and the kernel path is not used."""
+    tr, _ = irm(zipf_probs(60, 1.0), 4000, seed=2)
+    pol = UCBDH(refresh=8, prefetch=True)
+    assert not fast.supports(pol)
+    r = simulate(tr, pol, K=6, Z=5, record_latencies=True, check_invariants=True)
+    assert r.extra["prefetches"] > 0
+    assert int(r.latencies.sum()) == r.total_latency
+    base = simulate(tr, UCBDH(refresh=8), K=6, Z=5)
+    assert r.misses < base.misses          # a prefetched target item is never missed later

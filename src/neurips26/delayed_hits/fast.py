@@ -25,7 +25,7 @@ def supports(policy) -> bool:
     if type(policy) in (LRU, FIFO):
         return True
     if isinstance(policy, UCBDH):
-        return True
+        return not policy.prefetch_enabled
     if isinstance(policy, LAFTPL):
         return policy.admission == "completion" and not policy.fresh_gamma
     return False

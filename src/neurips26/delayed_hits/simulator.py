@@ -77,6 +77,7 @@ class Policy:
     uses_hit = False
     uses_miss = False
     uses_slot_end = False
+    uses_prefetch = False
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:
         """Called once before the run with the trace (offline policies may read it)."""
@@ -97,6 +98,12 @@ class Policy:
 
     def on_slot_end(self, t: int) -> None:  # pragma: no cover - optional hook
         """After the completions of slot t."""
+
+    def prefetch(self, t: int, cache: set, inflight: dict) -> list:  # pragma: no cover - optional
+        """Items to fetch without a request, decided at the end of slot t (after ``on_slot_end``).
+        Each starts a fetch in slot t + 1 (completing at the end of slot t + Z); requests that
+        arrive meanwhile are delayed hits."""
+        return []
 
     def admit(self, i: int, t: int, ad: int, cache: set) -> tuple[bool, int | None]:
         """Fetch of i completed at the end of slot t with aggregate delay ``ad``.
@@ -225,6 +232,8 @@ def simulate(trace, policy: Policy, K: int, Z: int, *, warmup: int = 0,
     on_hit = policy.on_hit if policy.uses_hit else None
     on_miss = policy.on_miss if policy.uses_miss else None
     on_slot_end = policy.on_slot_end if policy.uses_slot_end else None
+    prefetch = policy.prefetch if policy.uses_prefetch else None
+    n_prefetch = [0]
     admit = policy.admit
 
     lat_total = hits = dhits = misses = adm = evi = shadow = 0
@@ -259,6 +268,14 @@ def simulate(trace, policy: Policy, K: int, Z: int, *, warmup: int = 0,
                 adm += 1
         if on_slot_end is not None:
             on_slot_end(t)
+        if prefetch is not None and t < T:
+            for i in prefetch(t, cache, inflight):
+                i = int(i)
+                if i not in cache and i not in inflight:
+                    inflight[i] = t + 1                 # a zero-request fetch starting next slot
+                    adacc[i] = 0
+                    pending.append((t + 1, i))
+                    n_prefetch[0] += 1
         if callback is not None:
             callback(t)
         if check_invariants:
@@ -340,7 +357,7 @@ def simulate(trace, policy: Policy, K: int, Z: int, *, warmup: int = 0,
                      total_latency=lat_total, hits=hits, delayed_hits=dhits, misses=misses,
                      admissions=adm, evictions=evi, shadow_cost=shadow,
                      shadow_loss_per_item=np.asarray(L, dtype=np.int64), checkpoints=cp_out,
-                     latencies=lats)
+                     latencies=lats, extra={"prefetches": n_prefetch[0]} if prefetch else {})
 
 
 def _check(cache: set, inflight: dict, K: int, t: int) -> None:

@@ -10,7 +10,8 @@ State per item: c_i = #slots with >= 1 request of i, n_i = total requests, t = s
 4. U_i = theta(q_ucb, m_ucb; Z); target S_t = top-K of U (ties: smaller id), recomputed every
    ``refresh`` slots with ``argpartition``.
 5. At the completion of i: admit iff i in S_t; victim = the cached item with the smallest U among
-   those not in S_t. No prefetching (ASSUMPTION).
+   those not in S_t. No prefetching by default (ASSUMPTION); ``prefetch=True`` issues zero-request
+   fetches for S_t minus (C and F) at the end of every slot (Python engine only).
 6. ``index="generic"``: U_i = L_t(i)/t + (Z + C_B) sqrt(2 w_i ln t) / t, w_i = #virtual windows.
 7. Restarted UCB-DH: reset all counts every H = ceil(sqrt(T ln T / max(B, 1))) slots (ASSUMPTION),
    keep the cache; ``restart_at`` gives oracle restart slots instead (ablation).
@@ -75,9 +76,8 @@ class UCBDH(Policy):
                                                                           restart_every, lo=1)
         self.restart_at = None if restart_at is None else sorted(
             check_int("restart_at", x, lo=1) for x in restart_at)
-        if prefetch:
-            raise ValueError("prefetch=True is not supported (the spec's default, no prefetching, "
-                             "is the only implemented mode)")
+        self.prefetch_enabled = bool(prefetch)
+        self.uses_prefetch = self.prefetch_enabled
         if name is not None:
             self.name = name
 
@@ -150,6 +150,10 @@ class UCBDH(Policy):
         top = cand[np.lexsort((cand, -U[cand]))[:K]]
         self.in_S = np.zeros(N, dtype=bool)
         self.in_S[top] = True
+
+    def prefetch(self, t: int, cache: set, inflight: dict) -> list:
+        """S_t minus (C and F): fetch the target items that are neither cached nor in flight."""
+        return [int(j) for j in np.flatnonzero(self.in_S) if j not in cache and j not in inflight]
 
     def target(self) -> np.ndarray:
         """The current target set S_t (sorted ids)."""
