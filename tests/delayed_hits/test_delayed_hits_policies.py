@@ -251,6 +251,13 @@ def test_mad_variants_equal_base_at_z1_and_use_aggregate_delay():
     a = simulate(tr, LHDMAD(reconfig=2048), K=20, Z=1)
     b = simulate(tr, LHDMAD(mad=False, reconfig=2048), K=20, Z=1)
     assert a.total_latency == b.total_latency
+    from neurips26.delayed_hits import VACDH
+
+    assert simulate(tr, VACDH(), K=20, Z=1).total_latency == simulate(tr, LRU(), K=20, Z=1).total_latency
+    with pytest.raises(ValueError, match="omega"):
+        VACDH(omega=-1)
+    r = simulate(tr, VACDH(omega=2.0), K=20, Z=20, check_invariants=True)
+    assert r.total_latency != simulate(tr, LRU(), K=20, Z=20).total_latency
     # at Z > 1 the aggregate delay changes decisions
     assert simulate(tr, LRUMAD(), K=20, Z=20).total_latency != simulate(tr, LRU(), K=20, Z=20).total_latency
 

@@ -8,7 +8,7 @@
 
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL, ftpl_restart_period
 from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, Belady, InCacheLFU, Marker,
-                                             StaticOPT, StaticPolicy)
+                                             StaticOPT, StaticPolicy, VACDH)
 from neurips26.delayed_hits.shadow import (amplification, c_b_bound, regret_slope, shadow_losses,
                                            static_cost, static_opt_cost, switching_opt, theta, top_k)
 from neurips26.delayed_hits.simulator import InvariantError, Policy, SimResult, simulate
@@ -18,7 +18,7 @@ from neurips26.delayed_hits.ucb_dh import UCBDH, RestartedUCBDH, ucb_index, ucb_
 
 __all__ = [
     "simulate", "SimResult", "Policy", "InvariantError",
-    "LRU", "FIFO", "LFU", "InCacheLFU", "Belady", "Marker", "LRUMAD", "LHDMAD", "StaticPolicy",
+    "LRU", "FIFO", "LFU", "InCacheLFU", "Belady", "Marker", "LRUMAD", "LHDMAD", "VACDH", "StaticPolicy",
     "StaticOPT", "LAFTPL", "RestartedLAFTPL", "FTPLHitCount", "UCBDH", "RestartedUCBDH",
     "shadow_losses", "c_b_bound", "static_opt_cost", "static_cost", "switching_opt", "theta",
     "amplification", "regret_slope", "top_k", "ucb_index", "ucb_restart_period", "ftpl_restart_period",

@@ -17,8 +17,8 @@ import numpy as np
 
 from neurips26.harness import INCONCLUSIVE, Claim, RunContext, verdict
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL
-from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, Belady, InCacheLFU,
-                                             Marker)
+from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, Belady,
+                                             InCacheLFU, Marker)
 from neurips26.delayed_hits.shadow import (amplification, regret_slope, shadow_losses, slope_ci,
                                            static_cost, static_opt_cost, switching_opt, top_k)
 from neurips26.delayed_hits.simulator import simulate
@@ -97,7 +97,7 @@ BASELINES = ("LRU", "FIFO", "LFU", "LFU-incache", "Belady", "Marker", "LRU-MAD",
 FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-restart", "UCB-DH-restart",
         "LA-FTPL-Zagnostic", "UCB-DH-generic"}
 POLICY_NAMES = set(OURS) | set(BASELINES) | {"LA-FTPL-restart", "UCB-DH-restart", "LA-FTPL-Zagnostic",
-                                              "UCB-DH-generic"}
+                                              "UCB-DH-generic", "VA-CDH"}
 C_ETA_GRID = (0.0, 0.1, 0.3, 1.0, 3.0)
 
 
@@ -121,6 +121,8 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
         return LRUMAD()
     if name == "LHD-MAD":
         return LHDMAD(reconfig=lhd_reconfig, seed=seed)
+    if name == "VA-CDH":
+        return VACDH()
     if name == "LHD":
         return LHDMAD(mad=False, reconfig=lhd_reconfig, seed=seed)
     if name == "FTPL":
@@ -287,8 +289,8 @@ def build_tasks(cfg: Config, seeds: list[int], slow_seeds: list[int]) -> list[di
     for Z in cfg.w8_Z:
         for p in all_pols:
             add(("W8",), p, cfg.w8_K, Z, seeds[0])
-    # restarted variants on the bursty/real streams (B = w3_B fixed a priori; reported only)
-    for p in ("LA-FTPL-restart", "UCB-DH-restart"):
+    # restarted variants and VA-CDH on the bursty/real streams (B = w3_B fixed a priori; reported only)
+    for p in ("LA-FTPL-restart", "UCB-DH-restart", "VA-CDH"):
         for Z in cfg.w2_Z:
             for s in slow_seeds:
                 add(("W2", cfg.w2_N, cfg.w2_T, cfg.w2_b, Z, s), p, cfg.w2_K, Z, s,
@@ -719,6 +721,8 @@ def _check_latency(mm) -> tuple[str, str]:
         ok &= ours < mad
         rs = [d[p]["mean_latency"] for p in ("LA-FTPL-restart", "UCB-DH-restart") if p in d]
         extra = f"; restarted (B=4, not judged) {min(rs):.3f}" if rs else ""
+        if "VA-CDH" in d:
+            extra += f"; VA-CDH {d['VA-CDH']['mean_latency']:.3f}"
         parts.append(f"{g}: UCB-DH/LA-FTPL {ours:.3f} vs best MAD {mad:.3f} "
                      f"({100 * (ours / mad - 1):+.1f}%){extra}")
     if n == 0:

@@ -280,10 +280,13 @@ class _VirtualAD:
         self.cum = np.zeros(n)           # cumulative AD over all windows (incl. the open one)
         self.cur = np.zeros(n)           # AD of the open window
         self.w = np.zeros(n)             # number of windows
+        self.sq = np.zeros(n)            # sum of squared AD of the completed windows
 
     def record(self, i: int, t: int) -> None:
         d = t - self.vstart[i]
         if d >= self.Z:
+            if self.w[i] > 0:
+                self.sq[i] += self.cur[i] * self.cur[i]
             self.vstart[i] = t
             self.w[i] += 1
             self.cur[i] = self.Z
@@ -301,6 +304,50 @@ class _VirtualAD:
         w = self.w[items]
         past = (self.cum[items] - self.cur[items]) / np.maximum(w - 1, 1)
         return np.where(w <= 1, self.cur[items], past)
+
+
+class VACDH(Policy):
+    """VA-CDH (variance-aware MAD, arXiv 2504.20335, as summarised in the spec): rank =
+    (E[D] + omega sigma[D]) / (t - last_request + 1) over the completed virtual windows' aggregate
+    delays D (the open window alone while it is the only one); always admit, evict the minimum.
+    omega = 1 is our ASSUMPTION (argument ``omega``)."""
+
+    name = "VA-CDH"
+    uses_request = True
+
+    def __init__(self, omega: float = 1.0) -> None:
+        self.omega = check_real("omega", omega, lo=0.0)
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self.ad = _VirtualAD(trace.n_items, Z)
+        self._last = [0] * trace.n_items
+        self._c = _ArrayCache(K)
+        self._last_slot = np.zeros(K, dtype=np.int64)
+
+    def on_request(self, i, t):
+        s = self._c.slot.get(i)
+        if s is not None:
+            self._last_slot[s] = t
+        self._last[i] = t
+        self.ad.record(i, t)
+
+    def admit(self, i, t, ad, cache):
+        c = self._c
+        victim = None
+        if c.full():
+            items = c.items
+            mean = self.ad.mean_past(items)
+            done = np.maximum(self.ad.w[items] - 1, 1)
+            var = np.where(self.ad.w[items] <= 1, 0.0,
+                           np.maximum(self.ad.sq[items] / done - mean * mean, 0.0))
+            rank = (mean + self.omega * np.sqrt(var)) / (t - self._last_slot + 1)
+            s = int(np.argmin(rank))
+            victim = int(items[s])
+            c.remove(victim)
+        s = c.add(i)
+        self._last_slot[s] = self._last[i]
+        return True, victim
 
 
 class LRUMAD(Policy):
