@@ -3,8 +3,16 @@
 import numpy as np
 import pytest
 
-from neurips26.nas import (U, NavigationAllocator, bound_terms, generative_optimum, random_mdp, riverswim,
-                           stationary_state_action, uniform_allocation)
+from neurips26.nas import (
+    NavigationAllocator,
+    U,
+    bound_terms,
+    generative_optimum,
+    random_mdp,
+    riverswim,
+    stationary_state_action,
+    uniform_allocation,
+)
 from neurips26.nas.allocation import generative_allocation_cvxpy
 from neurips26.nas.bound import T4_MD_EXPONENT
 from neurips26.nas.connectivity import navigation_residual

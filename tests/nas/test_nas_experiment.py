@@ -45,7 +45,7 @@ def test_run_paper_end_to_end(tmp_path, monkeypatch):
     assert len(m["e1_nas_slope_over_Uo"]) == 2
     # determinism: same seed, same metrics
     res2 = run_paper("nas", "quick", seed=3, out=tmp_path / "again", progress=False)
-    strip = lambda mm: json.dumps({k: v for k, v in mm.items()}, sort_keys=True, default=str)  # noqa: E731
+    strip = lambda mm: json.dumps({k: v for k, v in mm.items()}, sort_keys=True, default=str)
     a = json.loads(strip(res["metrics"]))
     b = json.loads(strip(res2["metrics"]))
     for row_a, row_b in zip(a["E1"], b["E1"]):
@@ -90,9 +90,9 @@ def test_process_pool_matches_serial():
 
 def test_e2_e3_e4_machinery(tmp_path):
     cfg = replace(experiment.CONFIGS["quick"], experiments=("E2", "E3", "E4"), deltas=(1e-1, 1e-3),
-                  ring_S=3, ring_qs=(1.0, 0.2, 0.05), e2_seeds=2, e2_delta=1e-3,
+                  ring_S=3, ring_qs=(1.0, 0.2, 0.05), e2_seeds=1, e2_delta=1e-3,
                   e3_instances=(("random", 2, 2, 2), ("random", 2, 2, 16), ("random", 2, 2, 30)),
-                  e3_seeds=2, e4_instances=(("random", 2, 2, 2),), e4_seeds=2)
+                  e3_seeds=1, e4_instances=(("random", 2, 2, 2),), e4_seeds=2)
     ctx = RunContext(out_dir=tmp_path, seed=0, progress=False)
     m = experiment.run(cfg, ctx)
     assert len(m["e2_t_mix"]) == 3 and len(m["e3_lip_omega"]) == 3 and len(m["e4_intercept_separation_z"]) == 1

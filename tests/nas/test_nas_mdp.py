@@ -3,17 +3,30 @@
 import numpy as np
 import pytest
 
-from neurips26.nas import (MDP, diameter, double_chain, eta, is_communicating, lazy_ring, path_length_m,
-                           policy_evaluation, policy_iteration, random_mdp, riverswim, solve_mdp,
-                           uniform_mixing_time, value_iteration)
+from neurips26.nas import (
+    MDP,
+    diameter,
+    double_chain,
+    eta,
+    is_communicating,
+    lazy_ring,
+    path_length_m,
+    policy_evaluation,
+    policy_iteration,
+    random_mdp,
+    riverswim,
+    solve_mdp,
+    uniform_mixing_time,
+    value_iteration,
+)
 from neurips26.nas.mdp import lazy_ring_rewards
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_pi_equals_vi_equals_linear_solve(seed):
     m = random_mdp(3 + seed % 3, 2 + seed % 2, gamma=0.9, seed=seed)
-    V_pi, Q_pi, pi = policy_iteration(m.P, m.r, m.gamma)
-    V_vi, Q_vi, pi_vi = value_iteration(m.P, m.r, m.gamma, tol=1e-13)
+    V_pi, _, pi = policy_iteration(m.P, m.r, m.gamma)
+    V_vi, _, pi_vi = value_iteration(m.P, m.r, m.gamma, tol=1e-13)
     V_lin = policy_evaluation(m.P, m.r, m.gamma, pi)
     np.testing.assert_allclose(V_pi, V_vi, atol=1e-9)
     np.testing.assert_allclose(V_pi, V_lin, atol=1e-9)

@@ -6,24 +6,75 @@ the diagnostics (connectivity, curvature) that the finite-delta analysis depends
 """
 
 from neurips26.nas.agents import NaSConfig
-from neurips26.nas.allocation import (Allocation, NavigationAllocator, optimal_allocation, project_to_omega,
-                                      uniform_allocation)
-from neurips26.nas.bound import U, BoundTerms, bound_terms, generative_optimum
-from neurips26.nas.connectivity import (diameter, eta, is_communicating, kappa, mixing_time, path_length_m,
-                                        stationary_state_action, uniform_mixing_time)
+from neurips26.nas.allocation import (
+                                      Allocation,
+                                      NavigationAllocator,
+                                      optimal_allocation,
+                                      project_to_omega,
+                                      uniform_allocation,
+)
+from neurips26.nas.bound import BoundTerms, U, bound_terms, generative_optimum
+from neurips26.nas.connectivity import (
+                                      diameter,
+                                      eta,
+                                      is_communicating,
+                                      kappa,
+                                      mixing_time,
+                                      path_length_m,
+                                      stationary_state_action,
+                                      uniform_mixing_time,
+)
 from neurips26.nas.diagnostics import curvature, instance_summary
 from neurips26.nas.env import TabularEnv
 from neurips26.nas.identify import ALGORITHMS, IdentificationResult, identify
-from neurips26.nas.mdp import (MDP, double_chain, lazy_ring, policy_evaluation, policy_iteration, random_mdp,
-                               riverswim, solve_mdp, value_iteration)
+from neurips26.nas.mdp import (
+                                      MDP,
+                                      double_chain,
+                                      lazy_ring,
+                                      policy_evaluation,
+                                      policy_iteration,
+                                      random_mdp,
+                                      riverswim,
+                                      solve_mdp,
+                                      value_iteration,
+)
 from neurips26.nas.stopping import EmpiricalModel, stopping_statistic, threshold
 
 __all__ = [
-    "MDP", "random_mdp", "riverswim", "double_chain", "lazy_ring", "solve_mdp", "policy_iteration",
-    "value_iteration", "policy_evaluation", "is_communicating", "diameter", "path_length_m", "eta",
-    "mixing_time", "uniform_mixing_time", "kappa", "stationary_state_action", "U", "BoundTerms",
-    "bound_terms", "generative_optimum", "NavigationAllocator", "Allocation", "optimal_allocation",
-    "uniform_allocation", "project_to_omega", "threshold", "stopping_statistic", "EmpiricalModel",
-    "NaSConfig", "identify", "IdentificationResult", "ALGORITHMS", "TabularEnv", "curvature",
-    "instance_summary",
+                                      "ALGORITHMS",
+                                      "MDP",
+                                      "Allocation",
+                                      "BoundTerms",
+                                      "EmpiricalModel",
+                                      "IdentificationResult",
+                                      "NaSConfig",
+                                      "NavigationAllocator",
+                                      "TabularEnv",
+                                      "U",
+                                      "bound_terms",
+                                      "curvature",
+                                      "diameter",
+                                      "double_chain",
+                                      "eta",
+                                      "generative_optimum",
+                                      "identify",
+                                      "instance_summary",
+                                      "is_communicating",
+                                      "kappa",
+                                      "lazy_ring",
+                                      "mixing_time",
+                                      "optimal_allocation",
+                                      "path_length_m",
+                                      "policy_evaluation",
+                                      "policy_iteration",
+                                      "project_to_omega",
+                                      "random_mdp",
+                                      "riverswim",
+                                      "solve_mdp",
+                                      "stationary_state_action",
+                                      "stopping_statistic",
+                                      "threshold",
+                                      "uniform_allocation",
+                                      "uniform_mixing_time",
+                                      "value_iteration",
 ]

@@ -121,7 +121,7 @@ class NavigationAllocator:
         self.S, self.A, self.mode, self.scale = int(S), int(A), mode, scale
         self.solvers = [solver] + ([fallback] if fallback else [])
         self._problems: dict[str, tuple] = {}
-        self._affine: "_AffineClarabel | None | bool" = None     # False: probing failed, use dpp
+        self._affine: _AffineClarabel | None | bool = None     # False: probing failed, use dpp
         self.n_solves = 0
         self.n_failures = 0         # solver raised or returned a non-finite / insane point
         self.n_insane = 0           # all solvers failed the sanity check (kept the last valid omega)
@@ -214,9 +214,9 @@ class _AffineClarabel:
 
     def __init__(self, prob, w, params):
         import clarabel
-        from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import dims_to_solver_cones
         import cvxpy as cp
         import scipy.sparse as sp
+        from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import dims_to_solver_cones
 
         self._sp, self._clarabel = sp, clarabel
         data, chain, _ = prob.get_problem_data(cp.CLARABEL)

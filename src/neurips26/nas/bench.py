@@ -89,10 +89,10 @@ def _run_one(args):
 
 
 def bench(ctx: RunContext) -> list[BenchRow]:
+    from neurips26.nas.agents import NaSConfig
     from neurips26.nas.diagnostics import instance_summary
     from neurips26.nas.experiment import CONFIGS, build_instance
     from neurips26.nas.identify import identify
-    from neurips26.nas.agents import NaSConfig
     from neurips26.nas.mdp import random_mdp
     from neurips26.nas.parallel import map_tasks, ray_available
 

@@ -91,12 +91,13 @@ def instance_summary(mdp: MDP, bound: str = "primary", with_curvature: bool = Fa
     return out
 
 
-def characteristic_time_estimate(mdp: MDP, omega: np.ndarray, n_starts: int = 3, seed: int = 0) -> dict:
+def characteristic_time_estimate(mdp: MDP, omega: np.ndarray, n_starts: int = 3) -> dict:
     """Estimate T(M, omega) = 1 / inf_{M' in Alt(M)} sum_sa omega_sa KL(p_sa || p'_sa) (deterministic
     rewards, so only transitions move). Alt(M) is the union over sub-optimal (s, a) of
     {p' : Q'^{pi*}(s, a) >= V'^{pi*}(s)} (pi* stops being optimal in M' iff some one-step deviation
     improves on it). Each piece is minimised by SLSQP over p' on supp(p) (simplex equality
-    constraints, analytic KL gradient) from ``n_starts`` seeded starts. A local optimiser can only
+    constraints) from ``n_starts`` starts on the segment from p towards the vertex kernel with the
+    largest margin (the first feasible point, then further along). A local optimiser can only
     over-estimate the inf, so this under-estimates T(M, omega): report it as an estimate. Evaluated
     at omega*_U it is the information-limit reference T(M, omega*_U) kl(delta, 1 - delta) >= T*(M)
     kl(delta, 1 - delta). For tiny MDPs (S <= 3).
@@ -110,7 +111,6 @@ def characteristic_time_estimate(mdp: MDP, omega: np.ndarray, n_starts: int = 3,
     idx = np.nonzero(P > 0)
     p0 = P[idx]
     w = omega[idx[0], idx[1]]
-    rng = np.random.default_rng(seed)
     ar = np.arange(S)
 
     def full(x):

@@ -539,8 +539,13 @@ def main(argv=None) -> int:
     from pathlib import Path
 
     from neurips26.harness.paper import evaluate_all
-    from neurips26.harness.run import (RESULT_FILE, _config_dict, prepare_out_dir, provenance,
-                                       write_json_atomic)
+    from neurips26.harness.run import (
+        RESULT_FILE,
+        _config_dict,
+        prepare_out_dir,
+        provenance,
+        write_json_atomic,
+    )
 
     ap = argparse.ArgumentParser(prog="python -m neurips26.nas.experiment")
     ap.add_argument("--scale", choices=("quick", "mid", "full"), default="mid")

@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neurips26.nas.agents import (BPIUCRLSampler, GenerativeTracker, NaSConfig, NaSSampler, PSRLSampler,
-                                  UniformSampler)
+from neurips26.nas.agents import (
+    BPIUCRLSampler,
+    GenerativeTracker,
+    NaSConfig,
+    NaSSampler,
+    PSRLSampler,
+    UniformSampler,
+)
 from neurips26.nas.bound import BOUNDS
 from neurips26.nas.connectivity import path_length_m
 from neurips26.nas.env import TabularEnv

@@ -87,10 +87,10 @@ class MDP:
     def A(self) -> int:
         return self.P.shape[1]
 
-    def solve(self) -> "Solution":
+    def solve(self) -> Solution:
         return solve_mdp(self.P, self.r, self.gamma)
 
-    def require_identifiable(self) -> "Solution":
+    def require_identifiable(self) -> Solution:
         """Raise ValueError if pi* is not unique or M is not communicating; returns the solution."""
         sol = self.solve()
         if sol.delta_min < TIE_TOL:
@@ -131,7 +131,7 @@ def policy_iteration(P: np.ndarray, r: np.ndarray, gamma: float, pi0: np.ndarray
     Returns (V*, Q*, pi*). Terminates in finitely many steps; then the Bellman residual
     ||max_a Q(., a) - V||_inf is at machine precision (< 1e-10 checked by the caller's tests).
     """
-    S, A, _ = P.shape
+    S = P.shape[0]
     pi = np.zeros(S, dtype=np.int64) if pi0 is None else np.asarray(pi0, dtype=np.int64).copy()
     idx = np.arange(S)
     for _ in range(max_iter):

@@ -5,7 +5,8 @@ Results come back in task order, so the aggregation is the same whatever the bac
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 BACKENDS = ("serial", "process", "ray", "auto")
 
