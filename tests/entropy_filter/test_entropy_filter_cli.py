@@ -121,6 +121,7 @@ def test_bad_lines_no_partial_output(tmp_path, capsys, content, word):
     (["filter", "IN", "-o", "OUT", "--threshold", "nan"], "threshold"),
     (["score", "IN", "-o", "OUT", "--jobs", "0"], "--jobs"),
     (["score", "IN", "-o", "OUT", "--estimator", "lz"], "--estimator"),
+    (["score", "IN", "-o", "OUT", "--estimator", "sliding_window", "--overlap"], "overlap"),
     ([], "sub-command"),
 ])
 def test_bad_options(tmp_path, capsys, argv, word):

@@ -79,6 +79,8 @@ def test_hk_variants_and_paths_run():
     (dict(estimator="lz"), ValueError, "estimator"),
     (dict(tokenizer="bpe"), ValueError, "tokenizer"),
     (dict(estimator="sliding_window", window=1), ValueError, "window"),
+    (dict(estimator="sliding_window", overlap=True), ValueError, "overlap"),
+    (dict(window=10), ValueError, "window"),
 ])
 def test_hk_bad_options(kwargs, exc, word):
     with pytest.raises(exc, match=word):

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import tempfile
+from collections import deque
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
 
@@ -158,7 +159,7 @@ def _scored(args: argparse.Namespace) -> Iterator[tuple[int, dict[str, Any], flo
         hk("", **kw)  # validate the options before reading anything
     except (ValueError, TypeError) as e:
         raise CLIError(str(e)) from None
-    buf: list[tuple[int, dict[str, Any]]] = []
+    buf: deque[tuple[int, dict[str, Any]]] = deque()
 
     def texts() -> Iterator[str]:
         for lineno, _, rec in _records(args.input, args.text_field):
@@ -166,7 +167,7 @@ def _scored(args: argparse.Namespace) -> Iterator[tuple[int, dict[str, Any], flo
             yield rec[args.text_field]
 
     for score in iter_scores(texts(), n_jobs=args.jobs, **kw):
-        lineno, rec = buf.pop(0)
+        lineno, rec = buf.popleft()
         yield lineno, rec, score
 
 

@@ -89,6 +89,10 @@ def hk(text: str, tokenizer: str = "fast", n_trunc: int | None = 1500, min_token
     n_trunc = _check_count(n_trunc, "n_trunc", allow_none=True)
     min_tokens = _check_count(min_tokens, "min_tokens")
     check_estimator(estimator)
+    if estimator == "sliding_window" and overlap:
+        raise ValueError("overlap=True is not defined for estimator='sliding_window'")
+    if window is not None and estimator != "sliding_window":
+        raise ValueError(f"window is only used by estimator='sliding_window', got estimator={estimator!r}")
     toks = tokenize(text, tokenizer)
     if n_trunc is not None:
         toks = toks[:n_trunc]
