@@ -597,6 +597,9 @@ def _plots(cfg: Config, ctx: RunContext, m: dict) -> None:
             ys = [max(v["curve"][t], 1) for t in ts]
             s = v["real"]
             ax.loglog(ts, ys, "o-", label=f"{p} (slope {s['slope']:.2f} [{s['lo']:.2f}, {s['hi']:.2f}])")
+        from matplotlib.ticker import NullFormatter
+
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"static regret vs T, {pan}")
         ax.set_xlabel("T (slots)")
         ax.set_ylabel("regret (latency units, clipped at 1)")
