@@ -136,8 +136,8 @@ def prop1_gradient(a: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------- bounded reciprocals (M4)
 
 def reciprocal_clamp(den: Tensor, eps: float) -> Tensor:
-    """R(D) = sgn+(D) / max(|D|, eps)  (prior work; |R| <= 1/eps)."""
-    return sgn_plus(den) / den.abs().clamp_min(eps)
+    """R(D) = sgn+(D) / max(|D|, eps)  (prior work; |R| <= 1/eps), as 1 / (max(D, eps) or min(D, -eps))."""
+    return 1.0 / torch.where(den >= 0, den.clamp_min(eps), den.clamp_max(-eps))
 
 
 def reciprocal_logexp(den: Tensor, eps: float, sharpness: float = DEFAULT_SHARPNESS) -> Tensor:
@@ -149,7 +149,8 @@ def reciprocal_logexp(den: Tensor, eps: float, sharpness: float = DEFAULT_SHARPN
     b = sharpness
     log_abs = torch.log(den.abs().clamp_min(TINY))
     log_eps = torch.full_like(log_abs, math.log(eps))
-    return sgn_plus(den) * torch.exp(-torch.logaddexp(b * log_abs, b * log_eps) / b)
+    mag = torch.exp(-torch.logaddexp(b * log_abs, b * log_eps) / b)
+    return torch.where(den >= 0, mag, -mag)                      # sign carried separately, never logged
 
 
 def bounded_reciprocal(den: Tensor, eps: float = 0.01, division: str = "logexp",
@@ -175,15 +176,17 @@ class _ClampCF(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, a: Tensor, eps: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx, a: Tensor, eps: float) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         terms = list(a.unbind(0))
         ks = continuant_list(terms)
         r = reciprocal_clamp(ks[-1], eps)                       # 1 / K_d_safe
         ctx.save_for_backward(torch.stack(ks[:-1], 0), r)       # K_0..K_{d-1}, R
-        return ks[-2] * r                                       # f = K_{d-1} / K_d_safe
+        hits = ks[-1].abs() < eps                               # pole hits (dead zone), for logging
+        ctx.mark_non_differentiable(hits)
+        return ks[-2] * r, hits                                 # f = K_{d-1} / K_d_safe
 
     @staticmethod
-    def backward(ctx, grad_out: Tensor):  # type: ignore[override]
+    def backward(ctx, grad_out: Tensor, _grad_hits: Tensor | None = None):  # type: ignore[override]
         ks, r = ctx.saved_tensors
         d = ks.shape[0]
         # df/da_k = (-1)^k (K_{d-k} * R)^2 ; computed as (K R)^2, never K^2 R^2 (fp32 overflow -> NaN)
@@ -220,23 +223,24 @@ def _signed_logspace(terms: Sequence[Tensor], eps: float, sharpness: float) -> t
     return f, l_prev.detach()
 
 
-def signed_ladder(terms: Sequence[Tensor], eps: float, division: str,
+def signed_ladder(terms: Sequence[Tensor] | Tensor, eps: float, division: str,
                   sharpness: float = DEFAULT_SHARPNESS) -> tuple[Tensor, Tensor]:
-    """f for a signed ladder [a_1..a_d] with back-end ``division``; returns (f, pole-hit mask |K_d| < eps).
+    """f for a signed ladder [a_1..a_d] (a list, or one tensor stacked depth-first [d, ...]) with back-end
+    ``division``; returns (f, pole-hit mask |K_d| < eps).
 
     Runs in fp32 at least (fp16/bf16 inputs upcast, autocast disabled), result in the input dtype.
     """
+    stacked = terms if isinstance(terms, Tensor) else None
     in_dtype = terms[0].dtype
     work = _ladder_dtype(terms[0])
     dev_type = terms[0].device.type
     with torch.autocast(device_type=dev_type, enabled=False):
-        terms = [t.to(work) for t in terms]
         if division == "clamp":
-            f = _ClampCF.apply(torch.stack(terms, 0), eps)
-            with torch.no_grad():
-                kd = continuant_list(terms)[-1]
-                hits = kd.abs() < eps
-        elif division == "logexp":
+            a = stacked if stacked is not None else torch.stack(list(terms), 0)
+            f, hits = _ClampCF.apply(a.to(work), eps)
+            return f.to(in_dtype), hits
+        terms = [t.to(work) for t in (stacked.unbind(0) if stacked is not None else terms)]
+        if division == "logexp":
             ks = continuant_list(terms)
             f = ks[-2] * reciprocal_logexp(ks[-1], eps, sharpness)       # f = K_{d-1} R(K_d)
             hits = (ks[-1].detach().abs() < eps)

@@ -91,9 +91,9 @@ class Cffn(_StatsMixin, nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         _check_input(x, self.p)
         x_hat = torch.sigmoid(self.G(x)) * x                              # x_hat = sigmoid(Gx) * x
-        xh = x_hat.unsqueeze(-2)                                          # [..., 1, p]
-        terms = [xh * self.W[:, :, k] for k in range(self.depth)]         # a^(j)_k: [..., L, p]
-        z, hits = signed_ladder(terms, self.eps, self.division, self.sharpness)
+        w = self.W.permute(2, 0, 1).reshape(self.depth, *([1] * (x.dim() - 1)), self.ladders, self.p)
+        a = x_hat.unsqueeze(-2).unsqueeze(0) * w                          # a^(j)_k: [d, ..., L, p]
+        z, hits = signed_ladder(a, self.eps, self.division, self.sharpness)
         y = self.U(x) + (z * self.V.t()).sum(-2)                          # U x + sum_j V[:, j] z_j
         self._record(y, hits)
         return y
