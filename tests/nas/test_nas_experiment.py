@@ -26,6 +26,10 @@ def test_quick_config_matches_spec():
         assert 10 <= a.value <= 100 and m.S in (2, 3) and m.A == 2
     f = experiment.CONFIGS["full"]
     assert set(f.experiments) == {"E1", "E2", "E3", "E4"} and len(f.deltas) == 12
+    specs = list(f.e1_instances) + list(f.e3_instances) + list(f.e4_instances) + \
+        [("lazy_ring", f.ring_S, q) for q in f.ring_qs]
+    for spec in specs:                                # every full-scale instance builds and is identifiable
+        experiment.build_instance(spec, f.gamma, f.ring_qs).require_identifiable()
 
 
 def test_run_paper_end_to_end(tmp_path, monkeypatch):

@@ -40,6 +40,9 @@ class Config:
     e4_instances: tuple = ()
     e4_algorithms: tuple = ("nas", "nas_ergodic", "nas_practical", "nas_fixed_eps")
     e4_seeds: int = 10
+    # instances with U_o >= 1e4 (RiverSwim, DoubleChain): fewer seeds and their own step cap
+    heavy_seeds: int = 5
+    heavy_t_max: int = 50_000_000
     slope_band: tuple = (0.8, 3.0)
     workers: int = 1                    # 0 = all CPUs
     backend: str = "process"            # 'process' | 'ray' | 'auto' | 'serial'
@@ -60,7 +63,8 @@ CONFIGS = {
         e2_seeds=50,
         e3_instances=tuple(("random", S, 2, k) for S in (2, 3) for k in range(40, 52)),
         e3_seeds=20,
-        e4_instances=(("lazy_ring", 6, 0.2), ("lazy_ring", 6, 0.05), ("riverswim", 3)),
+        # DoubleChain(L=1) has m = 2 (sparse support), so 'theory' and 'ergodic' differ there
+        e4_instances=(("lazy_ring", 6, 0.2), ("lazy_ring", 6, 0.05), ("double_chain", 1)),
         e4_seeds=20,
         workers=0,
         backend="auto",
@@ -96,6 +100,10 @@ def build_instance(spec: tuple, gamma: float = 0.5, ring_qs: tuple = (1.0, 0.5, 
         return random_mdp(S, A, gamma=gamma, seed=seed)
     if kind == "riverswim":
         return riverswim(spec[1], gamma)
+    if kind == "double_chain":
+        from neurips26.nas.mdp import double_chain
+
+        return double_chain(spec[1], gamma=gamma)
     if kind == "lazy_ring":
         _, S, q = spec
         # one reward table shared across q, with Delta_min >= 0.05 at every q of the family
@@ -209,9 +217,13 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     def add(exp: str, i: int, spec: tuple, algs, n_seeds: int, deltas, curvature: bool = False):
         mdp = build_instance(spec, cfg.gamma, cfg.ring_qs)
         inst[(exp, i)] = instance_summary(mdp, with_curvature=curvature) | {"spec": list(spec)}
+        heavy = spec[0] in ("riverswim", "double_chain")
+        if heavy:
+            n_seeds = min(n_seeds, cfg.heavy_seeds)
         for ai, alg in enumerate(algs):
             for k in range(n_seeds):
                 tasks.append(base | dict(exp=exp, inst=i, spec=spec, alg=alg, deltas=tuple(deltas),
+                                         t_max=cfg.heavy_t_max if heavy else cfg.t_max,
                                          seed=_task_seed(ctx.seed, ["E1", "E2", "E3", "E4"].index(exp), i, ai, k)))
 
     if "E1" in cfg.experiments:
