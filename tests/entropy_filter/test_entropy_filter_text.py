@@ -35,6 +35,11 @@ def test_tokenizers():
     # reference values from ProcessEntropy 1.1.2 custom_tokenize on this string
     assert reported_tokenize(text) == ["hello", "world", "its", "coool", "x", "ünïcode", "dash", "e", "mail"]
     np.testing.assert_array_equal(token_ids(["b", "a", "b"], "fast"), [0, 1, 0])
+    import re
+
+    text = _zipf_text(300, 5) + " Ünïcode İstanbul — x_y-z 3.14 ÀB"
+    assert fast_tokenize(text) == re.sub(r"[^a-z0-9]", " ", text.lower()).split()  # the spec's definition
+    assert fast_tokenize(text, 17) == fast_tokenize(text)[:17]
     np.testing.assert_array_equal(token_ids(["a", "ab"], "reported"), [97, 42161])
 
 

@@ -85,13 +85,13 @@ def bench(ctx: RunContext) -> list[BenchRow]:
     backend = "numba" if HAVE_NUMBA else "python"
     ctx.log(f"entropy_filter bench: sampling {N_DOCS} documents (SAM backend: {backend})")
     texts = make_documents()
-    toks = [fast_tokenize(t)[:DOC_TOKENS] for t in texts]
+    toks = [fast_tokenize(t, DOC_TOKENS) for t in texts]
     docs = [dense_ids(tk) for tk in toks]
     n_tok = sum(d.size for d in docs)
     lcs, lcs_note = _lcsfinder()
 
     # tokenisation (reported separately: it can dominate)
-    t_fast = _best(lambda: [dense_ids(fast_tokenize(t)[:DOC_TOKENS]) for t in texts[:200]], 1) / 200
+    t_fast = _best(lambda: [dense_ids(fast_tokenize(t, DOC_TOKENS)) for t in texts[:200]], 1) / 200
     t_rep = _best(lambda: [hashed_ids(reported_tokenize(t)[:DOC_TOKENS]) for t in texts[:200]], 1) / 200
     rows.append(BenchRow("tokenisation: fast path vs reported path (TweetTokenizer + FNV)", 1 / t_fast,
                          1 / t_rep, "reported tokenisation", "docs/s", "higher",
@@ -177,7 +177,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
 
     # model-free anchors on the same texts (tokenisation included for all three)
     sub = texts[:200]
-    t_hk_full = _best(lambda: [entropy_rate(dense_ids(fast_tokenize(t)[:DOC_TOKENS]), backend=backend)
+    t_hk_full = _best(lambda: [entropy_rate(dense_ids(fast_tokenize(t, DOC_TOKENS)), backend=backend)
                                for t in sub], 1)
     t_zlib = _best(lambda: [zlib_ratio(t) for t in sub], 1)
     rows.append(BenchRow("document scoring incl. tokenisation: Ĥ_K vs zlib ratio", 200 / t_hk_full,

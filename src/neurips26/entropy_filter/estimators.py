@@ -93,9 +93,7 @@ def hk(text: str, tokenizer: str = "fast", n_trunc: int | None = 1500, min_token
         raise ValueError("overlap=True is not defined for estimator='sliding_window'")
     if window is not None and estimator != "sliding_window":
         raise ValueError(f"window is only used by estimator='sliding_window', got estimator={estimator!r}")
-    toks = tokenize(text, tokenizer)
-    if n_trunc is not None:
-        toks = toks[:n_trunc]
+    toks = tokenize(text, tokenizer, limit=n_trunc)
     if len(toks) < min_tokens:
         return None
     if estimator == "sliding_window" and window is not None:

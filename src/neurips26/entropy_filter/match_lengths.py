@@ -73,6 +73,15 @@ def _dense(x: np.ndarray) -> tuple[np.ndarray, int]:
     return inv.astype(np.int64), int(uniq.size)
 
 
+def _keyable(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(ids, σ) with every id < σ such that the SAM's transition keys state·σ + id (state < 2N+1)
+    fit in int64: the ids as they are when small enough (no sort), else relabelled by ``_dense``."""
+    sigma = int(x.max()) + 1
+    if sigma * (2 * x.size + 2) < 2**62:
+        return x, sigma
+    return _dense(x)
+
+
 def _check_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -185,7 +194,7 @@ def match_lengths(x: object, overlap: bool = False, backend: str = "auto") -> np
     be = _check_backend(backend)
     if arr.size < 2:
         return np.empty(0, dtype=np.int64)
-    dense, sigma = _dense(arr)
+    dense, sigma = _keyable(arr)
     if be == "numba":
         return _kernels()[0](dense, max(sigma, 1), bool(overlap))
     with _gc_paused():

@@ -14,6 +14,7 @@ Three tokenisations live side by side, as in the paper's code:
 
 from __future__ import annotations
 
+import itertools
 import re
 from functools import lru_cache
 from typing import Iterable
@@ -22,7 +23,7 @@ import numpy as np
 
 TOKENIZERS = ("fast", "reported")
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_ALNUM_RUN = re.compile(r"[a-z0-9]+")
 _NON_WORD = re.compile(r"\W+")
 
 _FNV_PRIME = 0x100000001B3  # the 64-bit FNV prime, used modulo 2**32 by ProcessEntropy (= 435 mod 2**32)
@@ -41,9 +42,13 @@ def check_tokenizer(tokenizer: object) -> str:
     return tokenizer  # type: ignore[return-value]
 
 
-def fast_tokenize(text: str) -> list[str]:
-    """Lowercase, replace every character not in ``[a-z0-9]`` by a space, split on whitespace."""
-    return _NON_ALNUM.sub(" ", check_text(text).lower()).split()
+def fast_tokenize(text: str, limit: int | None = None) -> list[str]:
+    """Lowercase, replace every character not in ``[a-z0-9]`` by a space, split on whitespace
+    (computed as the maximal ``[a-z0-9]`` runs of the lowercased text; the first ``limit`` only)."""
+    low = check_text(text).lower()
+    if limit is None:
+        return _ALNUM_RUN.findall(low)
+    return [m.group() for m in itertools.islice(_ALNUM_RUN.finditer(low), limit)]
 
 
 @lru_cache(maxsize=1)
@@ -96,10 +101,13 @@ def hashed_ids(tokens: Iterable[str]) -> np.ndarray:
     return np.fromiter((fnv(t) for t in tokens), dtype=np.int64)
 
 
-def tokenize(text: str, tokenizer: str = "fast") -> list[str]:
-    """Tokens of ``text`` under ``tokenizer`` (``fast`` or ``reported``)."""
+def tokenize(text: str, tokenizer: str = "fast", limit: int | None = None) -> list[str]:
+    """The first ``limit`` (None: all) tokens of ``text`` under ``tokenizer`` (``fast`` or ``reported``)."""
     check_tokenizer(tokenizer)
-    return fast_tokenize(text) if tokenizer == "fast" else reported_tokenize(text)
+    if tokenizer == "fast":
+        return fast_tokenize(text, limit)
+    toks = reported_tokenize(text)
+    return toks if limit is None else toks[:limit]
 
 
 def token_ids(tokens: list[str], tokenizer: str = "fast") -> np.ndarray:
