@@ -148,8 +148,10 @@ def importance_posterior_mean(prior, x, noise, n_samples: int = 8192, seed: int 
     n_samples = check_int(n_samples, "n_samples", 1)
     if n_samples % 4 or not 128 <= n_samples <= 32768:
         raise ValueError(f"n_samples must be a multiple of 4 in [128, 32768], got {n_samples}")
-    if not hasattr(getattr(prior, "model_", prior), "log_prob"):
-        raise TypeError("prior must be a fitted convMMD estimator or a module with log_prob and rsample")
+    model = getattr(prior, "model_", prior)
+    if not (callable(getattr(model, "log_prob", None)) and callable(getattr(model, "rsample", None))):
+        raise TypeError("prior must be a fitted convMMD estimator or a module with log_prob and rsample "
+                        "(a differentiable sampler)")
     xa = check_x(x, min_rows=1)
     noise = check_noise(noise, xa)
     if noise.full_cov:

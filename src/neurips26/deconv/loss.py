@@ -50,22 +50,22 @@ def check_bandwidths(bandwidths, name: str = "bandwidths") -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------- dense kernels
-def kernel_matrix(x: torch.Tensor, y: torch.Tensor, h: float, kernel: str = "laplace") -> torch.Tensor:
-    """k(x_i, y_j) for x (b, d), y (m, d): Laplace ``exp(-||x-y||_1/h)`` or Gaussian ``exp(-||x-y||^2/(2h^2))``."""
+def pairwise_distance(x: torch.Tensor, y: torch.Tensor, kernel: str = "laplace") -> torch.Tensor:
+    """The kernel's distance: ||x - y||_1 (Laplace) or ||x - y||_2^2 (Gaussian), shape (b, m).
+    Computed once and reused for every bandwidth."""
     if kernel == "laplace":
-        dist = torch.cdist(x, y, p=1.0)
-        return torch.exp(-dist / h)
-    sq = torch.cdist(x, y, p=2.0) ** 2
-    return torch.exp(-sq / (2.0 * h * h))
+        return torch.cdist(x, y, p=1.0)
+    return torch.cdist(x, y, p=2.0) ** 2
 
 
-def _dense_terms(x: torch.Tensor, y: torch.Tensor, h: float, kernel: str) -> tuple:
-    """(sum_{i!=i'} k(x_i,x_i'), sum_{j!=j'} k(y_j,y_j'), sum_{i,j} k(x_i,y_j)); k(x,x) = 1."""
-    b, m = x.shape[0], y.shape[0]
-    kxx = kernel_matrix(x, x, h, kernel).sum() - b
-    kyy = kernel_matrix(y, y, h, kernel).sum() - m
-    kxy = kernel_matrix(x, y, h, kernel).sum()
-    return kxx, kyy, kxy
+def kernel_from_distance(dist: torch.Tensor, h: float, kernel: str = "laplace") -> torch.Tensor:
+    """k = exp(-D/h) (Laplace, D = L1 distance) or exp(-D/(2h^2)) (Gaussian, D = squared distance)."""
+    return torch.exp(-dist / h) if kernel == "laplace" else torch.exp(-dist / (2.0 * h * h))
+
+
+def kernel_matrix(x: torch.Tensor, y: torch.Tensor, h: float, kernel: str = "laplace") -> torch.Tensor:
+    """k(x_i, y_j) for x (b, d), y (m, d): Laplace ``exp(-||x-y||_1/h)``, Gaussian ``exp(-||x-y||^2/(2h^2))``."""
+    return kernel_from_distance(pairwise_distance(x, y, kernel), h, kernel)
 
 
 # ---------------------------------------------------------------------------- fast 1-D Laplace path
@@ -132,8 +132,15 @@ def mmd2_unbiased(x: torch.Tensor, y: torch.Tensor, bandwidths, kernel: str = "l
     hs = check_bandwidths(bandwidths).tolist() if not isinstance(bandwidths, torch.Tensor) \
         else bandwidths.detach().reshape(-1).tolist()
     total = x.new_zeros(())
+    if not use_fast:   # distances once, kernels per bandwidth
+        dxx, dyy, dxy = (pairwise_distance(a, c, kernel) for a, c in ((x, x), (y, y), (x, y)))
     for h in hs:
-        kxx, kyy, kxy = _fast_terms(x, y, h) if use_fast else _dense_terms(x, y, h, kernel)
+        if use_fast:
+            kxx, kyy, kxy = _fast_terms(x, y, h)
+        else:
+            kxx = kernel_from_distance(dxx, h, kernel).sum() - b      # k(x, x) = 1 on the diagonal
+            kyy = kernel_from_distance(dyy, h, kernel).sum() - m
+            kxy = kernel_from_distance(dxy, h, kernel).sum()
         total = total + kxx / (b * (b - 1)) + kyy / (m * (m - 1)) - 2.0 * kxy / (b * m)
     return total / len(hs)
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neurips26.deconv.loss import _laplace_self_sum_1d, check_kernel, kernel_matrix
+from neurips26.deconv.loss import _laplace_self_sum_1d, check_kernel, kernel_from_distance, pairwise_distance
 from neurips26.deconv.noise import torch_noise
 
 
@@ -119,16 +119,19 @@ def stratified_gmm_loss(gmm: GMMSieve, xb: torch.Tensor, noise_std: torch.Tensor
     eye = torch.eye(K, dtype=xb.dtype)
     hs = bandwidths.tolist() if isinstance(bandwidths, torch.Tensor) else list(bandwidths)
     total = xb.new_zeros(())
+    fast_data = kernel == "laplace" and d == 1
+    dxx = None if fast_data else pairwise_distance(xb, xb, kernel)   # distances once per step
+    dmm, dmx = pairwise_distance(xt, xt, kernel), pairwise_distance(xt, xb, kernel)
     for h in hs:
-        if kernel == "laplace" and d == 1:
+        if fast_data:
             kxx = _laplace_self_sum_1d(xb[:, 0], h)
         else:
-            kxx = kernel_matrix(xb, xb, h, kernel).sum() - nb
+            kxx = kernel_from_distance(dxx, h, kernel).sum() - nb
         u_data = kxx / (nb * (nb - 1))
-        kmm = kernel_matrix(xt, xt, h, kernel).reshape(K, B, K, B).sum((1, 3))   # block sums
+        kmm = kernel_from_distance(dmm, h, kernel).reshape(K, B, K, B).sum((1, 3))   # block sums
         # diagonal blocks: drop b = b' (k(x,x) = 1), normalise by B(B-1); off-diagonal by B^2
         kappa = (kmm - eye * B) / (B * B - eye * B)
-        cross = kernel_matrix(xt, xb, h, kernel).reshape(K, B, nb).mean((1, 2))
+        cross = kernel_from_distance(dmx, h, kernel).reshape(K, B, nb).mean((1, 2))
         total = total + u_data + pi @ kappa @ pi - 2.0 * (pi * cross).sum()
     return total / len(hs)
 
