@@ -166,7 +166,8 @@ def _plots(cfg: Config, ctx: RunContext, main: dict[str, Any], G: int) -> None:
                       "vocabulary": "vocabulary"}[met])
         ax.set_xlabel("generation")
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"collapse loop ({cfg.generator} LM, {main['n_docs_per_generation']} docs/generation)", y=1.04)
+    fig.suptitle(f"collapse loop ({cfg.generator} LM, {main['n_docs_per_generation']} docs/generation)",
+                 y=1.04)
     ctx.save_plot(fig, "trajectories.png")
 
     pts = np.array(main["proxy_points"], dtype=float)
