@@ -52,6 +52,10 @@ def test_random_mdp_rejection_rule_and_determinism():
     a, b = random_mdp(3, 2, seed=7), random_mdp(3, 2, seed=7)
     np.testing.assert_array_equal(a.P, b.P)
     np.testing.assert_array_equal(a.r, b.r)
+    sparse = random_mdp(4, 2, seed=184, support=2)
+    assert ((sparse.P > 0).sum(axis=2) == 2).all() and path_length_m(sparse.P) == 2
+    with pytest.raises(ValueError, match="support"):
+        random_mdp(3, 2, support=5)
     # a rule that cannot be met is reported, not looped forever
     with pytest.raises(RuntimeError, match="rejection"):
         random_mdp(2, 2, seed=0, min_gap=5.0, max_tries=20)

@@ -64,7 +64,8 @@ CONFIGS = {
         e3_instances=tuple(("random", S, 2, k) for S in (2, 3) for k in range(40, 52)),
         e3_seeds=20,
         # DoubleChain(L=1) has m = 2 (sparse support), so 'theory' and 'ergodic' differ there
-        e4_instances=(("lazy_ring", 6, 0.2), ("lazy_ring", 6, 0.05), ("double_chain", 1)),
+        e4_instances=(("random", 4, 2, 184, 2), ("random", 4, 2, 102, 2), ("lazy_ring", 6, 0.05),
+                      ("double_chain", 1)),
         e4_seeds=20,
         workers=0,
         backend="auto",
@@ -82,7 +83,8 @@ MID = Config(
     e2_seeds=10,
     e3_instances=tuple(("random", 2, 2, k) for k in (0, 2, 10, 14, 16, 21, 23, 26, 30, 34)),
     e3_seeds=8,
-    e4_instances=(("lazy_ring", 4, 0.1), ("random", 3, 2, 13)),
+    # sparse random MDPs (2 next states per pair): m = 2 and 3, so the schedules really differ
+    e4_instances=(("random", 4, 2, 184, 2), ("random", 4, 2, 102, 2)),
     e4_seeds=10,
     workers=2,
     backend="process",
@@ -95,9 +97,9 @@ def build_instance(spec: tuple, gamma: float = 0.5, ring_qs: tuple = (1.0, 0.5, 
     from neurips26.nas.mdp import lazy_ring, lazy_ring_rewards, random_mdp, riverswim
 
     kind = spec[0]
-    if kind == "random":
-        _, S, A, seed = spec
-        return random_mdp(S, A, gamma=gamma, seed=seed)
+    if kind == "random":                       # ("random", S, A, seed[, support])
+        S, A, seed = spec[1:4]
+        return random_mdp(S, A, gamma=gamma, seed=seed, support=spec[4] if len(spec) > 4 else None)
     if kind == "riverswim":
         return riverswim(spec[1], gamma)
     if kind == "double_chain":

@@ -177,9 +177,10 @@ def solve_mdp(P: np.ndarray, r: np.ndarray, gamma: float, pi0: np.ndarray | None
 # --------------------------------------------------------------------------- generators
 
 def random_mdp(S: int, A: int, alpha: float = 1.0, gamma: float = 0.5, seed: int = 0,
-               min_gap: float = 0.05, max_tries: int = 10_000) -> MDP:
+               min_gap: float = 0.05, max_tries: int = 10_000, support: int | None = None) -> MDP:
     """p_sa ~ Dirichlet(alpha 1_S), r ~ U[0, 1]; reject unless pi* unique, Delta_min >= min_gap and M
-    communicating. Deterministic in ``seed`` (numpy Generator)."""
+    communicating. Deterministic in ``seed`` (numpy Generator). ``support=k`` draws each p_sa on k
+    random next states only (sparse support graph, so m can exceed 1)."""
     from neurips26.nas.connectivity import is_communicating
 
     for arg, v in (("S", S), ("A", A)):
@@ -188,15 +189,24 @@ def random_mdp(S: int, A: int, alpha: float = 1.0, gamma: float = 0.5, seed: int
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
     _check_prob(gamma, "gamma")
+    if support is not None and not (isinstance(support, int) and 1 <= support <= S):
+        raise ValueError(f"support must be None or an int in [1, S={S}], got {support!r}")
     rng = np.random.default_rng(seed)
     for _ in range(max_tries):
-        P = rng.dirichlet(alpha * np.ones(S), size=(S, A))
+        if support is None or support == S:
+            P = rng.dirichlet(alpha * np.ones(S), size=(S, A))
+        else:
+            P = np.zeros((S, A, S))
+            for s in range(S):
+                for a in range(A):
+                    P[s, a, rng.choice(S, support, replace=False)] = rng.dirichlet(alpha * np.ones(support))
         r = rng.uniform(0.0, 1.0, size=(S, A))
         P = P / P.sum(axis=2, keepdims=True)
         sol = solve_mdp(P, r, gamma)
         if sol.delta_min < max(min_gap, TIE_TOL) or not is_communicating(P):
             continue
-        return MDP(P, r, gamma, 0, name=f"random(S={S},A={A},seed={seed})")
+        tag = "" if support is None or support == S else f",support={support}"
+        return MDP(P, r, gamma, 0, name=f"random(S={S},A={A},seed={seed}{tag})")
     raise RuntimeError(f"random_mdp: no instance passed the rejection rule in {max_tries} draws")
 
 
