@@ -445,7 +445,7 @@ def _plot_e4(e4, ctx):
 
 # --------------------------------------------------------------------------- claims
 
-_NOT_RUN = "{} needs the full config (not run at this scale)"
+_NOT_RUN = "{} needs the mid or full config (not run at this scale)"
 
 
 def _check_slope(m):
