@@ -82,7 +82,8 @@ def test_xd_near_zero_noise_equals_gmm_em_step():
     r = dens / dens.sum(1, keepdims=True)
     nk = r.sum(0)
     mu2 = (r.T @ x) / nk[:, None]
-    V2 = np.stack([((r[:, k, None] * (x - mu2[k])).T @ (x - mu2[k])) / nk[k] + 1e-6 * np.eye(2) for k in range(2)])
+    V2 = np.stack([((r[:, k, None] * (x - mu2[k])).T @ (x - mu2[k])) / nk[k] + 1e-6 * np.eye(2)
+                   for k in range(2)])
     np.testing.assert_allclose(xd.weights_, nk / len(x), atol=1e-6)
     np.testing.assert_allclose(xd.means_, mu2, atol=1e-6)
     np.testing.assert_allclose(xd.covariances_, V2, atol=1e-6)

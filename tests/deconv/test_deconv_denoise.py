@@ -58,7 +58,8 @@ def test_laplace_is_closed_form_rejected_and_langevin_close():
     grid = np.linspace(-12, 12, 20001)
     prior = 0.3 * np.exp(-0.5 * ((grid + 2) / 0.5) ** 2) / 0.5 + 0.7 * np.exp(-0.5 * (grid - 1.5) ** 2)
     b = 0.8 / np.sqrt(2)
-    ref = [np.sum(grid * prior * np.exp(-np.abs(xi - grid) / b)) / np.sum(prior * np.exp(-np.abs(xi - grid) / b))
+    ref = [np.sum(grid * prior * np.exp(-np.abs(xi - grid) / b))
+           / np.sum(prior * np.exp(-np.abs(xi - grid) / b))
            for xi in x[:, 0]]
     np.testing.assert_allclose(r.mean[:, 0], ref, atol=5 * r.se.max() + 1e-3)
     lv = langevin_posterior_mean(_prior_module(), x, noise, n_chains=50, n_steps=600, seed=0)
@@ -85,7 +86,8 @@ def test_posterior_mean_is_bayes_rule():
 @pytest.mark.parametrize("m", [100, 130, 65536])
 def test_is_sample_count_validated(m):
     with pytest.raises(ValueError, match="n_samples"):
-        importance_posterior_mean(_prior_module(), np.zeros((2, 1)), NoiseModel("gaussian", std=1.0), n_samples=m)
+        importance_posterior_mean(_prior_module(), np.zeros((2, 1)), NoiseModel("gaussian", std=1.0),
+                                  n_samples=m)
 
 
 def test_dispatcher_errors():

@@ -33,7 +33,8 @@ def test_tiny_run_all_claims(tmp_path):
         assert r.verdict in VERDICTS and r.measured
     # every method of the spec reported
     a = m1["A_hetero_laplace"]
-    for k in ("convmmd_gmm", "convmmd_flow", "naive_kde", "decon_kde", "npmle", "gmodel_c0_1", "gmodel_c0_0.01"):
+    for k in ("convmmd_gmm", "convmmd_flow", "naive_kde", "decon_kde", "npmle", "gmodel_c0_1",
+              "gmodel_c0_0.01"):
         assert k in a
     assert a["npmle"]["ise"] is None and a["npmle"]["w1"] > 0
     assert "xd" in m1["B_homo_gaussian"]

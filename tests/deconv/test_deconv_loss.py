@@ -49,9 +49,9 @@ def test_fourier_identity():
     quad, _ = integrate.quad(integrand, -np.inf, np.inf, epsabs=1e-13, epsrel=1e-12)
     assert closed == pytest.approx(quad, abs=1e-6)
     # the expectation helper agrees with the scalar closed form
-    e = gaussian_kernel_expectation(torch.tensor([0.0], dtype=torch.float64), torch.eye(1, dtype=torch.float64),
-                                    torch.tensor([1.0], dtype=torch.float64), torch.eye(1, dtype=torch.float64),
-                                    1.0)
+    one = torch.eye(1, dtype=torch.float64)
+    e = gaussian_kernel_expectation(torch.tensor([0.0], dtype=torch.float64), one,
+                                    torch.tensor([1.0], dtype=torch.float64), one, 1.0)
     assert float(e) == pytest.approx(1 / math.sqrt(3) * math.exp(-0.5 / 3), rel=1e-12)
 
 

@@ -17,7 +17,8 @@ def test_noise_sd_and_scale(family):
     nm = NoiseModel(family, std=s)
     e = nm.sample(100_000, 1, rng=0)[:, 0]
     assert e.std() == pytest.approx(s, rel=0.02)
-    t = torch_noise(family, torch.full((100_000, 1), s, dtype=torch.float64), torch.Generator().manual_seed(0))
+    t = torch_noise(family, torch.full((100_000, 1), s, dtype=torch.float64),
+                    torch.Generator().manual_seed(0))
     assert float(t.std()) == pytest.approx(s, rel=0.02)
     if family == "laplace":
         # Laplace scale b = s / sqrt(2): mean absolute deviation = b

@@ -172,7 +172,8 @@ class DeconKDE:
             return var + h**4 / 4 * 36 * Rf2
 
         sd = x.std()
-        res = optimize.minimize_scalar(amise, bounds=(math.log(0.01 * sd), math.log(3 * sd)), method="bounded")
+        res = optimize.minimize_scalar(amise, bounds=(math.log(0.01 * sd), math.log(3 * sd)),
+                                       method="bounded")
         return float(math.exp(res.x))
 
     def _cv_bandwidth(self) -> tuple[float, str]:
@@ -237,7 +238,8 @@ class NPMLE:
             if w is not None:
                 self.solver_used_ = "exact"
             else:
-                self.solver_used_ = "em (exact solve unavailable: " + ("n > 500" if n > 500 else "SolverError") + ")"
+                why = "n > 500" if n > 500 else "SolverError"
+                self.solver_used_ = f"em (exact solve unavailable: {why})"
         if self.solver_used_ == "em" or self.solver_used_.startswith("em ("):
             w = self._em(Lt)
         self.fit_seconds_ = time.perf_counter() - t0
@@ -382,7 +384,8 @@ def natural_spline_basis(grid: np.ndarray, df: int = 5) -> np.ndarray:
     K = len(knots)
 
     def dk(k):
-        return (np.maximum(g - knots[k], 0) ** 3 - np.maximum(g - knots[K - 1], 0) ** 3) / (knots[K - 1] - knots[k])
+        num = np.maximum(g - knots[k], 0) ** 3 - np.maximum(g - knots[K - 1], 0) ** 3
+        return num / (knots[K - 1] - knots[k])
 
     cols = [g] + [dk(k) - dk(K - 2) for k in range(K - 2)]
     return np.stack(cols, 1)

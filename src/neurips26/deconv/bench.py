@@ -108,8 +108,9 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         if mf is not None:
             rows.append(BenchRow("peak memory of loss+backward at b=4096 (fast vs dense)", max(mf, 1.0), md,
                                  "dense kernel matrices", "MiB",
-                                 note=f"ru_maxrss growth in a fresh interpreter, float32; fast path measured "
-                                      f"{mf:.2f} MiB, floored at 1 MiB (resolution), so the ratio is a lower bound"))
+                                 note=f"ru_maxrss growth in a fresh interpreter, float32; fast path "
+                                      f"measured {mf:.2f} MiB, floored at 1 MiB (resolution), so the ratio "
+                                      f"is a lower bound"))
         rows += _fit_rows(ctx, 1)
         rows += _fit_rows(ctx, 2)
         # denoising throughput

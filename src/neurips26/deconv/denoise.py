@@ -56,7 +56,8 @@ def gmm_posterior(prior, x, noise) -> tuple[np.ndarray, np.ndarray]:
     r = xa[:, None, :] - mu[None]
     sol = np.einsum("nkij,nkj->nki", Tinv, r)
     _, logdet = np.linalg.slogdet(T)
-    lw = np.log(np.maximum(pi, 1e-300))[None] - 0.5 * (np.einsum("nki,nki->nk", r, sol) + logdet + d * _LOG2PI)
+    quad = np.einsum("nki,nki->nk", r, sol)
+    lw = np.log(np.maximum(pi, 1e-300))[None] - 0.5 * (quad + logdet + d * _LOG2PI)
     w = np.exp(lw - lw.max(1, keepdims=True))
     w /= w.sum(1, keepdims=True)
     m = mu[None] + np.einsum("kij,nkj->nki", Sig, sol)

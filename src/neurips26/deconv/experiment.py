@@ -7,7 +7,8 @@ Datasets (spec generators, seeded from ``ctx.seed``):
   B. ``laplace_mix_1d``, homoscedastic Gaussian noise sd 0.5 — GMM sieve, XD, NPMLE (+ decon-KDE);
      denoising by the GMM closed form, NPMLE, Tweedie-KDE (f-modeling), XD, oracle Bayes.
   C. 2-D latents (moons, ...) with heteroscedastic Gaussian noise — GMM sieve (and flow) vs XD.
-  D. (full) ISE-vs-n rate study for Laplace vs Gaussian noise of the same sd, GMM sieve with K(n) = ceil(n^(1/3)).
+  D. (full) ISE-vs-n rate study for Laplace vs Gaussian noise of the same sd, GMM sieve with
+     K(n) = ceil(n^(1/3)).
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
         fits["convmmd_flow"], pdfs["convmmd_flow"] = flow, flow.pdf(grid2)
         ctx.log(f"[{tag}] convMMD-flow fitted in {secs['convmmd_flow']:.1f} s")
     pdfs["naive_kde"], secs["naive_kde"] = _timed(lambda: naive_kde(ds.x, ISE_GRID))
-    pdfs["oracle_kde_clean_z"], secs["oracle_kde_clean_z"] = _timed(lambda: naive_kde(ds.z, ISE_GRID, "scott"))
+    pdfs["oracle_kde_clean_z"], secs["oracle_kde_clean_z"] = _timed(
+        lambda: naive_kde(ds.z, ISE_GRID, "scott"))
     dk, secs["decon_kde"] = _timed(lambda: DeconKDE("cv").fit(ds.x, ds.noise))
     fits["decon_kde"], pdfs["decon_kde"] = dk, dk.pdf_clipped(ISE_GRID)
     # oracle bandwidth (reference only): min ISE over the CV grid
@@ -213,7 +215,8 @@ def _rate_study(cfg: Config, seed0: int, ctx: RunContext) -> dict:
     lat = LATENTS_1D["laplace_mix_1d"]
     true_pdf = lat.pdf(ISE_GRID)
     out = {"ns": list(cfg.rate_ns), "seeds": cfg.rate_seeds, "noise_sd": cfg.rate_noise_sd}
-    jobs = [(fam, n, s) for fam in ("laplace", "gaussian") for n in cfg.rate_ns for s in range(cfg.rate_seeds)]
+    jobs = [(fam, n, s) for fam in ("laplace", "gaussian") for n in cfg.rate_ns
+            for s in range(cfg.rate_seeds)]
     table = {f"{fam}_{sieve}": {} for fam in ("laplace", "gaussian") for sieve in ("kn", "k6")}
     for fam, n, s in ctx.track(jobs, desc="rate grid", total=len(jobs)):
         ds = make_dataset("laplace_mix_1d", n, fam, hetero=False, noise_sd=cfg.rate_noise_sd,
@@ -273,7 +276,8 @@ def _plots(ctx: RunContext, metrics: dict, pdfs_a: dict, pdfs_b: dict, samples_2
     if samples_2d:
         names = list(samples_2d)
         cols = ["truth", "noisy_x", "convmmd_gmm", "convmmd_flow", "xd"]
-        fig, axes = plt.subplots(len(names), len(cols), figsize=(3 * len(cols), 3 * len(names)), squeeze=False)
+        fig, axes = plt.subplots(len(names), len(cols), figsize=(3 * len(cols), 3 * len(names)),
+                                 squeeze=False)
         for r, name in enumerate(names):
             for c, k in enumerate(cols):
                 ax = axes[r][c]
@@ -302,7 +306,9 @@ def _plots(ctx: RunContext, metrics: dict, pdfs_a: dict, pdfs_b: dict, samples_2
 def run(cfg: Config, ctx: RunContext) -> dict:
     torch.set_num_threads(cfg.threads)
     seed = ctx.seed
-    metrics: dict = {"n": cfg.n, "config_note": "ISE/W1 on [-8, 10], 2000 points; seconds are wall times (not deterministic)"}
+    metrics: dict = {"n": cfg.n,
+                     "config_note": "ISE/W1 on [-8, 10], 2000 points; "
+                                    "seconds are wall times (not deterministic)"}
     # ---- A: heteroscedastic Laplace noise
     ds_a = make_dataset("laplace_mix_1d", cfg.n, "laplace", hetero=True, seed=seed)
     res_a, fits_a, pdfs_a = _fit_1d_suite(ds_a, cfg, seed, ctx, "A", with_flow=True, with_xd=False)
@@ -311,7 +317,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     metrics["denoise_A"] = _denoise_1d(ds_a, fits_a, cfg, seed, gaussian=False)
     ctx.log(f"[A] denoising: {metrics['denoise_A']['mse']}")
     # ---- B: homoscedastic Gaussian noise
-    ds_b = make_dataset("laplace_mix_1d", cfg.n, "gaussian", hetero=False, noise_sd=cfg.gauss_sd, seed=seed + 1)
+    ds_b = make_dataset("laplace_mix_1d", cfg.n, "gaussian", hetero=False, noise_sd=cfg.gauss_sd,
+                        seed=seed + 1)
     res_b, fits_b, pdfs_b = _fit_1d_suite(ds_b, cfg, seed, ctx, "B", with_flow=False, with_xd=True)
     metrics["B_homo_gaussian"] = res_b
     metrics["denoise_B"] = _denoise_1d(ds_b, fits_b, cfg, seed, gaussian=True)
@@ -354,7 +361,8 @@ def _check_competitive(m: dict) -> tuple[str, str]:
     naive = res["naive_kde"]["ise"]
     ok = c_ise < naive and c_ise <= 1.5 * best_ise and c_w1 <= 1.5 * best_w1
     return verdict(ok), (f"A (hetero Laplace, n={m.get('n', '?')}): {ck} ISE {c_ise:.4f} vs best classical "
-                         f"{best_ise:.4f} (ratio {c_ise / best_ise:.2f}, needs <= 1.5), naive KDE {naive:.4f}; "
+                         f"{best_ise:.4f} (ratio {c_ise / best_ise:.2f}, needs <= 1.5), "
+                         f"naive KDE {naive:.4f}; "
                          f"{cw} W1 {c_w1:.3f} vs best classical {best_w1:.3f} (ratio {c_w1 / best_w1:.2f})")
 
 
@@ -401,21 +409,25 @@ def _check_2d(m: dict) -> tuple[str, str]:
 
 CLAIMS = [
     Claim("competitive",
-          "convMMD (GMM or flow sieve) beats naive KDE and is competitive with the best classical deconvolver "
+          "convMMD (GMM or flow sieve) beats naive KDE and is competitive with the best classical "
+          "deconvolver "
           "(ISE within 1.5x of decon-KDE/g-modeling, W1 within 1.5x of those and NPMLE) in 1-D",
           "qualitative (abstract; no numbers found); spec prototype ISE ~0.007 vs naive KDE 0.048",
           _check_competitive),
     Claim("denoising",
-          "the learned prior's posterior mean improves MSE over the noisy data, with regret within ~10 % of NPMLE's",
+          "the learned prior's posterior mean improves MSE over the noisy data, with regret within ~10 % "
+          "of NPMLE's",
           "qualitative (abstract); package anchor: noisy MSE 0.604 -> IS 0.406 (different setting)",
           _check_denoising),
     Claim("rates",
-          "ISE decays polynomially in n for ordinary-smooth (Laplace) noise and markedly slower for super-smooth "
+          "ISE decays polynomially in n for ordinary-smooth (Laplace) noise and markedly slower for "
+          "super-smooth "
           "(Gaussian) noise of the same sd",
           "theory: n^{-s/(s+beta+...)} vs (log n)^{-2s/gamma} (exponents reconstructed)",
           _check_rates),
     Claim("beats_xd_2d",
-          "in 2-D non-Gaussian latents convMMD is better than extreme deconvolution (sliced W1 to the latent law)",
+          "in 2-D non-Gaussian latents convMMD is better than extreme deconvolution "
+          "(sliced W1 to the latent law)",
           "qualitative (spec: better than XD in 2D non-Gaussian latents)",
           _check_2d),
 ]

@@ -6,7 +6,8 @@ Population quantity (translation-invariant kernel k with spectral density Lambda
 
 Minibatch estimator (b data points x, m simulated points y = G(U) + eps)::
 
-    MMD^2_u = 1/(b(b-1)) sum_{i!=i'} k(x_i,x_i') + 1/(m(m-1)) sum_{j!=j'} k(y_j,y_j') - 2/(bm) sum_{i,j} k(x_i,y_j)
+    MMD^2_u = 1/(b(b-1)) sum_{i!=i'} k(x_i,x_i') + 1/(m(m-1)) sum_{j!=j'} k(y_j,y_j')
+              - 2/(bm) sum_{i,j} k(x_i,y_j)
 
 (unbiased, may be negative; never clamped), averaged over a set of bandwidths H.
 
@@ -41,7 +42,8 @@ def check_bandwidths(bandwidths, name: str = "bandwidths") -> torch.Tensor:
     try:
         h = torch.as_tensor(np.asarray(bandwidths, dtype=np.float64)).reshape(-1)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a sequence of positive floats, got {type(bandwidths).__name__}") from None
+        raise TypeError(f"{name} must be a sequence of positive floats, "
+                        f"got {type(bandwidths).__name__}") from None
     if h.numel() == 0:
         raise ValueError(f"{name} must not be empty")
     if not torch.all(torch.isfinite(h)) or torch.any(h <= 0):
@@ -64,7 +66,8 @@ def kernel_from_distance(dist: torch.Tensor, h: float, kernel: str = "laplace") 
 
 
 def kernel_matrix(x: torch.Tensor, y: torch.Tensor, h: float, kernel: str = "laplace") -> torch.Tensor:
-    """k(x_i, y_j) for x (b, d), y (m, d): Laplace ``exp(-||x-y||_1/h)``, Gaussian ``exp(-||x-y||^2/(2h^2))``."""
+    """k(x_i, y_j) for x (b, d), y (m, d): Laplace ``exp(-||x-y||_1/h)``,
+    Gaussian ``exp(-||x-y||^2/(2h^2))``."""
     return kernel_from_distance(pairwise_distance(x, y, kernel), h, kernel)
 
 
@@ -202,7 +205,8 @@ def gmm_convmmd_closed_form(logits: torch.Tensor, means: torch.Tensor, covs: tor
                             noise_cov: torch.Tensor, data: torch.Tensor, bandwidths) -> torch.Tensor:
     """Exact E[stratified GMM loss | data] for the Gaussian kernel and homoscedastic Gaussian noise.
 
-    = U_data + sum_{k,k'} pi_k pi_k' E k(N(mu_k, S_k+N), N(mu_k', S_k'+N)) - 2 sum_k pi_k mean_i E k(N(mu_k, S_k+N), x_i)
+    = U_data + sum_{k,k'} pi_k pi_k' E k(N(mu_k, S_k+N), N(mu_k', S_k'+N))
+      - 2 sum_k pi_k mean_i E k(N(mu_k, S_k+N), x_i)
 
     (mean over bandwidths).  Differentiable in (logits, means, covs) — the test reference for the
     stochastic gradient of :func:`neurips26.deconv.sieves.stratified_gmm_loss`.

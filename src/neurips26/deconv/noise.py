@@ -84,7 +84,8 @@ class NoiseModel:
             self._std = np.sqrt(np.einsum("nii->ni", cov))
             return
         if self.std is None:
-            raise ValueError("std must be given (noise standard deviation), e.g. NoiseModel('gaussian', std=0.5)")
+            raise ValueError("std must be given (noise standard deviation), "
+                             "e.g. NoiseModel('gaussian', std=0.5)")
         std = _as_float_array(self.std, "std")
         if std.ndim == 0:
             std = std.reshape(1, 1)

@@ -59,7 +59,8 @@ class GMMSieve(nn.Module):
             p = d2 / d2.sum() if d2.sum() > 0 else np.full(sub.shape[0], 1.0 / sub.shape[0])
             centres.append(sub[rng.choice(sub.shape[0], p=p)])
         centres = np.asarray(centres)
-        for _ in range(lloyd_iters):   # Lloyd refinement of the ++ seeds (outlier seeds move to cluster means)
+        # Lloyd refinement of the ++ seeds (outlier seeds move to cluster means)
+        for _ in range(lloyd_iters):
             lab = np.argmin(((sub[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
             for k in range(K):
                 if np.any(lab == k):
@@ -94,7 +95,8 @@ class GMMSieve(nn.Module):
 def stratified_gmm_loss(gmm: GMMSieve, xb: torch.Tensor, noise_std: torch.Tensor, bandwidths,
                         kernel: str = "laplace", samples_per_component: int = 32,
                         generator: torch.Generator | None = None,
-                        noise_family: str = "gaussian", noise_chol: torch.Tensor | None = None) -> torch.Tensor:
+                        noise_family: str = "gaussian",
+                        noise_chol: torch.Tensor | None = None) -> torch.Tensor:
     """Stratified weighted convMMD^2 estimator for a GMM sieve (unbiased in loss and gradient).
 
     For each component k draw B latents z_{kb} = mu_k + L_k u_{kb} and noisy copies
