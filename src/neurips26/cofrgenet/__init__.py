@@ -5,10 +5,26 @@
 The HF-dependent helpers (``swap_ffn``, ``build_model``, ...) import ``transformers`` only when used.
 """
 
-from neurips26.cofrgenet.continued_fraction import (DIVISIONS, bounded_reciprocal, cf_exact, cf_nested,
-                                                    cf_positive, cf_signed, continuants, prop1_gradient)
-from neurips26.cofrgenet.layers import (CFExperts, Cffn, DyadicSchedule, GatedCF, GeluMLP, SwiGLU,
-                                        count_params, matched_width)
+from neurips26.cofrgenet.continued_fraction import (
+    DIVISIONS,
+    bounded_reciprocal,
+    cf_exact,
+    cf_nested,
+    cf_positive,
+    cf_signed,
+    continuants,
+    prop1_gradient,
+)
+from neurips26.cofrgenet.layers import (
+    CFExperts,
+    Cffn,
+    DyadicSchedule,
+    GatedCF,
+    GeluMLP,
+    SwiGLU,
+    count_params,
+    matched_width,
+)
 
 GatedCoFrFFN = GatedCF  # the name DESIGN.md uses
 
@@ -30,4 +46,6 @@ def __getattr__(name: str):
 
 __all__ = ["DIVISIONS", "bounded_reciprocal", "cf_exact", "cf_nested", "cf_positive", "cf_signed", "continuants",
            "prop1_gradient", "CFExperts", "Cffn", "DyadicSchedule", "GatedCF", "GatedCoFrFFN", "GeluMLP",
-           "SwiGLU", "count_params", "matched_width", *_LAZY]
+           "SwiGLU", "count_params", "matched_width", "swap_ffn", "add_mamba2_ffn", "Mamba2WithFFN", "build_model",
+           "tiny_config", "ffn_factory", "FAMILIES", "TrainConfig", "train", "param_groups", "load_corpus",
+           "fetch_corpus", "Corpus", "CorpusUnavailableError"]

@@ -12,7 +12,6 @@ checked against its sha256 and read with ``tarfile`` (never pip-installed: its 2
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import subprocess
 import sys

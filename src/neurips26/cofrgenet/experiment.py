@@ -15,8 +15,8 @@ Depth-stability probe: B3 (and B2 in `full`) vs P1 at more layers and deeper CF 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -308,7 +308,8 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
         if cfg.time_budget_s is not None:
             limit = min(limit, cfg.time_budget_s - (t0 - t_start))
         run_cfg = dataclasses.replace(cfg, time_limit_per_run_s=limit)
-        res = _cached(ctx, key, cfg, lambda: train_variant(v, fam, run_cfg, corpus, s, nl, steps, d, ckpt))
+        job = functools.partial(train_variant, v, fam, run_cfg, corpus, s, nl, steps, d, ckpt)
+        res = _cached(ctx, key, cfg, job)
         ctx.log(f"  {key}: val {res['val_loss']:.3f}  {res['tokens_per_s']:.0f} tok/s  "
                 f"diverged={res['diverged']}  ({time.perf_counter() - t0:.1f} s)")
         if kind == "main":

@@ -15,9 +15,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from neurips26.cofrgenet.continued_fraction import (DEFAULT_SHARPNESS, check_division, check_eps,
-                                                    check_positive_int, positive_log_ladder_terms,
-                                                    signed_ladder)
+from neurips26.cofrgenet.continued_fraction import (
+    DEFAULT_SHARPNESS,
+    check_division,
+    check_eps,
+    check_positive_int,
+    positive_log_ladder_terms,
+    signed_ladder,
+)
 
 DENOMINATORS = ("positive", "signed")
 FORMS = ("glu", "gated_input")
