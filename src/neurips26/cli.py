@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Sequence
 
@@ -161,8 +162,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             _print_claims(result)
             if args.bench:
                 _print_bench(bench_paper(slug, default_out_dir(slug, "bench", root=args.root)))
-        except (registry.MissingExtraError, registry.PaperNotImplementedError) as e:
+        except (registry.MissingExtraError, registry.PaperNotImplementedError, RunSetupError) as e:
             print(f"neurips26: skipped {slug}: {e}", file=sys.stderr)
+            failed.append(slug)
+        except Exception:  # one paper's crash must not cost the others their runs
+            traceback.print_exc()
+            print(f"neurips26: {slug} failed; continuing with the others", file=sys.stderr)
             failed.append(slug)
     md, page = write_report(args.root)
     print(f"report: {page} and {md}")

@@ -90,3 +90,29 @@ def test_console_script_help_and_list():
     for sub in ("run", "bench", "reproduce", "report"):
         h = subprocess.run([sys.executable, "-m", "neurips26", sub, "--help"], capture_output=True, text=True)
         assert h.returncode == 0 and "usage:" in h.stdout
+
+
+def test_reproduce_continues_after_a_crash(capsys, toy_paper, tmp_path, monkeypatch):
+    import sys as _sys
+
+    exp = _sys.modules["neurips26.toy_paper.experiment"]
+
+    def boom(cfg, ctx):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(exp, "run", boom)
+    rc, out, err = _run(capsys, "reproduce", "--only", "toy_paper", "--root", str(tmp_path))
+    assert rc == 1
+    assert "kaboom" in err and "toy_paper failed" in err and "not run: toy_paper" in err
+    assert (tmp_path / "report.html").is_file()  # the report is still written
+
+
+def test_paper_tool_commands_route_to_the_paper(capsys):
+    from neurips26.harness import registry
+
+    for paper in registry.PAPERS:
+        if paper.command and paper.implemented:
+            with pytest.raises(SystemExit) as e:
+                main([paper.command, "--help"])
+            assert e.value.code == 0
+            assert "usage:" in capsys.readouterr().out
