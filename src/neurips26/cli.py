@@ -16,19 +16,8 @@ from typing import Sequence
 
 from neurips26 import __version__
 from neurips26.harness import registry
+from neurips26.harness.cliutil import EXIT_USAGE, OneLineParser, UsageError
 from neurips26.harness.run import SCALES, RunSetupError
-
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """An error the user can fix; printed as one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        raise UsageError(message)
-
 
 def _seed(text: str) -> int:
     try:
@@ -53,13 +42,13 @@ def _slug_list(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     commands = ", ".join(sorted(p.command for p in registry.PAPERS if p.command))
-    parser = _Parser(
+    parser = OneLineParser(
         prog="neurips26",
         description="NeurIPS 2026 papers as working software: run a paper's reproduction, "
                     "benchmark it against its anchor, or reproduce them all into one report.",
         epilog=f"Paper tools: neurips26 <tool> --help, with <tool> one of: {commands}.")
     parser.add_argument("--version", action="version", version=f"neurips26 {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
     sub.add_parser("list", help="list the 19 papers with their status")
 

@@ -27,17 +27,7 @@ from typing import IO, Any, Iterator, Sequence
 from neurips26.entropy_filter.estimators import ESTIMATORS, hk
 from neurips26.entropy_filter.filters import per_domain_k
 from neurips26.entropy_filter.tokenize import TOKENIZERS
-
-EXIT_USAGE = 2
-
-
-class CLIError(Exception):
-    """A user error: one line on stderr, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        raise CLIError(message)
+from neurips26.harness.cliutil import OneLineParser, UsageError, run_main
 
 
 def _positive_int(text: str) -> int:
@@ -85,10 +75,10 @@ def _jobs(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="neurips26 entropy-filter",
+    p = OneLineParser(prog="neurips26 entropy-filter",
                 description="Score or filter a JSONL corpus by the Ĥ_K match-length entropy rate "
                             "(bits/token; higher = less repetitive).")
-    sub = p.add_subparsers(dest="cmd", metavar="{score,filter}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", metavar="{score,filter}", parser_class=OneLineParser)
     for name, help_ in (("score", "add an Ĥ_K score to every record"),
                         ("filter", "keep the highest-Ĥ_K records per domain (or above a threshold)")):
         s = sub.add_parser(name, help=help_, description=help_)
@@ -120,7 +110,7 @@ def _open_in(path: str) -> IO[str]:
     try:
         return open(path, encoding="utf-8")
     except OSError as e:
-        raise CLIError(f"cannot read {path!r}: {e.strerror or e}") from None
+        raise UsageError(f"cannot read {path!r}: {e.strerror or e}") from None
 
 
 def _records(path: str, text_field: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
@@ -133,17 +123,17 @@ def _records(path: str, text_field: str) -> Iterator[tuple[int, str, dict[str, A
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
-                raise CLIError(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
+                raise UsageError(f"{path}: line {lineno}: malformed JSON ({e.msg})") from None
             if not isinstance(rec, dict):
-                raise CLIError(f"{path}: line {lineno}: expected a JSON object, got {type(rec).__name__}")
+                raise UsageError(f"{path}: line {lineno}: expected a JSON object, got {type(rec).__name__}")
             if text_field not in rec:
-                raise CLIError(f"{path}: line {lineno}: missing text field {text_field!r}")
+                raise UsageError(f"{path}: line {lineno}: missing text field {text_field!r}")
             if not isinstance(rec[text_field], str):
-                raise CLIError(f"{path}: line {lineno}: field {text_field!r} must be a string, "
+                raise UsageError(f"{path}: line {lineno}: field {text_field!r} must be a string, "
                                f"got {type(rec[text_field]).__name__}")
             yield lineno, line, rec
     except UnicodeDecodeError as e:
-        raise CLIError(f"{path}: not UTF-8 text ({e.reason})") from None
+        raise UsageError(f"{path}: not UTF-8 text ({e.reason})") from None
     finally:
         if fh is not sys.stdin:
             fh.close()
@@ -158,7 +148,7 @@ def _scored(args: argparse.Namespace) -> Iterator[tuple[int, dict[str, Any], flo
     try:
         hk("", **kw)  # validate the options before reading anything
     except (ValueError, TypeError) as e:
-        raise CLIError(str(e)) from None
+        raise UsageError(str(e)) from None
     buf: deque[tuple[int, dict[str, Any]]] = deque()
 
     def texts() -> Iterator[str]:
@@ -184,11 +174,11 @@ class _AtomicOutput:
         self.path = path
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
-            raise CLIError(f"output folder {str(parent)!r} does not exist")
+            raise UsageError(f"output folder {str(parent)!r} does not exist")
         try:
             fd, self.tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
         except OSError as e:
-            raise CLIError(f"cannot write to {str(parent)!r}: {e.strerror or e}") from None
+            raise UsageError(f"cannot write to {str(parent)!r}: {e.strerror or e}") from None
         self.fh = os.fdopen(fd, "w", encoding="utf-8")
 
     def __enter__(self) -> IO[str]:
@@ -232,14 +222,14 @@ def _cmd_filter(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 0
     if args.input == "-":
-        raise CLIError("--keep-frac needs two passes over the input: give a file, not '-' (or use --threshold)")
+        raise UsageError("--keep-frac needs two passes over the input: give a file, not '-' (or use --threshold)")
     # pass 1: scores and domains only
     scores: list[float | None] = []
     domains: list[Any] = []
     for lineno, rec, score in _progress(_scored(args), args, "scoring"):
         if args.domain_field is not None:
             if args.domain_field not in rec:
-                raise CLIError(f"{args.input}: line {lineno}: missing domain field {args.domain_field!r}")
+                raise UsageError(f"{args.input}: line {lineno}: missing domain field {args.domain_field!r}")
             dom = rec[args.domain_field]
             domains.append(json.dumps(dom, sort_keys=True) if isinstance(dom, (dict, list)) else dom)
         else:
@@ -266,15 +256,14 @@ def _cmd_filter(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = build_parser().parse_args(argv)
-        if args.cmd is None:
-            raise CLIError("a sub-command is required: score or filter")
-        return _cmd_score(args) if args.cmd == "score" else _cmd_filter(args)
-    except CLIError as e:
-        print(f"neurips26 entropy-filter: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    return run_main("neurips26 entropy-filter", _main, argv)
+
+
+def _main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd is None:
+        raise UsageError("a sub-command is required: score or filter")
+    return _cmd_score(args) if args.cmd == "score" else _cmd_filter(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,11 +7,7 @@ import argparse
 import json
 import sys
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
-        print(f"neurips26 nitrobox: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
+from neurips26.harness.cliutil import OneLineParser, run_main
 
 
 def _sandbox_args(p: argparse.ArgumentParser) -> None:
@@ -34,9 +30,13 @@ def _config(a) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="neurips26 nitrobox",
+    return run_main("neurips26 nitrobox", _main, argv)
+
+
+def _main(argv: list[str]) -> int:
+    parser = OneLineParser(prog="neurips26 nitrobox",
                      description="Daemon-less copy-on-write sandboxes (NitroBox).")
-    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=OneLineParser)
     sh = sub.add_parser("shell", help="a stateful shell in a fresh sandbox (deleted on exit)")
     _sandbox_args(sh)
     sh.add_argument("-c", dest="command", help="run this command and exit with its code")
