@@ -27,6 +27,132 @@ except ImportError:  # pragma: no cover - exercised only without numba
         return lambda f: f
 
 
+# ---- the slot model shared by every policy kernel (spec §1) ---------------------------------
+# Small helpers shared by the kernels: each takes the state arrays and returns the updated
+# scalars, so a kernel only spells out what is specific to its policy. _serve and _window are
+# plain njit functions (LLVM inlines them): numba's IR inlining (inline="always") of _serve made
+# lru_kernel ~1.8x slower; lru_kernel keeps the serve step written out (a call costs it ~5%).
+
+@njit(inline="always", cache=True)
+def _n_slots(ids, ptr, one):
+    """Number of slots T of the trace."""
+    return ids.size if one else ptr.size - 1
+
+
+@njit(inline="always", cache=True)
+def _slot_range(ptr, one, t):
+    """[lo, hi): the positions of slot t's requests in ids."""
+    if one:
+        return t - 1, t
+    return ptr[t - 1], ptr[t]
+
+
+@njit(cache=True, nogil=True)
+def _window(vstart, i, t, Z):
+    """Virtual "never cached" window step of item i at slot t (spec §2).
+
+    Returns (cost, opened): Z and a new window starting at t when the open one has run out
+    (t - vstart[i] >= Z), else Z - (t - vstart[i]).
+    """
+    d = t - vstart[i]
+    if d >= Z:
+        vstart[i] = t
+        return Z, True
+    return Z - d, False
+
+
+@njit(inline="always", cache=True)
+def _slot_state(N, Z):
+    """(cached, fstart, vstart, q): cache membership, in-flight fetch start (-1: none), virtual
+    window start, ring buffer of pending fetches (<= N outstanding, in completion order)."""
+    cached = np.zeros(N, dtype=np.bool_)
+    fstart = np.full(N, -1, dtype=np.int64)
+    vstart = np.full(N, -Z, dtype=np.int64)
+    q = np.empty(N, dtype=np.int64)
+    return cached, fstart, vstart, q
+
+
+@njit(cache=True, nogil=True)
+def _serve(i, t, Z, hit, fstart, vstart, q, qh, qn, lat, hits, dh, miss, shadow):
+    """Serve request i at slot t: a hit costs 0; otherwise the shadow cost of i's virtual window
+    is charged and it is a delayed hit (Z - (t - s) for the fetch started at s) or a miss (Z; the
+    fetch starts at t and is queued for completion). Returns (lat, hits, dh, miss, shadow, qn).
+    """
+    sc, _opened = _window(vstart, i, t, Z)
+    if hit:
+        return lat, hits + 1, dh, miss, shadow, qn
+    s = fstart[i]
+    if s >= 0:
+        return lat + Z - (t - s), hits, dh + 1, miss, shadow + sc, qn
+    fstart[i] = t
+    q[(qh + qn) % q.size] = i
+    return lat + Z, hits, dh, miss + 1, shadow + sc, qn + 1
+
+
+@njit(inline="always", cache=True)
+def _pop_done(q, qh, qn, fstart, Z, t):
+    """Pops the oldest pending fetch when it completes at the end of slot t (F[i] + Z - 1 == t)
+    and clears its in-flight mark. Returns (i, qh, qn) with i = -1 when none completes."""
+    if qn > 0:
+        i = q[qh]
+        if fstart[i] + Z - 1 == t:
+            fstart[i] = -1
+            return i, (qh + 1) % q.size, qn - 1
+    return -1, qh, qn
+
+
+@njit(inline="always", cache=True)
+def _free_slot(citems, cached):
+    """First slot of citems that holds no cached item (-1 if none)."""
+    for k in range(citems.size):
+        if citems[k] < 0 or not cached[citems[k]]:
+            return k
+    return -1
+
+
+@njit(inline="always", cache=True)
+def _checkpoint(checkpoints, c, t, cp, lat, shadow):
+    """Records (latency, shadow cost) for every checkpoint at slot t; returns the next index."""
+    while c < checkpoints.size and checkpoints[c] == t:
+        cp[c, 0] = lat
+        cp[c, 1] = shadow
+        c += 1
+    return c
+
+
+@njit(inline="always", cache=True)
+def _stats(lat, hits, dh, miss, adm, evi, shadow, n):
+    """stats[8] = total latency, hits, delayed hits, misses, admissions, evictions, shadow cost,
+    requests."""
+    stats = np.empty(8, dtype=np.int64)
+    stats[0] = lat
+    stats[1] = hits
+    stats[2] = dh
+    stats[3] = miss
+    stats[4] = adm
+    stats[5] = evi
+    stats[6] = shadow
+    stats[7] = n
+    return stats
+
+
+@njit(inline="always", cache=True)
+def _ll_unlink(nxt, prv, i):
+    a = prv[i]
+    b = nxt[i]
+    nxt[a] = b
+    prv[b] = a
+
+
+@njit(inline="always", cache=True)
+def _ll_push_front(nxt, prv, head, i):
+    h = nxt[head]
+    nxt[head] = i
+    prv[i] = head
+    nxt[i] = h
+    prv[h] = i
+
+
 @njit(cache=True, nogil=True)
 def shadow_kernel(ids, ptr, one, Z, N, grid):
     """Virtual "never cached" windows per item (spec §2).
@@ -41,30 +167,19 @@ def shadow_kernel(ids, ptr, one, Z, N, grid):
     snaps = np.zeros((grid.size, N), dtype=np.int64)
     cb = 0
     g = 0
-    if one:
-        T = ids.size
-    else:
-        T = ptr.size - 1
-    for t in range(1, T + 1):
-        if one:
-            lo = t - 1
-            hi = t
-        else:
-            lo = ptr[t - 1]
-            hi = ptr[t]
+    for t in range(1, _n_slots(ids, ptr, one) + 1):
+        lo, hi = _slot_range(ptr, one, t)
         for p in range(lo, hi):
             i = ids[p]
-            d = t - vstart[i]
-            if d >= Z:
+            sc, opened = _window(vstart, i, t, Z)
+            L[i] += sc
+            if opened:
                 if wcost[i] > cb:
                     cb = wcost[i]
-                vstart[i] = t
                 wcost[i] = 0
                 windows[i] += 1
-                L[i] += Z
             else:
-                L[i] += Z - d
-                wcost[i] += Z - d
+                wcost[i] += sc
         while g < grid.size and grid[g] == t:
             snaps[g, :] = L
             g += 1
@@ -85,10 +200,7 @@ def lru_kernel(ids, ptr, one, N, K, Z, fifo, checkpoints):
     prv = np.full(N + 1, -1, dtype=np.int64)
     nxt[N] = N
     prv[N] = N
-    cached = np.zeros(N, dtype=np.bool_)
-    fstart = np.full(N, -1, dtype=np.int64)      # in-flight start slot, -1 if none
-    vstart = np.full(N, -Z, dtype=np.int64)
-    q = np.empty(N, dtype=np.int64)              # FIFO of pending fetches (<= N outstanding)
+    cached, fstart, vstart, q = _slot_state(N, Z)
     qh = 0
     qn = 0
     size = 0
@@ -101,32 +213,17 @@ def lru_kernel(ids, ptr, one, N, K, Z, fifo, checkpoints):
     shadow = 0
     cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
     c = 0
-    if one:
-        T = ids.size
-    else:
-        T = ptr.size - 1
-    for t in range(1, T + 1):
-        if one:
-            lo = t - 1
-            hi = t
-        else:
-            lo = ptr[t - 1]
-            hi = ptr[t]
+    for t in range(1, _n_slots(ids, ptr, one) + 1):
+        lo, hi = _slot_range(ptr, one, t)
         for p in range(lo, hi):
             i = ids[p]
-            if cached[i]:
+            hit = cached[i]
+            if hit and not fifo:                  # move to MRU
+                _ll_unlink(nxt, prv, i)
+                _ll_push_front(nxt, prv, N, i)
+            # the serve step of _serve, written out: a call costs this tightest loop ~5%
+            if hit:
                 hits += 1
-                if not fifo:                      # move to MRU
-                    a = prv[i]
-                    b = nxt[i]
-                    nxt[a] = b
-                    prv[b] = a
-                    h = nxt[N]
-                    nxt[N] = i
-                    prv[i] = N
-                    nxt[i] = h
-                    prv[h] = i
-                # latency 0, no shadow cost (i in C_t)
                 d = t - vstart[i]
                 if d >= Z:
                     vstart[i] = t
@@ -148,43 +245,22 @@ def lru_kernel(ids, ptr, one, N, K, Z, fifo, checkpoints):
                 else:
                     shadow += Z - d
         # completions at the end of slot t
-        while qn > 0:
-            i = q[qh]
-            if fstart[i] + Z - 1 != t:
+        while True:
+            i, qh, qn = _pop_done(q, qh, qn, fstart, Z, t)
+            if i < 0:
                 break
-            qh = (qh + 1) % N
-            qn -= 1
-            fstart[i] = -1
             if size >= K:                         # evict the LRU/oldest (tail)
                 v = prv[N]
-                a = prv[v]
-                nxt[a] = N
-                prv[N] = a
+                _ll_unlink(nxt, prv, v)
                 cached[v] = False
                 size -= 1
                 evi += 1
-            h = nxt[N]
-            nxt[N] = i
-            prv[i] = N
-            nxt[i] = h
-            prv[h] = i
+            _ll_push_front(nxt, prv, N, i)
             cached[i] = True
             size += 1
             adm += 1
-        while c < checkpoints.size and checkpoints[c] == t:
-            cp[c, 0] = lat
-            cp[c, 1] = shadow
-            c += 1
-    stats = np.empty(8, dtype=np.int64)
-    stats[0] = lat
-    stats[1] = hits
-    stats[2] = dh
-    stats[3] = miss
-    stats[4] = adm
-    stats[5] = evi
-    stats[6] = shadow
-    stats[7] = ids.size
-    return stats, cp
+        c = _checkpoint(checkpoints, c, t, cp, lat, shadow)
+    return _stats(lat, hits, dh, miss, adm, evi, shadow, ids.size), cp
 
 
 @njit(cache=True, nogil=True)
@@ -273,13 +349,10 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
     ref_set: bool[N] reference set (or empty); counts slots t >= track_from with S_t != ref_set.
     Returns (stats[8], cp[len(checkpoints), 2], mismatch_slots, n_restarts).
     """
-    cached = np.zeros(N, dtype=np.bool_)
+    cached, fstart, vstart, q = _slot_state(N, Z)
     citems = np.full(K, -1, dtype=np.int64)
     cpos = np.full(N, -1, dtype=np.int64)
     size = 0
-    fstart = np.full(N, -1, dtype=np.int64)
-    vstart = np.full(N, -Z, dtype=np.int64)
-    q = np.empty(N, dtype=np.int64)
     qh = 0
     qn = 0
     c = np.zeros(N)
@@ -306,10 +379,9 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
     track = ref_set.size == N
     cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
     cc = 0
-    T = ids.size if one else ptr.size - 1
+    T = _n_slots(ids, ptr, one)
     for t in range(1, T + 1):
-        lo = t - 1 if one else ptr[t - 1]
-        hi = t if one else ptr[t]
+        lo, hi = _slot_range(ptr, one, t)
         for p in range(lo, hi):
             i = ids[p]
             # policy statistics (on every request)
@@ -318,42 +390,17 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
                 last[i] = t
                 c[i] += 1.0
             if generic:
-                d2 = t - pv[i]
-                if d2 >= Z:
-                    pv[i] = t
+                sc2, opened = _window(pv, i, t, Z)
+                if opened:
                     w[i] += 1.0
-                    Lsh[i] += Z
-                else:
-                    Lsh[i] += Z - d2
-            # serve
-            d = t - vstart[i]
-            if d >= Z:
-                vstart[i] = t
-                sc = Z
-            else:
-                sc = Z - d
-            if cached[i]:
-                hits += 1
-            else:
-                shadow += sc
-                s = fstart[i]
-                if s >= 0:
-                    lat += Z - (t - s)
-                    dh += 1
-                else:
-                    lat += Z
-                    fstart[i] = t
-                    miss += 1
-                    q[(qh + qn) % N] = i
-                    qn += 1
+                Lsh[i] += sc2
+            lat, hits, dh, miss, shadow, qn = _serve(i, t, Z, cached[i], fstart, vstart, q, qh, qn,
+                                                     lat, hits, dh, miss, shadow)
         # completions
-        while qn > 0:
-            i = q[qh]
-            if fstart[i] + Z - 1 != t:
+        while True:
+            i, qh, qn = _pop_done(q, qh, qn, fstart, Z, t)
+            if i < 0:
                 break
-            qh = (qh + 1) % N
-            qn -= 1
-            fstart[i] = -1
             if not inS[i]:
                 continue
             slot = -1
@@ -375,10 +422,7 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
                 size -= 1
                 evi += 1
             else:
-                for k in range(K):
-                    if citems[k] < 0 or not cached[citems[k]]:
-                        slot = k
-                        break
+                slot = _free_slot(citems, cached)
             citems[slot] = i
             cpos[i] = slot
             cached[i] = True
@@ -443,20 +487,8 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
                 if inS[j] != ref_set[j]:
                     mism += 1
                     break
-        while cc < checkpoints.size and checkpoints[cc] == t:
-            cp[cc, 0] = lat
-            cp[cc, 1] = shadow
-            cc += 1
-    stats = np.empty(8, dtype=np.int64)
-    stats[0] = lat
-    stats[1] = hits
-    stats[2] = dh
-    stats[3] = miss
-    stats[4] = adm
-    stats[5] = evi
-    stats[6] = shadow
-    stats[7] = ids.size
-    return stats, cp, mism, nrest
+        cc = _checkpoint(checkpoints, cc, t, cp, lat, shadow)
+    return _stats(lat, hits, dh, miss, adm, evi, shadow, ids.size), cp, mism, nrest
 
 
 @njit(cache=True, nogil=True)
@@ -470,14 +502,11 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
     drawn in order. Rank test and victim are O(N) and O(K) scans.
     Returns (stats[8], cp[len(checkpoints), 2], n_restarts).
     """
-    cached = np.zeros(N, dtype=np.bool_)
+    cached, fstart, vstart, q = _slot_state(N, Z)
     citems = np.full(K, -1, dtype=np.int64)
     size = 0
-    fstart = np.full(N, -1, dtype=np.int64)
-    vstart = np.full(N, -Z, dtype=np.int64)
     pv = np.full(N, -Z, dtype=np.int64)
     L = np.zeros(N)
-    q = np.empty(N, dtype=np.int64)
     qh = 0
     qn = 0
     g = 0
@@ -493,50 +522,23 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
     shadow = 0
     cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
     cc = 0
-    T = ids.size if one else ptr.size - 1
+    T = _n_slots(ids, ptr, one)
     for t in range(1, T + 1):
         if refresh == 1:
             eta = c_eta * np.sqrt(max(t - t0, 1) * scale)
-        lo = t - 1 if one else ptr[t - 1]
-        hi = t if one else ptr[t]
+        lo, hi = _slot_range(ptr, one, t)
         for p in range(lo, hi):
             i = ids[p]
             if count_loss:
                 L[i] += 1.0
             else:
-                d2 = t - pv[i]
-                if d2 >= Z:
-                    pv[i] = t
-                    L[i] += Z
-                else:
-                    L[i] += Z - d2
-            d = t - vstart[i]
-            if d >= Z:
-                vstart[i] = t
-                sc = Z
-            else:
-                sc = Z - d
-            if cached[i]:
-                hits += 1
-            else:
-                shadow += sc
-                s = fstart[i]
-                if s >= 0:
-                    lat += Z - (t - s)
-                    dh += 1
-                else:
-                    lat += Z
-                    fstart[i] = t
-                    miss += 1
-                    q[(qh + qn) % N] = i
-                    qn += 1
-        while qn > 0:
-            i = q[qh]
-            if fstart[i] + Z - 1 != t:
+                L[i] += _window(pv, i, t, Z)[0]
+            lat, hits, dh, miss, shadow, qn = _serve(i, t, Z, cached[i], fstart, vstart, q, qh, qn,
+                                                     lat, hits, dh, miss, shadow)
+        while True:
+            i, qh, qn = _pop_done(q, qh, qn, fstart, Z, t)
+            if i < 0:
                 break
-            qh = (qh + 1) % N
-            qn -= 1
-            fstart[i] = -1
             pi = L[i] + eta * gamma[i]
             above = 0
             for j in range(N):
@@ -564,10 +566,7 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
                 size -= 1
                 evi += 1
             else:
-                for k in range(K):
-                    if citems[k] < 0 or not cached[citems[k]]:
-                        slot = k
-                        break
+                slot = _free_slot(citems, cached)
             citems[slot] = i
             cached[i] = True
             size += 1
@@ -584,20 +583,8 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
                 eta = c_eta * np.sqrt(1.0 * scale)
         elif refresh > 1 and (t - t0) % refresh == 0:
             eta = c_eta * np.sqrt(max(t + 1 - t0, 1) * scale)
-        while cc < checkpoints.size and checkpoints[cc] == t:
-            cp[cc, 0] = lat
-            cp[cc, 1] = shadow
-            cc += 1
-    stats = np.empty(8, dtype=np.int64)
-    stats[0] = lat
-    stats[1] = hits
-    stats[2] = dh
-    stats[3] = miss
-    stats[4] = adm
-    stats[5] = evi
-    stats[6] = shadow
-    stats[7] = ids.size
-    return stats, cp, g
+        cc = _checkpoint(checkpoints, cc, t, cp, lat, shadow)
+    return _stats(lat, hits, dh, miss, adm, evi, shadow, ids.size), cp, g
 
 
 # ---- indexed binary min-heaps keyed by (P[item], -item) (for the LA-FTPL fast path) ---------
@@ -662,14 +649,11 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
     both are rebuilt at each refresh in O(N). Same decisions as ``la_ftpl.LAFTPL(refresh=R)``.
     Returns (stats[8], cp[len(checkpoints), 2], n_restarts).
     """
-    cached = np.zeros(N, dtype=np.bool_)
+    cached, fstart, vstart, q = _slot_state(N, Z)
     size = 0
-    fstart = np.full(N, -1, dtype=np.int64)
-    vstart = np.full(N, -Z, dtype=np.int64)
     pv = np.full(N, -Z, dtype=np.int64)
     L = np.zeros(N)
     P = np.zeros(N)
-    q = np.empty(N, dtype=np.int64)
     qh = 0
     qn = 0
     th = np.zeros(K, dtype=np.int64)               # heap of the top-K set
@@ -689,7 +673,7 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
     shadow = 0
     cp = np.zeros((checkpoints.size, 2), dtype=np.int64)
     cc = 0
-    T = ids.size if one else ptr.size - 1
+    T = _n_slots(ids, ptr, one)
     rebuild_eta = c_eta * np.sqrt(1.0 * scale)
     rebuild = True
     for t in range(1, T + 1):
@@ -706,19 +690,13 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
             _heapify(th, K, tpos, P)
             _heapify(ch, size, cpos, P)
             rebuild = False
-        lo = t - 1 if one else ptr[t - 1]
-        hi = t if one else ptr[t]
+        lo, hi = _slot_range(ptr, one, t)
         for p in range(lo, hi):
             i = ids[p]
             if count_loss:
                 sc2 = 1.0
             else:
-                d2 = t - pv[i]
-                if d2 >= Z:
-                    pv[i] = t
-                    sc2 = 1.0 * Z
-                else:
-                    sc2 = 1.0 * (Z - d2)
+                sc2 = 1.0 * _window(pv, i, t, Z)[0]
             L[i] += sc2
             P[i] += sc2
             if inTop[i]:
@@ -734,33 +712,12 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
                     _sift_down(th, K, tpos, P, 0)
             if cached[i]:
                 _sift_down(ch, size, cpos, P, cpos[i])
-            d = t - vstart[i]
-            if d >= Z:
-                vstart[i] = t
-                sc = Z
-            else:
-                sc = Z - d
-            if cached[i]:
-                hits += 1
-            else:
-                shadow += sc
-                s = fstart[i]
-                if s >= 0:
-                    lat += Z - (t - s)
-                    dh += 1
-                else:
-                    lat += Z
-                    fstart[i] = t
-                    miss += 1
-                    q[(qh + qn) % N] = i
-                    qn += 1
-        while qn > 0:
-            i = q[qh]
-            if fstart[i] + Z - 1 != t:
+            lat, hits, dh, miss, shadow, qn = _serve(i, t, Z, cached[i], fstart, vstart, q, qh, qn,
+                                                     lat, hits, dh, miss, shadow)
+        while True:
+            i, qh, qn = _pop_done(q, qh, qn, fstart, Z, t)
+            if i < 0:
                 break
-            qh = (qh + 1) % N
-            qn -= 1
-            fstart[i] = -1
             if not inTop[i]:
                 continue
             if size >= K:
@@ -793,17 +750,5 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
         elif (t - t0) % refresh == 0:
             rebuild_eta = c_eta * np.sqrt(max(t + 1 - t0, 1) * scale)
             rebuild = True
-        while cc < checkpoints.size and checkpoints[cc] == t:
-            cp[cc, 0] = lat
-            cp[cc, 1] = shadow
-            cc += 1
-    stats = np.empty(8, dtype=np.int64)
-    stats[0] = lat
-    stats[1] = hits
-    stats[2] = dh
-    stats[3] = miss
-    stats[4] = adm
-    stats[5] = evi
-    stats[6] = shadow
-    stats[7] = ids.size
-    return stats, cp, g
+        cc = _checkpoint(checkpoints, cc, t, cp, lat, shadow)
+    return _stats(lat, hits, dh, miss, adm, evi, shadow, ids.size), cp, g

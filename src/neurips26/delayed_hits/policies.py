@@ -306,83 +306,72 @@ class _VirtualAD:
         return np.where(w <= 1, self.cur[items], past)
 
 
-class VACDH(Policy):
+class _RecencyMAD(Policy):
+    """Shared state of the rank-by-recency MAD policies (LRU-MAD, VA-CDH): virtual-window
+    aggregate delays, last request slot per item and per cache slot; always admit, evict the
+    minimum of ``_rank(t)`` over the cache slots (ties: the lowest cache slot) at completion."""
+
+    uses_request = True
+
+    def reset(self, trace: Trace, K: int, Z: int) -> None:
+        super().reset(trace, K, Z)
+        self.ad = _VirtualAD(trace.n_items, Z)
+        self._last = [0] * trace.n_items
+        self._c = _ArrayCache(K)
+        self._last_slot = np.zeros(K, dtype=np.int64)
+
+    def on_request(self, i, t):
+        s = self._c.slot.get(i)
+        if s is not None:
+            self._last_slot[s] = t
+        self._last[i] = t
+        self.ad.record(i, t)
+
+    def _rank(self, t) -> np.ndarray:
+        """Rank of the items in the cache slots (``self._c.items``) at slot t."""
+        raise NotImplementedError
+
+    def admit(self, i, t, ad, cache):
+        c = self._c
+        victim = None
+        if c.full():
+            s = int(np.argmin(self._rank(t)))         # ties: the lowest cache slot
+            victim = int(c.items[s])
+            c.remove(victim)
+        s = c.add(i)
+        self._last_slot[s] = self._last[i]
+        return True, victim
+
+
+class VACDH(_RecencyMAD):
     """VA-CDH (variance-aware MAD, arXiv 2504.20335, as summarised in the spec): rank =
     (E[D] + omega sigma[D]) / (t - last_request + 1) over the completed virtual windows' aggregate
     delays D (the open window alone while it is the only one); always admit, evict the minimum.
     omega = 1 is our ASSUMPTION (argument ``omega``)."""
 
     name = "VA-CDH"
-    uses_request = True
 
     def __init__(self, omega: float = 1.0) -> None:
         self.omega = check_real("omega", omega, lo=0.0)
 
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        super().reset(trace, K, Z)
-        self.ad = _VirtualAD(trace.n_items, Z)
-        self._last = [0] * trace.n_items
-        self._c = _ArrayCache(K)
-        self._last_slot = np.zeros(K, dtype=np.int64)
-
-    def on_request(self, i, t):
-        s = self._c.slot.get(i)
-        if s is not None:
-            self._last_slot[s] = t
-        self._last[i] = t
-        self.ad.record(i, t)
-
-    def admit(self, i, t, ad, cache):
-        c = self._c
-        victim = None
-        if c.full():
-            items = c.items
-            mean = self.ad.mean_past(items)
-            done = np.maximum(self.ad.w[items] - 1, 1)
-            var = np.where(self.ad.w[items] <= 1, 0.0,
-                           np.maximum(self.ad.sq[items] / done - mean * mean, 0.0))
-            rank = (mean + self.omega * np.sqrt(var)) / (t - self._last_slot + 1)
-            s = int(np.argmin(rank))
-            victim = int(items[s])
-            c.remove(victim)
-        s = c.add(i)
-        self._last_slot[s] = self._last[i]
-        return True, victim
+    def _rank(self, t):
+        items = self._c.items
+        mean = self.ad.mean_past(items)
+        done = np.maximum(self.ad.w[items] - 1, 1)
+        var = np.where(self.ad.w[items] <= 1, 0.0,
+                       np.maximum(self.ad.sq[items] / done - mean * mean, 0.0))
+        return (mean + self.omega * np.sqrt(var)) / (t - self._last_slot + 1)
 
 
-class LRUMAD(Policy):
+class LRUMAD(_RecencyMAD):
     """LRU-MAD (Atre et al., ``cache_lru_aggdelay.cpp``): rank = (cumulative virtual-window AD /
     number of windows) / (t - last_request + 1); always admit, evict the minimum rank at completion.
     At Z = 1 every window's AD is 1, so it is LRU."""
 
     name = "LRU-MAD"
-    uses_request = True
 
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        super().reset(trace, K, Z)
-        self.ad = _VirtualAD(trace.n_items, Z)
-        self._last = [0] * trace.n_items
-        self._c = _ArrayCache(K)
-        self._last_slot = np.zeros(K, dtype=np.int64)
-
-    def on_request(self, i, t):
-        s = self._c.slot.get(i)
-        if s is not None:
-            self._last_slot[s] = t
-        self._last[i] = t
-        self.ad.record(i, t)
-
-    def admit(self, i, t, ad, cache):
-        c = self._c
-        victim = None
-        if c.full():
-            rank = self.ad.mean_all(c.items) / (t - self._last_slot + 1)
-            s = int(np.argmin(rank))                  # ties: the lowest cache slot
-            victim = int(c.items[s])
-            c.remove(victim)
-        s = c.add(i)
-        self._last_slot[s] = self._last[i]
-        return True, victim
+    def _rank(self, t):
+        return self.ad.mean_all(self._c.items) / (t - self._last_slot + 1)
 
 
 class LHDMAD(Policy):
