@@ -96,6 +96,26 @@ def test_reset_restores_creation_tree(sb):
     assert wait_until(lambda: runtime.reaper().pending == 0 and not os.listdir(trash), timeout=10)
 
 
+def test_old_pidns_is_empty_after_reset_and_never_aliases_the_new_one(state_root):
+    """The kernel recycles namespace inode numbers: ``pid:[N]`` of the killed tree is often handed to
+    the next tree's pid ns. ``pidns_of`` pins the namespace, so a leak scan of the old tree can only
+    ever see the old tree (an unpinned string used to match the new shell: a false 'leak')."""
+    sb = Sandbox(state_root=state_root, pids=64)
+    try:
+        for _ in range(8):
+            old_pid = sb.pid
+            ns = pidns_of(old_pid)
+            assert sb.pid in procs_in_pidns(ns)
+            sb.reset()
+            assert sb.exec("echo ok") == (0, "ok\n")
+            assert pidns_of(sb.pid) != ns  # held open: the number cannot be recycled
+            # reset SIGKILLs the old init (pid-ns init: every process of the old tree dies with it)
+            assert wait_until(lambda: procs_in_pidns(ns) == [], timeout=10), procs_in_pidns(ns)
+            ns.close()
+    finally:
+        sb.delete(wait=True)
+
+
 # ------------------------------------------------------------------------------- 4. delete
 def test_delete_leaves_nothing(state_root):
     sb = Sandbox(state_root=state_root, memory="256m", pids=128)

@@ -50,9 +50,48 @@ def _probe() -> str | None:
     return None
 
 
-def pidns_of(pid: int) -> str:
-    """The pid-namespace id (``pid:[inode]``) of a process."""
-    return os.readlink(f"/proc/{pid}/ns/pid")
+class PidNamespace(str):
+    """``pid:[inode]`` of a pid namespace, pinned by an open nsfs fd while this object lives.
+
+    The kernel recycles namespace inode numbers (lowest free id) as soon as a namespace is freed, so
+    a bare ``"pid:[N]"`` string taken before ``reset``/``delete`` may later name the *new* tree's
+    namespace, and a scan for leftovers of the old tree would find the new shell. Holding a
+    reference to the namespace (not to any process in it) keeps its number reserved: compare as a
+    plain ``str``; ``close()`` (or garbage collection) releases it.
+    """
+
+    _fd: int | None
+
+    def __new__(cls, pid: int) -> "PidNamespace":
+        fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            ino = os.fstat(fd).st_ino  # the ns we hold, even if ``pid`` has died since open
+        except BaseException:
+            os.close(fd)
+            raise
+        self = super().__new__(cls, f"pid:[{ino}]")
+        self._fd = fd
+        return self
+
+    def __reduce__(self):  # copies/pickles are plain strings (they do not pin)
+        return (str, (str(self),))
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def pidns_of(pid: int) -> PidNamespace:
+    """The pid-namespace id (``pid:[inode]``) of a process, pinned (see ``PidNamespace``) so that
+    ``procs_in_pidns`` never mistakes a later namespace that got the same inode number for it."""
+    return PidNamespace(pid)
 
 
 def procs_in_pidns(ns: str) -> list[int]:
