@@ -16,8 +16,8 @@ _VERDICT_COLOUR = {"holds": "#1a7f37", "fails": "#cf222e", "inconclusive": "#9a6
 
 
 def latest(root: Path, slug: str, filename: str) -> Path | None:
-    """The newest ``filename`` under ``root/slug/*/`` (folder names sort by UTC time)."""
-    found = sorted((root / slug).glob(f"*/{filename}"), key=lambda p: p.parent.name.split("-", 1)[-1])
+    """The newest ``filename`` under ``root/slug/*/`` (by modification time; any folder name)."""
+    found = sorted((root / slug).glob(f"*/{filename}"), key=lambda p: (p.stat().st_mtime_ns, p.parent.name))
     return found[-1] if found else None
 
 
