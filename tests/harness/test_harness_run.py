@@ -79,7 +79,7 @@ def test_report_from_fixture_results(toy_paper, tmp_path):
     run_paper("toy_paper", "quick", 0, tmp_path / "toy_paper" / "run-20260101T000000000000Z", progress=False)
     newest = run_paper("toy_paper", "full", 0, tmp_path / "toy_paper" / "run-20260102T000000000000Z",
                        progress=False)
-    old = run_paper("toy_paper", "quick", 0, tmp_path / "toy_paper" / "zz-user-named", progress=False)
+    run_paper("toy_paper", "quick", 0, tmp_path / "toy_paper" / "zz-user-named", progress=False)
     os.utime(tmp_path / "toy_paper" / "zz-user-named" / "result.json", (1, 1))  # written long ago
     bench_paper("toy_paper", tmp_path / "toy_paper" / "bench-20260101T000000000000Z", progress=False)
     rows = {r["paper"].slug: r for r in collect(tmp_path)}
