@@ -454,7 +454,21 @@ class DockerBackend:
 
 
 # ------------------------------------------------------------------------------------- Podman
-class PodmanBackend:
+class _FilesThroughExec:
+    """Files as base64 through ``exec``, reset as delete + create: for the CLI-driven anchors."""
+
+    def write_file(self, h, path, data):
+        _b64_write(lambda c, t: self.exec(h, c, t), path, data)
+
+    def read_file(self, h, path):
+        return _b64_read(lambda c, t: self.exec(h, c, t), path)
+
+    def reset(self, h):
+        self.delete(h)
+        return self.create()
+
+
+class PodmanBackend(_FilesThroughExec):
     """Podman CLI (runc runtime; explicit ulimits, see the spec's MEASURED table)."""
 
     name = "podman"
@@ -496,16 +510,6 @@ class PodmanBackend:
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         return r.returncode, r.stdout.decode(errors="replace")
 
-    def write_file(self, h, path, data):
-        _b64_write(lambda c, t: self.exec(h, c, t), path, data)
-
-    def read_file(self, h, path):
-        return _b64_read(lambda c, t: self.exec(h, c, t), path)
-
-    def reset(self, h):
-        self.delete(h)
-        return self.create()
-
     def delete(self, h):
         self._run(["rm", "-f", "-t", "0", h])
 
@@ -523,7 +527,7 @@ class PodmanBackend:
 
 
 # ------------------------------------------------------------------------------------- runc
-class RuncBackend:
+class RuncBackend(_FilesThroughExec):
     """runc CLI with an OCI bundle whose root is a host-mounted overlay of the skeleton."""
 
     name = "runc"
@@ -597,16 +601,6 @@ class RuncBackend:
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         return r.returncode, r.stdout.decode(errors="replace")
 
-    def write_file(self, h, path, data):
-        _b64_write(lambda c, t: self.exec(h, c, t), path, data)
-
-    def read_file(self, h, path):
-        return _b64_read(lambda c, t: self.exec(h, c, t), path)
-
-    def reset(self, h):
-        self.delete(h)
-        return self.create()
-
     def delete(self, h):
         subprocess.run([self.exe, "--root", str(self.base / "state"), "delete", "-f", h], capture_output=True)
         b = self.base / h
@@ -630,3 +624,15 @@ def make_backend(name: str, state_root: str | None = None, **kw: Any):
     if name not in BACKENDS:
         raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {name!r}")
     return BACKENDS[name](state_root=state_root, **kw)
+
+
+def open_backends(names, state_root: str | None = None, log=print) -> tuple[dict, dict]:
+    """Open each backend of ``names``: ({name: backend}, {name: why it is unavailable})."""
+    opened, skipped = {}, {}
+    for name in names:
+        try:
+            opened[name] = make_backend(name, state_root=state_root)
+        except BackendUnavailable as e:
+            skipped[name] = str(e)
+            log(f"nitrobox: backend {name} unavailable: {e}")
+    return opened, skipped

@@ -18,7 +18,7 @@ import numpy as np
 
 from neurips26.harness import BenchRow, RunContext
 from neurips26.nitrobox import microbench
-from neurips26.nitrobox.backends import BackendUnavailable, make_backend
+from neurips26.nitrobox.backends import open_backends
 
 REPS = {"nitrobox": 30, "bwrap": 30, "unshare": 15, "runc": 10, "podman": 6, "docker": 10}
 TARGETS = {"create": 15.0, "reset": 30.0, "delete": 50.0}
@@ -112,13 +112,7 @@ def _time(fn, reps: int) -> list[float]:
 
 def bench(ctx: RunContext) -> list[BenchRow]:
     state_root = f"/dev/shm/neurips26-nbx-bench-{os.getpid()}"
-    backends, why = {}, {}
-    for name in REPS:
-        try:
-            backends[name] = make_backend(name, state_root=state_root)
-        except BackendUnavailable as e:
-            why[name] = str(e)
-            ctx.log(f"nitrobox bench: {name} unavailable: {e}")
+    backends, why = open_backends(REPS, state_root, ctx.log)
     rows: list[BenchRow] = []
     try:
         samples = microbench.interleaved(backends, {n: REPS[n] for n in backends}, ctx.track)

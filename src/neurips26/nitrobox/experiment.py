@@ -21,7 +21,7 @@ import numpy as np
 
 from neurips26.harness import INCONCLUSIVE, Claim, RunContext, at_least, verdict
 from neurips26.nitrobox import grpo, microbench
-from neurips26.nitrobox.backends import BackendUnavailable, NullBackend, make_backend
+from neurips26.nitrobox.backends import NullBackend, open_backends
 
 
 @dataclass
@@ -51,22 +51,11 @@ CONFIGS = {
 SLOW_ANCHORS = ("docker", "podman", "runc")
 
 
-def _open_backends(names, state_root, ctx) -> tuple[dict, dict]:
-    opened, skipped = {}, {}
-    for name in names:
-        try:
-            opened[name] = make_backend(name, state_root=state_root)
-        except BackendUnavailable as e:
-            skipped[name] = str(e)
-            ctx.log(f"nitrobox: backend {name} unavailable: {e}")
-    return opened, skipped
-
-
 def run(cfg: Config, ctx: RunContext) -> dict:
     state_root = cfg.state_root or f"/dev/shm/neurips26-nbx-run-{os.getpid()}"
     metrics: dict = {"config_c": cfg.B * cfg.G}
-    backends, skipped = _open_backends(dict.fromkeys(tuple(cfg.backends) + tuple(cfg.grpo_backends)),
-                                       state_root, ctx)
+    backends, skipped = open_backends(dict.fromkeys(tuple(cfg.backends) + tuple(cfg.grpo_backends)),
+                                      state_root, ctx.log)
     metrics["unavailable"] = skipped
     try:
         # 1. micro-benchmarks, interleaved ------------------------------------------------------
