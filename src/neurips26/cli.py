@@ -16,17 +16,10 @@ from typing import Sequence
 
 from neurips26 import __version__
 from neurips26.harness import registry
-from neurips26.harness.cliutil import EXIT_USAGE, OneLineParser, UsageError
+from neurips26.harness.cliutil import EXIT_USAGE, OneLineParser, UsageError, int_at_least
 from neurips26.harness.run import SCALES, RunSetupError
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"seed must be a non-negative integer, got {text!r}")
-    return value
+_seed = int_at_least(0, "seed must be a non-negative integer")
 
 
 def _slug(text: str) -> str:

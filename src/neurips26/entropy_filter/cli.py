@@ -27,17 +27,10 @@ from typing import IO, Any, Iterator, Sequence
 from neurips26.entropy_filter.estimators import ESTIMATORS, hk
 from neurips26.entropy_filter.filters import per_domain_k
 from neurips26.entropy_filter.tokenize import TOKENIZERS
-from neurips26.harness.cliutil import OneLineParser, UsageError, run_main
+from neurips26.harness.cliutil import OneLineParser, UsageError, int_at_least, run_main
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}") from None
-    if v < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}")
-    return v
+_positive_int = int_at_least(2, "expected an integer >= 2")
 
 
 def _n_trunc(text: str) -> int | None:

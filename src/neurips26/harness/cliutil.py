@@ -20,6 +20,21 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def int_at_least(minimum: int, expected: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``minimum``; otherwise ``"<expected>, got '<text>'"``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+        return value
+
+    return parse
+
+
 def run_main(prog: str, body: Callable[[list[str]], int], argv: Sequence[str] | None,
              user_errors: tuple[type[BaseException], ...] = ()) -> int:
     """Run ``body(argv)``; ``UsageError`` (and ``user_errors``) become ``prog: error: ...``, exit 2."""
