@@ -25,28 +25,6 @@ from neurips26.delayed_hits.simulator import Policy, check_int, check_real
 from neurips26.delayed_hits.trace import Trace
 
 
-class LRU(Policy):
-    """Least recently used; an item enters at MRU when its fetch completes."""
-
-    name = "LRU"
-    uses_hit = True
-
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        super().reset(trace, K, Z)
-        self._od: OrderedDict[int, None] = OrderedDict()
-
-    def on_hit(self, i: int, t: int) -> None:
-        self._od.move_to_end(i)
-
-    def admit(self, i, t, ad, cache):
-        od = self._od
-        victim = None
-        if len(od) >= self.K:
-            victim, _ = od.popitem(last=False)
-        od[i] = None
-        return True, victim
-
-
 class FIFO(Policy):
     """First in, first out (insertion order at completion)."""
 
@@ -63,6 +41,16 @@ class FIFO(Policy):
             victim, _ = od.popitem(last=False)
         od[i] = None
         return True, victim
+
+
+class LRU(FIFO):
+    """Least recently used; an item enters at MRU when its fetch completes."""
+
+    name = "LRU"
+    uses_hit = True
+
+    def on_hit(self, i: int, t: int) -> None:
+        self._od.move_to_end(i)
 
 
 class _MinHeapCache:

@@ -174,7 +174,7 @@ def from_slots(slots: Iterable[Sequence[int]], n_items: int | None = None, name:
     return Trace(np.asarray(flat, dtype=np.int64), ptr, n_items, name)
 
 
-def _remap(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def remap_first_seen(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Remap ids to 0..N-1 by first appearance; returns (ids, labels)."""
     labels, first, inv = np.unique(raw, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")           # label indices in first-appearance order
@@ -188,7 +188,7 @@ def _build(times: list[int] | None, raw_ids: list, blank_after: list[int], slot_
     if not raw_ids:
         raise ValueError(f"{path}: trace is empty (no requests)")
     raw = np.asarray(raw_ids)
-    ids, labels = _remap(raw)
+    ids, labels = remap_first_seen(raw)
     if slot_mapping == "line":
         if not blank_after:
             return Trace(ids, None, int(labels.size), name, labels)
@@ -310,7 +310,7 @@ def read_oracle_general(path: str | os.PathLike, slot_mapping: str = "line",
     bad = np.nonzero(np.diff(t) < 0)[0]
     if bad.size:
         raise ValueError(f"{path}: record {int(bad[0]) + 2}: timestamps must be non-decreasing")
-    ids, labels = _remap(np.asarray(rec["obj_id"]))
+    ids, labels = remap_first_seen(np.asarray(rec["obj_id"]))
     if slot_mapping == "line":
         return Trace(ids, None, int(labels.size), name or path.name, labels)
     rel = t - t[0]

@@ -26,7 +26,7 @@ import numpy as np
 
 from neurips26.delayed_hits.shadow import theta
 from neurips26.delayed_hits.simulator import check_int, check_real
-from neurips26.delayed_hits.trace import Trace
+from neurips26.delayed_hits.trace import Trace, remap_first_seen
 
 
 def _rng(seed) -> np.random.Generator:
@@ -176,12 +176,8 @@ def shot_noise(T: int, rate: float = 0.05, tau: float = 2000.0, shape: float = 1
     t = np.concatenate(times)
     it = np.concatenate(items)
     order = np.argsort(t, kind="stable")[:T]
-    ids = it[order]
-    _, first, inv = np.unique(ids, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    ids = rank[inv]
-    return Trace(ids.astype(np.int64), None, int(first.size), "W4 shot-noise"), {}
+    ids, labels = remap_first_seen(it[order])
+    return Trace(ids, None, int(labels.size), "W4 shot-noise"), {}
 
 
 def flow_packets(T: int, Z: int = 10, flow_rate: float = 0.01, shape: float = 1.2, cap: int = 10_000,
@@ -209,11 +205,8 @@ def flow_packets(T: int, Z: int = 10, flow_rate: float = 0.01, shape: float = 1.
     t = np.concatenate(times)
     o = np.concatenate(owner)
     order = np.argsort(t, kind="stable")[:T]
-    ids = o[order]
-    _, first, inv = np.unique(ids, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return Trace(rank[inv].astype(np.int64), None, int(first.size), "W5 flow packets"), {}
+    ids, labels = remap_first_seen(o[order])
+    return Trace(ids, None, int(labels.size), "W5 flow packets"), {}
 
 
 def cyclic(K: int, T: int) -> tuple[Trace, dict]:

@@ -108,6 +108,19 @@ class _Call:
         self.fn = fn
 
 
+def _fork_a(spec) -> int:
+    """Fork; the child becomes the sandbox's process A and never returns into the caller's code."""
+    from neurips26.nitrobox import _child
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child.run_a(spec)
+        finally:
+            os._exit(127)
+    return pid
+
+
 class Spawner:
     """One long-lived thread per process that performs every ``fork`` (PDEATHSIG is per thread)."""
 
@@ -118,8 +131,6 @@ class Spawner:
         self.thread.start()
 
     def _loop(self) -> None:
-        from neurips26.nitrobox import _child
-
         while True:
             spec, box = self.q.get()
             if isinstance(spec, _Call):
@@ -130,41 +141,26 @@ class Spawner:
                 box.ev.set()
                 continue
             try:
-                pid = os.fork()
-                if pid == 0:
-                    try:
-                        _child.run_a(spec)
-                    finally:
-                        os._exit(127)
-                box.result = pid
+                box.result = _fork_a(spec)
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 box.exc = e
             box.ev.set()
 
     def call(self, fn):
         """Run ``fn()`` in the spawner thread (e.g. start the zygote: PDEATHSIG follows this thread)."""
-        box = _Box()
-        self.q.put((_Call(fn), box))
-        box.ev.wait()
-        if box.exc is not None:
-            raise box.exc
-        return box.result
+        return self._hand_off(_Call(fn))
 
     def fork(self, spec) -> int:
         if threading.current_thread() is threading.main_thread():
             # the main OS thread lives until the interpreter exits, so PDEATHSIG tied to it is as
             # good as the spawner thread's, without a thread hand-off
-            from neurips26.nitrobox import _child
+            return _fork_a(spec)
+        return self._hand_off(spec)
 
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    _child.run_a(spec)
-                finally:
-                    os._exit(127)
-            return pid
+    def _hand_off(self, item):
+        """Run ``item`` (a spec to fork, or a ``_Call``) in the spawner thread; return or raise its outcome."""
         box = _Box()
-        self.q.put((spec, box))
+        self.q.put((item, box))
         box.ev.wait()
         if box.exc is not None:
             raise box.exc
