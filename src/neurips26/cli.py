@@ -16,7 +16,7 @@ from typing import Sequence
 
 from neurips26 import __version__
 from neurips26.harness import registry
-from neurips26.harness.cliutil import EXIT_USAGE, OneLineParser, UsageError, int_at_least
+from neurips26.harness.cliutil import EXIT_USAGE, OneLineParser, UsageError, int_at_least, run_main
 from neurips26.harness.run import SCALES, RunSetupError
 
 _seed = int_at_least(0, "seed must be a non-negative integer")
@@ -98,36 +98,35 @@ def _print_bench(result: dict) -> None:
               f"| ours better by {ratio} ({row['better']} is better){note}")
 
 
-def _cmd_list() -> int:
+def _cmd_list(args: argparse.Namespace) -> int:
     for p in registry.PAPERS:
         print(f"{p.slug:<16} {p.status:<12} {p.title}")
     return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from neurips26.harness.run import run_paper
+    from neurips26.harness.run import default_out_dir, run_paper
 
-    result = run_paper(args.slug, args.scale, args.seed, args.out, progress=not args.json)
+    out = args.out if args.out is not None else default_out_dir(args.slug)
+    result = run_paper(args.slug, args.scale, args.seed, out, progress=not args.json)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         _print_claims(result)
-        print(f"{args.slug}: {result['seconds']:.1f} s; result.json in {_out_of(result, args.out)}")
+        print(f"{args.slug}: {result['seconds']:.1f} s; result.json in {out}")
     return 0
 
 
-def _out_of(result: dict, out: Path | None) -> str:
-    return str(out) if out is not None else "runs/" + result["paper"] + "/"
-
-
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from neurips26.harness.run import bench_paper
+    from neurips26.harness.run import bench_paper, default_out_dir
 
-    result = bench_paper(args.slug, args.out, progress=not args.json)
+    out = args.out if args.out is not None else default_out_dir(args.slug, "bench")
+    result = bench_paper(args.slug, out, progress=not args.json)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         _print_bench(result)
+        print(f"bench.json in {out}")
     return 0
 
 
@@ -169,23 +168,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if argv and (paper := registry.by_command(argv[0])) is not None:
-            return int(registry.load(paper.slug, "cli").main(argv[1:]) or 0)
-        args = build_parser().parse_args(argv)
-        if args.command is None:
-            build_parser().print_help()
-            return EXIT_USAGE
-        handler = {"list": lambda: _cmd_list(), "run": lambda: _cmd_run(args),
-                   "bench": lambda: _cmd_bench(args), "reproduce": lambda: _cmd_reproduce(args),
-                   "report": lambda: _cmd_report(args)}[args.command]
-        return handler()
-    except (UsageError, RunSetupError, registry.UnknownPaperError, registry.PaperNotImplementedError,
-            registry.MissingExtraError) as e:
-        print(f"neurips26: error: {e}", file=sys.stderr)
+_COMMANDS = {"list": _cmd_list, "run": _cmd_run, "bench": _cmd_bench, "reproduce": _cmd_reproduce,
+             "report": _cmd_report}
+_USER_ERRORS = (RunSetupError, registry.UnknownPaperError, registry.PaperNotImplementedError,
+                registry.MissingExtraError)
+
+
+def _main(argv: list[str]) -> int:
+    if argv and (paper := registry.by_command(argv[0])) is not None:
+        return int(registry.load(paper.slug, "cli").main(argv[1:]) or 0)
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        build_parser().print_help()
         return EXIT_USAGE
+    return _COMMANDS[args.command](args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run_main("neurips26", _main, argv, _USER_ERRORS)
     except KeyboardInterrupt:
         print("neurips26: interrupted", file=sys.stderr)
         return 130

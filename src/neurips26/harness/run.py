@@ -241,7 +241,7 @@ def run_paper(slug: str, scale: str = "quick", seed: int = 0, out: Path | str | 
         "scale": scale,
         "seed": seed,
         "seconds": round(seconds, 3),
-        "provenance": provenance() | {"config": _config_dict(cfg), "plots": ctx.plots},
+        "provenance": provenance() | {"config": cfg, "plots": ctx.plots},
         "metrics": dict(metrics),
         "claims": [c.to_dict() for c in claims],
     }
@@ -267,10 +267,6 @@ def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True)
     result = to_json_types(result)
     write_json_atomic(out_dir / BENCH_FILE, result)
     return result
-
-
-def _config_dict(cfg: Any) -> Any:
-    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg
 
 
 def load_result(path: Path | str) -> dict[str, Any]:
