@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--only", type=_slug_list, default=None, help="comma-separated slugs to run")
     rep.add_argument("--bench", action="store_true", help="also run each paper's benchmark")
     rep.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
+    rep.add_argument("--readme", action="store_true", help="then regenerate the READMEs' claims/bench tables")
 
     report = sub.add_parser("report", help="write report.html and report.md from the results in runs/")
     report.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
@@ -182,6 +183,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             failed.append(slug)
     md, page = write_report(args.root)
     print(f"report: {page} and {md}")
+    if args.readme:
+        _update_readmes(args.root)
     if failed:
         print(f"neurips26: error: not run: {', '.join(failed)}", file=sys.stderr)
         return 1
@@ -196,11 +199,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
     md, page = write_report(args.root, args.out)
     print(f"report: {page} and {md}")
     if args.readme:
-        from neurips26.harness.readme import update_readmes
-
-        for path in update_readmes(args.root):
-            print(f"updated {path}")
+        _update_readmes(args.root)
     return 0
+
+
+def _update_readmes(root: Path) -> None:
+    from neurips26.harness.readme import update_readmes
+
+    for path in update_readmes(root):
+        print(f"updated {path}")
 
 
 _COMMANDS = {"list": _cmd_list, "run": _cmd_run, "bench": _cmd_bench, "reproduce": _cmd_reproduce,
