@@ -74,6 +74,12 @@ class Regularizer(ABC):
         y = self.map_unchecked(np.atleast_2d(th))
         return y[0] if th.ndim == 1 else y
 
+    def log_mirror(self, theta) -> np.ndarray:
+        """log grad Phi(theta) (-inf off the support), exact where y itself underflows (entropic)."""
+        y = self.mirror(theta)
+        with np.errstate(divide="ignore"):
+            return np.log(y)
+
     def h(self, y) -> np.ndarray:
         """h(y) = sum_j phi(y_j) along the last axis (+inf on the boundary for log-barrier)."""
         return np.sum(self.phi(np.asarray(y, dtype=np.float64)), axis=-1)
@@ -182,6 +188,10 @@ class Entropic(Regularizer):
     def potential(self, theta):
         return logsumexp(np.asarray(theta, dtype=np.float64), axis=-1)
 
+    def log_mirror(self, theta):
+        th = check_array(theta, "theta", ndim=(1, 2), dtype=float, min_size=1)
+        return th - logsumexp(th, axis=-1, keepdims=True)
+
 
 class Euclidean(Regularizer):
     """h(y) = sum y^2 / 2 (lazy projected gradient): y = Euclidean projection of theta onto the simplex.
@@ -219,8 +229,9 @@ class Tsallis(Regularizer):
 
     (phi')^{-1}(s) = ((1 + (q-1) s) / q)^{1/(q-1)} (0 where 1 + (q-1) s <= 0 when q > 1). After the
     shift max theta = 0, lambda lies in [-phi'(1), -phi'(1/m)] = [-1, -phi'(1/m)]; F(lambda) =
-    sum_j y_j - 1 is convex and decreasing, so Newton from the left end climbs monotonically to the
-    root (F' = -sum_{y_j > 0} y_j^{2-q} / q); a step leaving the bracket falls back to bisection.
+    sum_j y_j - 1 is convex and decreasing (y_j = max(base, 0)^{1/(q-1)} with base affine in lambda),
+    so Newton from the left end climbs monotonically to the root (F' = -sum_{y_j > 0} y_j^{2-q} / q)
+    and never leaves the bracket (safeguarded Newton: clamped at the left end against round-off).
     Stops at |F| <= 1e-13 (<= 100 steps); y is renormalised by its sum.
     """
 
@@ -255,24 +266,18 @@ class Tsallis(Regularizer):
     def map_unchecked(self, theta):
         q = self.q
         th = theta - theta.max(axis=-1, keepdims=True)
-        m = th.shape[-1]
-        lo = np.full(th.shape[0], -1.0)
-        hi = np.full(th.shape[0], -(q * m ** (1.0 - q) - 1.0) / (q - 1.0))
-        lam = lo.copy()
+        # base_j(lambda) = (1 + (q-1)(theta_j - lambda)) / q = a_j + b lambda
+        a = (1.0 + (q - 1.0) * th) / q
+        b = (1.0 - q) / q
+        p, p2 = 1.0 / (q - 1.0), 2.0 - q
+        lam = np.full((th.shape[0], 1), -1.0)  # the left end of the bracket: F(lam) >= 0
         for _ in range(MAX_STEPS):
-            y = self.inverse_dphi(th - lam[:, None])
-            F = y.sum(axis=-1) - 1.0
-            if np.all(np.abs(F) <= ROOT_TOL):
+            y = _pow(np.maximum(a + b * lam, 0.0), p)
+            F = y.sum(axis=-1, keepdims=True) - 1.0
+            if np.abs(F).max() <= ROOT_TOL:
                 break
-            pos = F > 0
-            lo = np.where(pos, lam, lo)
-            hi = np.where(pos, hi, lam)
-            slope = np.sum(_pow(y, 2.0 - q), axis=-1) / q  # y^{2-q} = 0 at y = 0 (2 - q > 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = lam + F / slope
-            bad = ~np.isfinite(step) | (step <= lo) | (step >= hi)
-            lam = np.where(np.abs(F) <= ROOT_TOL, lam, np.where(bad, 0.5 * (lo + hi), step))
-        y = self.inverse_dphi(th - lam[:, None])
+            # F is convex and decreasing: the Newton step from the left never passes the root
+            lam = np.maximum(lam + F * q / _pow(y, p2).sum(axis=-1, keepdims=True), -1.0)
         return y / y.sum(axis=-1, keepdims=True)
 
     def __repr__(self) -> str:
@@ -322,14 +327,13 @@ class LogBarrier(Regularizer):
 
     def map_unchecked(self, theta):
         th = theta - theta.max(axis=-1, keepdims=True)
-        lam = np.ones(th.shape[0])
+        lam = np.ones((th.shape[0], 1))
         for _ in range(MAX_STEPS):
-            y = 1.0 / (lam[:, None] - th)
-            F = y.sum(axis=-1) - 1.0
-            if np.all(np.abs(F) <= ROOT_TOL):
+            y = 1.0 / (lam - th)
+            F = y.sum(axis=-1, keepdims=True) - 1.0
+            if np.abs(F).max() <= ROOT_TOL:
                 break
-            lam = lam + np.where(np.abs(F) <= ROOT_TOL, 0.0, F / np.sum(y * y, axis=-1))
-        y = 1.0 / (lam[:, None] - th)
+            lam = lam + F / (y * y).sum(axis=-1, keepdims=True)
         return y / y.sum(axis=-1, keepdims=True)
 
     def range(self, m: int, T: int | None = None) -> float:

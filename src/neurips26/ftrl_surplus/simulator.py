@@ -98,13 +98,16 @@ def play(A, learner: FTRL, strategy: Strategy, T: int, *, engine: str = "auto", 
     games = np.broadcast_to(games, (B,) + games.shape[1:])
     plan = np.broadcast_to(plan, (B,) + plan.shape[1:])
     etas = np.broadcast_to(etas, (B,)).astype(np.float64)
-    true_sol = [solve_game(g) for g in _unique(games)]
-    value = np.array([true_sol[i].value for i in _index(games)])
     if solutions is None:
         uniq = [solve_game(g) for g in _unique(plan)]
         solutions = [uniq[i] for i in _index(plan)]
     elif len(solutions) != B:
         raise ValueError(f"solutions must hold one GameSolution per game ({B}), got {len(solutions)}")
+    if model is None:  # the optimizer's model is the true game: its LPs give the true values
+        value = np.array([s.value for s in solutions])
+    else:
+        true_sol = [solve_game(g) for g in _unique(games)]
+        value = np.array([true_sol[i].value for i in _index(games)])
     ctx = PlayContext(model=np.ascontiguousarray(plan), solutions=list(solutions), learner=learner,
                       etas=etas, T=T)
     policy = strategy.bind(ctx)
