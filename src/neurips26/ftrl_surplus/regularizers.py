@@ -17,6 +17,9 @@ with sum_j y_j(lambda) decreasing (and convex) in lambda.
 | tsallis-q   | (y^q - y) / (q - 1) | (q y^{q-1} - 1) / (q - 1) | q < 1 yes, q > 1 no |
 | log_barrier | -ln y               | -1 / y                    | yes               |
 
+``mirror_torch`` is the same algorithm in torch (float64, any device: the GPU path); the
+``sharded`` module splits a batch across ``torch.distributed`` ranks.
+
 Every map is shift invariant (theta and theta + c 1 give the same y), so theta is shifted by its row
 maximum before each map, and all work is float64. Maps are batched: ``mirror(theta)`` takes (m,) or
 (B, m) and returns the same shape.
@@ -67,7 +70,26 @@ class Regularizer(ABC):
     def map_unchecked(self, theta: np.ndarray) -> np.ndarray:
         """grad Phi(theta) for a float64 (B, m) array, no validation (the simulator's hot path)."""
 
+    def map_torch(self, theta):
+        """grad Phi(theta) for a float64 torch tensor (B, m), on its device (the GPU path)."""
+        raise NotImplementedError(f"{self.name} has no torch path")  # pragma: no cover
+
     # ---- derived objects ------------------------------------------------------------------------
+    def mirror_torch(self, theta):
+        """The torch path of ``mirror``: a (B, m) or (m,) tensor (any device), computed in float64."""
+        import torch
+
+        if not isinstance(theta, torch.Tensor):
+            raise TypeError(f"theta must be a torch.Tensor, got {type(theta).__name__}")
+        if theta.ndim not in (1, 2) or theta.numel() == 0:
+            raise ValueError(f"theta must be 1- or 2-dimensional and non-empty, "
+                             f"got shape {tuple(theta.shape)}")
+        th = theta.to(torch.float64)
+        if not bool(torch.isfinite(th).all()):
+            raise ValueError("theta must be finite")
+        y = self.map_torch(th.reshape(-1, th.shape[-1]))
+        return y.reshape(th.shape)
+
     def mirror(self, theta) -> np.ndarray:
         """y = grad Phi(theta), batched over rows: (m,) -> (m,), (B, m) -> (B, m)."""
         th = check_array(theta, "theta", ndim=(1, 2), dtype=float, min_size=1)
@@ -185,6 +207,9 @@ class Entropic(Regularizer):
         e = np.exp(theta - theta.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
+    def map_torch(self, theta):
+        return theta.softmax(dim=-1)
+
     def potential(self, theta):
         return logsumexp(np.asarray(theta, dtype=np.float64), axis=-1)
 
@@ -222,6 +247,17 @@ class Euclidean(Regularizer):
         rho = np.sum(u > css / idx, axis=-1)  # the condition holds exactly on a prefix
         tau = np.take_along_axis(css, (rho - 1)[:, None], axis=-1) / rho[:, None]
         return np.maximum(th - tau, 0.0)
+
+    def map_torch(self, theta):
+        import torch
+
+        th = theta - theta.max(dim=-1, keepdim=True).values
+        u = torch.sort(th, dim=-1, descending=True).values
+        css = torch.cumsum(u, dim=-1) - 1.0
+        idx = torch.arange(1, th.shape[-1] + 1, dtype=th.dtype, device=th.device)
+        rho = (u > css / idx).sum(dim=-1, keepdim=True)
+        tau = torch.gather(css, -1, rho - 1) / rho
+        return torch.clamp(th - tau, min=0.0)
 
 
 class Tsallis(Regularizer):
@@ -280,6 +316,20 @@ class Tsallis(Regularizer):
             lam = np.maximum(lam + F * q / _pow(y, p2).sum(axis=-1, keepdims=True), -1.0)
         return y / y.sum(axis=-1, keepdims=True)
 
+    def map_torch(self, theta):
+        q = self.q
+        th = theta - theta.max(dim=-1, keepdim=True).values
+        a = (1.0 + (q - 1.0) * th) / q
+        b = (1.0 - q) / q
+        lam = th.new_full((th.shape[0], 1), -1.0)
+        for _ in range(MAX_STEPS):
+            y = (a + b * lam).clamp(min=0.0).pow(1.0 / (q - 1.0))
+            F = y.sum(dim=-1, keepdim=True) - 1.0
+            if float(F.abs().max()) <= ROOT_TOL:
+                break
+            lam = (lam + F * q / y.pow(2.0 - q).sum(dim=-1, keepdim=True)).clamp(min=-1.0)
+        return y / y.sum(dim=-1, keepdim=True)
+
     def __repr__(self) -> str:
         return f"Tsallis(q={self.q:g})"
 
@@ -335,6 +385,17 @@ class LogBarrier(Regularizer):
                 break
             lam = lam + F / (y * y).sum(axis=-1, keepdims=True)
         return y / y.sum(axis=-1, keepdims=True)
+
+    def map_torch(self, theta):
+        th = theta - theta.max(dim=-1, keepdim=True).values
+        lam = th.new_ones((th.shape[0], 1))
+        for _ in range(MAX_STEPS):
+            y = 1.0 / (lam - th)
+            F = y.sum(dim=-1, keepdim=True) - 1.0
+            if float(F.abs().max()) <= ROOT_TOL:
+                break
+            lam = lam + F / (y * y).sum(dim=-1, keepdim=True)
+        return y / y.sum(dim=-1, keepdim=True)
 
     def range(self, m: int, T: int | None = None) -> float:
         """m ln T: the range of the smoothed comparator (1 - 1/T) e_j + u_m / T (spec §5)."""
