@@ -29,6 +29,7 @@ from neurips26.harness.validation import check_array, check_choice, check_scalar
 ENGINES = ("auto", "loop", "open_loop")
 OBSERVE = ("exact", "model")
 CHUNK = 4096
+CHUNK_ROWS = 32_768
 RECENTRE_EVERY = 1024
 
 
@@ -188,10 +189,11 @@ def _open_loop(games, ctx, policy, learner, etas, T, sigma_l, rng, observe):
     L_true = np.zeros((B, m))
     last = np.zeros((B, m))
     dual_sq = np.zeros(B)
-    for a in range(0, T, CHUNK):
-        b = min(T, a + CHUNK)
+    chunk = max(1, min(CHUNK, CHUNK_ROWS // B))  # keep a chunk's (rounds x games) block cache-sized
+    for a in range(0, T, chunk):
+        b = min(T, a + chunk)
         X = policy.schedule(a, b)                           # (c, B, n)
-        loss = np.einsum("cbn,bnm->cbm", X, games)             # (c, B, m) l_t = A^T x_t
+        loss = np.matmul(np.swapaxes(X, 0, 1), games).swapaxes(0, 1)  # (c, B, m) l_t = A^T x_t
         fed = loss + sigma_l * rng.standard_normal(loss.shape) if sigma_l > 0 else loss
         before = L[None] + np.cumsum(fed, axis=0) - fed    # L_{t-1}
         if learner.optimistic:
@@ -201,7 +203,7 @@ def _open_loop(games, ctx, policy, learner, etas, T, sigma_l, rng, observe):
         y = reg.map_unchecked(theta.reshape(-1, m)).reshape(theta.shape)
         if learner.feedback == "bandit" and learner.explore > 0:  # pragma: no cover - loop only
             y = (1.0 - learner.explore) * y + learner.explore / m
-        payoff[:, a:b] = np.einsum("cbm,cbm->bc", loss, y)
+        payoff[:, a:b] = (loss * y).sum(axis=-1).T
         L_true += loss.sum(axis=0)
         dual_sq += reg.dual_norm_sq(loss).sum(axis=0)
         L = L + fed.sum(axis=0)
