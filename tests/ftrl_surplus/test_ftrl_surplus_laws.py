@@ -191,3 +191,25 @@ def test_price_of_best_response_e4_values():
         S = play(A, FTRL("entropic", etas), SweepThenAlternate(), T).total
         assert S.min() == pytest.approx(want, abs=0.01)
         assert etas[np.argmin(S)] == pytest.approx(at, rel=0.01)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: solve_game(np.zeros(3)), "A must be 2-dimensional"),
+    (lambda: solve_game(np.zeros((2, 0))), "A must"),
+    (lambda: solve_game([[0.0, np.inf]]), "A must be finite"),
+    (lambda: core_appendix_game(1, 2), "k must be"),
+    (lambda: core_appendix_game(3, -1), "n_sub"),
+    (lambda: core_appendix_game(3, 2, gaps=[0.1]), "gaps"),
+    (lambda: core_appendix_game(3, 1, gaps=[-0.1]), "gaps"),
+    (lambda: core_appendix_game(3, 0, f=[1.0, 0.0, 0.0]), "f must sum to 0"),
+    (lambda: continuous_surplus("entropic", CHECK4_GAPS, -0.1, 10), "eta"),
+    (lambda: continuous_surplus("entropic", CHECK4_GAPS, float("nan"), 10), "eta"),
+    (lambda: fixed_surplus_curve("entropic", CHECK4_GAPS, 0.1, 0), "T"),
+    (lambda: sandwich("entropic", [-0.5, 0.0], 0.1, 10), "gaps"),
+    (lambda: sweeping_limit("entropic", 3, 4, 0.1), "k"),
+    (lambda: search_delta(CHECK5_GAME, n_directions=0), "n_directions"),
+    (lambda: price_of_best_response(-1.0, 0.1, 10), "sigma_sweep"),
+])
+def test_bad_input_of_games_and_predictions(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
