@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neurips26.ftrl_surplus import (DEFAULT_FIVE, FTRL, FixedMaxMin, MyopicBestResponse, SweepThenAlternate,
                                     Uniform, alternation_rate, continuous_surplus, core_appendix_game,
@@ -213,3 +215,15 @@ def test_price_of_best_response_e4_values():
 def test_bad_input_of_games_and_predictions(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.01, 1.0), min_size=1, max_size=6), st.integers(1, 4),
+       st.floats(0.005, 1.0), st.integers(1, 3000), st.sampled_from(DEFAULT_FIVE))
+def test_sandwich_property(sub_gaps, k, eta, T, reg):
+    """0 <= S_T - S_cont(T) <= f(0) = mean(Delta) for any gaps, eta, T and regularizer."""
+    gaps = np.r_[np.zeros(k), sub_gaps]
+    S = fixed_surplus_curve(reg, gaps, eta, T)[-1]
+    lo, hi = sandwich(reg, gaps, eta, T)
+    tol = 1e-9 * max(1.0, abs(S))
+    assert lo - tol <= S <= hi + tol
