@@ -151,3 +151,10 @@ def test_log_barrier_limit_warns_not_raises():
     from neurips26.ftrl_surplus import sweeping_limit
     with pytest.warns(RuntimeWarning):
         assert sweeping_limit("log_barrier", 5, 2, 0.1) == float("inf")
+
+
+def test_ftrl_equality_with_eta_grids():
+    assert FTRL("entropic", [0.1, 0.2]) == FTRL("entropic", np.array([0.1, 0.2]))
+    assert FTRL("entropic", [0.1, 0.2]) != FTRL("entropic", [0.1, 0.3])
+    assert FTRL("tsallis-0.5", 0.1) != FTRL("tsallis-1.5", 0.1)
+    assert OptimisticHedge(0.1).name == "optimistic-entropic"

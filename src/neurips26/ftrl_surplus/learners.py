@@ -24,7 +24,7 @@ from neurips26.harness.validation import check_array, check_choice, check_scalar
 FEEDBACK = ("full", "bandit")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FTRL:
     """A constant-step FTRL learner: ``FTRL("entropic", eta=0.1)``, ``FTRL(Tsallis(0.5), eta=[0.01, 0.1])``.
 
@@ -53,6 +53,13 @@ class FTRL:
             raise TypeError(f"optimistic must be a bool, got {type(self.optimistic).__name__}")
         check_choice(self.feedback, "feedback", FEEDBACK)
         check_scalar(self.explore, "explore", float, min=0.0, max=1.0, inclusive="left")
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, FTRL) and self.reg == other.reg and np.array_equal(self.etas, other.etas)
+                and (self.optimistic, self.feedback, self.explore)
+                == (other.optimistic, other.feedback, other.explore))
+
+    __hash__ = None  # type: ignore[assignment]  (eta may be an array)
 
     @property
     def name(self) -> str:
