@@ -95,3 +95,16 @@ def test_quick_reproduction_claims_hold(tmp_path):
     res = run_paper("ftrl_surplus", "quick", out=tmp_path, progress=False)
     verdicts = {c["id"]: c["verdict"] for c in res["claims"]}
     assert verdicts == {c.id: "holds" for c in E.CLAIMS}, verdicts
+
+
+@pytest.mark.slow
+def test_process_pool_grid_gives_the_serial_metrics(tmp_path):
+    """E1/E3 cells through map_tasks on a process pool (the full scale's backend) == serial."""
+    import dataclasses
+
+    from neurips26.harness.run import run_paper
+
+    cfg = dataclasses.replace(E.CONFIGS["smoke"], backend="process")
+    a = run_paper("ftrl_surplus", config=cfg, out=tmp_path / "p", progress=False)
+    b = run_paper("ftrl_surplus", "smoke", out=tmp_path / "s", progress=False)
+    assert a["metrics"] == b["metrics"]
