@@ -64,7 +64,7 @@ PAPERS: tuple[Paper, ...] = (
     Paper("entropy_filter", "No model required: H_K entropy-rate filtering against collapse",
           "entropy_filter", "entropy-filter"),
     Paper("obsalign", "ObsAlign: observability-aware cross-modal alignment"),
-    Paper("ftrl_surplus", "Strategic surplus against constant-step FTRL"),
+    Paper("ftrl_surplus", "Strategic surplus against constant-step FTRL", "ftrl_surplus"),
     Paper("nexus", "Nexus: optimizer wrapper steering pretraining to common minima"),
     Paper("nextlat", "NextLat: next-latent prediction and self-speculative decoding"),
     Paper("njord", "Njord: probabilistic latent GNN for ensemble ocean forecasting"),
