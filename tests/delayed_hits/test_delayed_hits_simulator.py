@@ -167,11 +167,11 @@ def test_max_item_batch_counts_one_item_per_slot():
 
 
 def test_many_restarts_fall_back_to_python_engine(monkeypatch):
-    from neurips26.delayed_hits import fast
+    from neurips26.delayed_hits import la_ftpl
 
     tr, _ = irm_zipf(100, 3000, 0.8, seed=0)
     ref = simulate(tr, LAFTPL(restart_every=10, refresh=4), K=5, Z=3, engine="python")
-    monkeypatch.setattr(fast, "MAX_GAMMA_VALUES", 1000)
+    monkeypatch.setattr(la_ftpl, "MAX_GAMMA_VALUES", 1000)
     got = simulate(tr, LAFTPL(restart_every=10, refresh=4), K=5, Z=3)
     assert got.total_latency == ref.total_latency
 
