@@ -143,21 +143,22 @@ def test_cli_run_and_bad_input(tmp_path, monkeypatch, capsys):
     assert "scale" in capsys.readouterr().err
 
 
-def test_bench_rows(tmp_path, monkeypatch):
+def test_bench_rows(tmp_path):
     from neurips26.delayed_hits import bench
     from neurips26.harness import RunContext
 
-    monkeypatch.setattr(bench, "N_REQ", 20_000)
-    monkeypatch.setattr(bench, "BIG", (5000, 20_000, 100, 10, (64,)))
-    rows = bench.bench(RunContext(out_dir=tmp_path, progress=False))
+    rows = bench.bench(RunContext(out_dir=tmp_path, progress=False, scale="smoke"))
     names = [r.name for r in rows]
     assert any("LRU Z=1 " in n for n in names) and any("LRU Z=100 " in n for n in names)
     assert any(n.startswith("UCB-DH") for n in names) and any(n.startswith("LA-FTPL") for n in names)
     for r in rows:
         assert r.ours > 0
+    timed = [r for r in rows if r.unit != "bytes"]
+    assert all("median of" in r.note and "interleaved rounds" in r.note for r in timed)
     try:
         import libcachesim  # noqa: F401
     except ImportError:
+        assert all(r.anchor is None and "libcachesim" in r.note for r in timed)
         return
     assert all(r.anchor is not None and r.ratio is not None for r in rows)
 
