@@ -6,6 +6,7 @@ and a user's own sweep share this table.
 
 from __future__ import annotations
 
+from neurips26.harness.validation import check_choice
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL
 from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, Belady,
                                              InCacheLFU, Marker)
@@ -59,4 +60,5 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
         return RestartedLAFTPL(B=B, T=T, c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
     if name == "UCB-DH-restart":
         return RestartedUCBDH(B=B, T=T, refresh=ucb_refresh)
-    raise ValueError(f"name: unknown policy {name!r}; known: {sorted(POLICY_NAMES)}")
+    check_choice(name, "name", sorted(POLICY_NAMES))       # raises, naming the known policies
+    raise AssertionError(f"policy {name!r} is in POLICY_NAMES but has no constructor here")

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from neurips26.harness.parallel import map_tasks
-from neurips26.harness.validation import check_scalar
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.delayed_hits.catalog import POLICY_NAMES, make_policy
 from neurips26.delayed_hits.shadow import shadow_losses
 from neurips26.delayed_hits.simulator import simulate
@@ -46,8 +46,7 @@ def sweep(trace_path: str | os.PathLike, policies: Sequence[str], Zs: Sequence[i
     """The (policy x Z x K x seed) grid on one oracleGeneral trace file (see module docstring);
     ``backend``/``workers``/``address`` go to ``map_tasks``."""
     for p in policies:
-        if p not in POLICY_NAMES:
-            raise ValueError(f"policies: unknown policy {p!r}; known: {sorted(POLICY_NAMES)}")
+        check_choice(p, "policies", sorted(POLICY_NAMES))
     tasks = [{"path": str(trace_path), "policy": p, "Z": check_scalar(z, "Z", int, min=1),
               "K": check_scalar(k, "K", int, min=1), "seed": check_scalar(s, "seed", int, min=0)}
              for p in policies for z in Zs for k in Ks for s in seeds]
