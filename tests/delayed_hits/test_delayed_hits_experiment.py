@@ -15,7 +15,8 @@ from neurips26.delayed_hits import experiment
 from neurips26.delayed_hits.workloads import irm_zipf
 
 # the smoke scale with two seeds (so the judged claims have a standard error) and the plots
-TINY = replace(experiment.CONFIGS["smoke"], seeds=(0, 1), plots=True, w8_Z=(1, 10))
+TINY = replace(experiment.CONFIGS["smoke"], seeds=(0, 1), plots=True,
+               w8=replace(experiment.CONFIGS["smoke"].w8, Z=(1, 10)))
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +29,16 @@ def tiny_run(tmp_path_factory):
 
 def test_quick_config_matches_spec():
     q = experiment.CONFIGS["quick"]
-    assert (q.w1_N, q.w1_K, q.w1_alpha, q.w1_Z, q.w1_T, q.seeds) == (1000, 50, 0.8, (1, 10, 50), 200_000,
+    assert (q.w1.N, q.w1.K, q.w1.alpha, q.w1.Z, q.w1.T, q.seeds) == (1000, 50, 0.8, (1, 10, 50), 200_000,
                                                                      (0, 1, 2))
-    assert (q.w2_N, q.w2_K, q.w2_T) == (1000, 50, 50_000) and q.w6_T == 2 ** 18
-    assert q.w3_T == (2 ** 14, 2 ** 16, 2 ** 18) and q.w3_B == 4 and q.w3_Z == 10
-    assert (q.w7_requests, q.w7_K, q.w7_Z) == (200_000, 200, (20,)) and q.w8_Z == (1, 10, 50)
-    assert q.ftpl_refresh == 16 and q.c7_T == 2 ** 18
+    assert (q.w2.N, q.w2.K, q.w2.T) == (1000, 50, 50_000) and q.w6.T == 2 ** 18
+    assert q.w3.T == (2 ** 14, 2 ** 16, 2 ** 18) and q.w3.B == 4 and q.w3.Z == 10
+    assert (q.w7.requests, q.w7.K, q.w7.Z) == (200_000, 200, (20,)) and q.w8.Z == (1, 10, 50)
+    assert q.ftpl_refresh == 16 and q.c7.T == 2 ** 18
     f = experiment.CONFIGS["full"]
-    assert f.w1_T == 10_000_000 and f.w1_N == 100_000 and f.seeds == tuple(range(10)) and max(f.w1_Z) == 1000
+    assert f.w1.T == 10_000_000 and f.w1.N == 100_000 and f.seeds == tuple(range(10)) and max(f.w1.Z) == 1000
     s = experiment.CONFIGS["smoke"]
-    assert s.seeds == (0,) and s.backend == "serial" and s.w1_T <= 2 ** 12 and not s.plots
+    assert s.seeds == (0,) and s.backend == "serial" and s.w1.T <= 2 ** 12 and not s.plots
 
 
 def test_run_paper_end_to_end(tiny_run):
@@ -53,7 +54,7 @@ def test_run_paper_end_to_end(tiny_run):
     assert v["classical_linear_regret"] in ("holds", "inconclusive")
     for run in data["per_seed"]:
         reg = run["metrics"]["regret"]
-        for key in ("W6a/Z=1/LRU", "W6a/Z=1/FIFO", "W6a/Z=1/Marker", f"W6b/Z={TINY.w6b_Z}/LFU"):
+        for key in ("W6a/Z=1/LRU", "W6a/Z=1/FIFO", "W6a/Z=1/Marker", f"W6b/Z={TINY.w6.b_Z}/LFU"):
             assert reg[key]["real"]["slope"] >= experiment.LINEAR_SLOPE, key
         assert run["metrics"]["w6c"]["LFU"]["slope"] >= experiment.LINEAR_SLOPE
     assert v["mad_collapse_at_z1"] == "holds"
@@ -66,7 +67,7 @@ def test_run_paper_end_to_end(tiny_run):
     lat = [r["metrics"]["latency"]["W1/Z=10"]["LRU"]["mean_latency"] for r in data["per_seed"]]
     assert lat[0] != lat[1]
     m = res["metrics"]
-    assert m["w7"]["requests"] == TINY.w7_requests and len(m["w7"]["sha256"]) == 64
+    assert m["w7"]["requests"] == TINY.w7.requests and len(m["w7"]["sha256"]) == 64
     assert "W8/Z=10" in m["latency"] and "LHD-MAD" in m["latency"]["W8/Z=10"]
 
 

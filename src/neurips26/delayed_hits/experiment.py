@@ -15,7 +15,7 @@ standard error (a difference inside ``K_SE`` standard errors, or a single seed, 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -31,57 +31,92 @@ from neurips26.delayed_hits import workloads as W
 from neurips26.delayed_hits.trace import load_atre_5k
 
 
+@dataclass(frozen=True)
+class W1:
+    """W1 IRM-Zipf: regret from prefixes of one run per seed, and a latency table."""
+    N: int = 1000
+    K: int = 50
+    alpha: float = 0.8
+    Z: tuple = (1, 10, 50)
+    T: int = 200_000
+
+
+@dataclass(frozen=True)
+class W2:
+    """W2 bursty (odd ranks bursty with batch b), and the theta-vs-simulation check on its generator."""
+    N: int = 1000
+    K: int = 50
+    Z: tuple = (10,)
+    T: int = 50_000
+    b: int = 4
+    theta_T: int = 200_000               # slots for the theta check
+
+
+@dataclass(frozen=True)
+class W3:
+    """W3 piecewise Zipf with B changes: one run per T (the N, K and alpha of W1)."""
+    B: int = 4
+    Z: int = 10
+    T: tuple = (2 ** 14, 2 ** 16, 2 ** 18)
+    B_grid: tuple = (0, 1, 2, 4, 8, 16)  # comparator budgets for switching regret vs B
+
+
+@dataclass(frozen=True)
+class W6:
+    """W6a cyclic (K = a_K, Z = 1), W6b frequency-vs-burst (K = 1, Z = b_Z), W6c LFU flip."""
+    T: int = 2 ** 18
+    a_K: int = 8
+    b_Z: int = 10
+    c_K: int = 8
+    c_T: tuple = (2 ** 14, 2 ** 15, 2 ** 16, 2 ** 17, 2 ** 18)
+    slope_T0: int | None = None          # first point of W6a/W6b's slope fits (None: the run's);
+                                         # W6b's LFU lock-in shows only past ~2^14 slots
+
+
+@dataclass(frozen=True)
+class W7:
+    """W7 stdlib tokens (requests=None: the whole list)."""
+    requests: int | None = 200_000
+    K: int = 200
+    Z: tuple = (20,)
+
+
+@dataclass(frozen=True)
+class W8:
+    """W8 Atre et al.'s 5K-request trace (shipped)."""
+    K: int = 50
+    Z: tuple = (1, 10, 50)
+
+
+@dataclass(frozen=True)
+class C7:
+    """The check-7 IRM instance for UCB-DH's log T regret, and its regret vs Z."""
+    N: int = 100
+    K: int = 10
+    Z: int = 10
+    T: int = 2 ** 18
+    Z_sweep: tuple = (1, 10, 50)
+
+
 @dataclass
 class Config:
     seeds: tuple = (0, 1, 2)             # the harness runs each; claims are judged over them
-    # W1 IRM-Zipf
-    w1_N: int = 1000
-    w1_K: int = 50
-    w1_alpha: float = 0.8
-    w1_Z: tuple = (1, 10, 50)
-    w1_T: int = 200_000
-    # W2 bursty
-    w2_N: int = 1000
-    w2_K: int = 50
-    w2_Z: tuple = (10,)
-    w2_T: int = 50_000
-    w2_b: int = 4
-    theta_T: int = 200_000               # slots for the theta-vs-simulation check on W2
-    # W3 piecewise
-    w3_B: int = 4
-    w3_Z: int = 10
-    w3_T: tuple = (2 ** 14, 2 ** 16, 2 ** 18)
-    w3_B_grid: tuple = (0, 1, 2, 4, 8, 16)   # comparator budgets for switching regret vs B
-    # W6 adversarial
-    w6_T: int = 2 ** 18
-    w6a_K: int = 8
-    w6b_Z: int = 10
-    w6c_K: int = 8
-    w6c_T: tuple = (2 ** 14, 2 ** 15, 2 ** 16, 2 ** 17, 2 ** 18)
-    # W7 stdlib tokens, W8 Atre 5K trace
-    w7_requests: int | None = 200_000
-    w7_K: int = 200
-    w7_Z: tuple = (20,)
-    w8_K: int = 50
-    w8_Z: tuple = (1, 10, 50)
-    # check-7 IRM instance for UCB-DH's log T regret
-    c7_N: int = 100
-    c7_K: int = 10
-    c7_Z: int = 10
-    c7_T: int = 2 ** 18
-    c7_Z_sweep: tuple = (1, 10, 50)      # UCB-DH regret vs Z on the check-7 instance
-    # W4/W5 (full only)
-    w4_T: int = 0
+    w1: W1 = field(default_factory=W1)
+    w2: W2 = field(default_factory=W2)
+    w3: W3 = field(default_factory=W3)
+    w6: W6 = field(default_factory=W6)
+    w7: W7 = field(default_factory=W7)
+    w8: W8 = field(default_factory=W8)
+    c7: C7 = field(default_factory=C7)
+    w4_T: int = 0                        # W4 shot noise and W5 flow packets (full only)
     w5_T: int = 0
     # policy parameters
     ftpl_refresh: int = 16
     ucb_refresh: int = 16
     c_eta: float = 1.0
     lhd_reconfig: int = 2 ** 14
-    plots: bool = True                   # write the four PNGs (off in smoke: matplotlib takes seconds)
     slope_T0: int = 2 ** 14              # the regret-slope fits use slope_T0, 2 slope_T0, ... <= T
-    w6_slope_T0: int | None = None       # the same for W6a/W6b (None: slope_T0); W6b's LFU lock-in
-                                         # shows only past ~2^14 slots
+    plots: bool = True                   # write the four PNGs (off in smoke: matplotlib takes seconds)
     workers: int = 2
     backend: str = "process"
 
@@ -89,19 +124,19 @@ class Config:
 CONFIGS = {
     # seconds: every claim's code path on tiny traces (one seed, so the stochastic claims say
     # inconclusive); the contract test runs it twice
-    "smoke": Config(seeds=(0,), w1_N=60, w1_K=6, w1_Z=(1, 10), w1_T=2 ** 11, w2_N=60, w2_K=6,
-                    w2_T=1500, theta_T=4000, w3_T=(2 ** 10, 2 ** 11), w3_B_grid=(0, 4), w6_T=2 ** 15,
-                    w6c_T=(2 ** 10, 2 ** 11), w7_requests=1500, w7_K=30, w8_K=20, w8_Z=(1,),
-                    c7_N=30, c7_K=5, c7_T=2 ** 12, c7_Z_sweep=(1, 10), lhd_reconfig=2 ** 10,
-                    slope_T0=2 ** 8, w6_slope_T0=2 ** 14, plots=False, workers=1, backend="serial"),
+    "smoke": Config(seeds=(0,), w1=W1(N=60, K=6, Z=(1, 10), T=2 ** 11),
+                    w2=W2(N=60, K=6, T=1500, theta_T=4000), w3=W3(T=(2 ** 10, 2 ** 11), B_grid=(0, 4)),
+                    w6=W6(T=2 ** 15, c_T=(2 ** 10, 2 ** 11), slope_T0=2 ** 14),
+                    w7=W7(requests=1500, K=30), w8=W8(K=20, Z=(1,)),
+                    c7=C7(N=30, K=5, T=2 ** 12, Z_sweep=(1, 10)), lhd_reconfig=2 ** 10,
+                    slope_T0=2 ** 8, plots=False, workers=1, backend="serial"),
     "quick": Config(),
-    "full": Config(seeds=tuple(range(10)),
-                   w1_N=100_000, w1_K=1000, w1_Z=(1, 10, 100, 1000), w1_T=10_000_000,
-                   w2_T=1_000_000, w2_Z=(10, 100), theta_T=2_000_000,
-                   w3_T=tuple(2 ** k for k in range(14, 25, 2)), w6_T=2 ** 24,
-                   w6c_T=tuple(2 ** k for k in range(14, 25, 2)), w7_requests=None,
-                   w7_Z=(10, 100), w8_Z=(1, 10, 50, 100), c7_T=2 ** 22, w4_T=10_000_000,
-                   w5_T=10_000_000, lhd_reconfig=2 ** 20, workers=8),
+    "full": Config(seeds=tuple(range(10)), w1=W1(N=100_000, K=1000, Z=(1, 10, 100, 1000), T=10_000_000),
+                   w2=W2(T=1_000_000, Z=(10, 100), theta_T=2_000_000),
+                   w3=W3(T=tuple(2 ** k for k in range(14, 25, 2))),
+                   w6=W6(T=2 ** 24, c_T=tuple(2 ** k for k in range(14, 25, 2))),
+                   w7=W7(requests=None, Z=(10, 100)), w8=W8(Z=(1, 10, 50, 100)), c7=C7(T=2 ** 22),
+                   w4_T=10_000_000, w5_T=10_000_000, lhd_reconfig=2 ** 20, workers=8),
 }
 
 C_ETA_GRID = (0.0, 0.1, 0.3, 1.0, 3.0)    # the c_eta ablation
@@ -190,7 +225,7 @@ def _warm_kernels() -> None:
 
 
 def _w6_T0(cfg: Config) -> int:
-    return cfg.w6_slope_T0 or cfg.slope_T0
+    return cfg.w6.slope_T0 or cfg.slope_T0
 
 
 def _pow2_points(T: int, T0: int) -> list[int]:
@@ -213,7 +248,7 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     ctx.log(f"delayed_hits seed {ctx.seed}: {len(tasks)} simulations on {cfg.workers} workers "
             f"({cfg.backend})")
     _warm_kernels()
-    pin_workload(("W7", cfg.w7_requests))            # tokenised once, before the workers fork
+    pin_workload(("W7", cfg.w7.requests))            # tokenised once, before the workers fork
     pin_workload(("W8",))
     outs = map_tasks(_task, tasks, backend=cfg.backend, workers=cfg.workers, desc="simulations",
                      progress=ctx.progress, mp_start="fork")
@@ -239,88 +274,88 @@ def build_tasks(cfg: Config, seed: int) -> list[dict]:
     all_pols = list(OURS) + list(BASELINES)
     regret_pols = ["LRU", "FIFO", "Marker", "LFU", "UCB-DH", "LA-FTPL", "FTPL"]
     # W1: regret from prefixes (the regret policies), latency tables (every policy)
-    w1_cps = _pow2_points(cfg.w1_T, cfg.slope_T0) + [cfg.w1_T]
-    for Z in cfg.w1_Z:
+    w1_cps = _pow2_points(cfg.w1.T, cfg.slope_T0) + [cfg.w1.T]
+    for Z in cfg.w1.Z:
         for s in seeds:
-            spec = ("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, s)
+            spec = ("W1", cfg.w1.N, cfg.w1.T, cfg.w1.alpha, s)
             for p in all_pols:
                 if p == "LHD" and Z != 1:
                     continue                    # the base LHD is only needed for the Z = 1 claim
                 if p in regret_pols or s in slow_seeds:
-                    add(spec, p, cfg.w1_K, Z, s, w1_cps)
+                    add(spec, p, cfg.w1.K, Z, s, w1_cps)
     # W2 bursty, W7, W8 latency tables
-    for Z in cfg.w2_Z:
+    for Z in cfg.w2.Z:
         for s in slow_seeds:
             for p in all_pols:
-                add(("W2", cfg.w2_N, cfg.w2_T, cfg.w2_b, Z, s), p, cfg.w2_K, Z, s)
-    for Z in cfg.w7_Z:
+                add(("W2", cfg.w2.N, cfg.w2.T, cfg.w2.b, Z, s), p, cfg.w2.K, Z, s)
+    for Z in cfg.w7.Z:
         for p in all_pols:
-            add(("W7", cfg.w7_requests), p, cfg.w7_K, Z, seeds[0])
-    for Z in cfg.w8_Z:
+            add(("W7", cfg.w7.requests), p, cfg.w7.K, Z, seeds[0])
+    for Z in cfg.w8.Z:
         for p in all_pols:
-            add(("W8",), p, cfg.w8_K, Z, seeds[0])
+            add(("W8",), p, cfg.w8.K, Z, seeds[0])
     # restarted variants and VA-CDH on the bursty/real streams (B = w3_B fixed a priori; reported only)
     for p in ("LA-FTPL-restart", "UCB-DH-restart", "VA-CDH"):
-        for Z in cfg.w2_Z:
+        for Z in cfg.w2.Z:
             for s in slow_seeds:
-                add(("W2", cfg.w2_N, cfg.w2_T, cfg.w2_b, Z, s), p, cfg.w2_K, Z, s,
-                    extra_pkw={"B": cfg.w3_B})
-        for Z in cfg.w7_Z:
-            add(("W7", cfg.w7_requests), p, cfg.w7_K, Z, seeds[0], extra_pkw={"B": cfg.w3_B})
-        for Z in cfg.w8_Z:
-            add(("W8",), p, cfg.w8_K, Z, seeds[0], extra_pkw={"B": cfg.w3_B})
+                add(("W2", cfg.w2.N, cfg.w2.T, cfg.w2.b, Z, s), p, cfg.w2.K, Z, s,
+                    extra_pkw={"B": cfg.w3.B})
+        for Z in cfg.w7.Z:
+            add(("W7", cfg.w7.requests), p, cfg.w7.K, Z, seeds[0], extra_pkw={"B": cfg.w3.B})
+        for Z in cfg.w8.Z:
+            add(("W8",), p, cfg.w8.K, Z, seeds[0], extra_pkw={"B": cfg.w3.B})
     for T, tag in ((cfg.w4_T, "W4"), (cfg.w5_T, "W5")):
         if T:
-            for Z in cfg.w7_Z:
+            for Z in cfg.w7.Z:
                 spec = ("W4", T, seeds[0]) if tag == "W4" else ("W5", T, Z, seeds[0])
                 for p in all_pols:
-                    add(spec, p, cfg.w1_K, Z, seeds[0])
+                    add(spec, p, cfg.w1.K, Z, seeds[0])
     # W6a (K=8, Z=1) and W6b (K=1, Z=10): prefixes
-    w6_cps = _pow2_points(cfg.w6_T, _w6_T0(cfg)) + [cfg.w6_T]
+    w6_cps = _pow2_points(cfg.w6.T, _w6_T0(cfg)) + [cfg.w6.T]
     for p in ("LRU", "FIFO", "Marker", "LFU", "LA-FTPL", "UCB-DH"):
         for s in seeds:
-            add(("W6a", cfg.w6a_K, cfg.w6_T), p, cfg.w6a_K, 1, s, w6_cps)
-            add(("W6b", cfg.w6_T, cfg.w6b_Z), p, 1, cfg.w6b_Z, s, w6_cps)
+            add(("W6a", cfg.w6.a_K, cfg.w6.T), p, cfg.w6.a_K, 1, s, w6_cps)
+            add(("W6b", cfg.w6.T, cfg.w6.b_Z), p, 1, cfg.w6.b_Z, s, w6_cps)
     # W6c: one run per T (flip at T/2), LFU and LRU
-    for T in cfg.w6c_T:
+    for T in cfg.w6.c_T:
         for p in ("LFU", "LRU"):
-            add(("W6c", cfg.w6c_K, T), p, cfg.w6c_K, 1, seeds[0])
+            add(("W6c", cfg.w6.c_K, T), p, cfg.w6.c_K, 1, seeds[0])
     # W3: one run per T
-    for T in cfg.w3_T:
+    for T in cfg.w3.T:
         for s in seeds:
-            spec = ("W3", cfg.w1_N, T, cfg.w3_B, cfg.w1_alpha, s)
+            spec = ("W3", cfg.w1.N, T, cfg.w3.B, cfg.w1.alpha, s)
             for p in ("LRU", "LA-FTPL", "LA-FTPL-restart", "UCB-DH-restart"):
-                add(spec, p, cfg.w1_K, cfg.w3_Z, s, extra_pkw={"B": cfg.w3_B, "T": T})
+                add(spec, p, cfg.w1.K, cfg.w3.Z, s, extra_pkw={"B": cfg.w3.B, "T": T})
     # ablations (seed 0, the middle W1 latency and W2): c_eta grid, Z-agnostic eta, generic index
-    Zab = cfg.w1_Z[len(cfg.w1_Z) // 2]
-    for spec, K, Z in ((("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, seeds[0]), cfg.w1_K, Zab),
-                       (("W2", cfg.w2_N, cfg.w2_T, cfg.w2_b, cfg.w2_Z[0], seeds[0]), cfg.w2_K,
-                        cfg.w2_Z[0])):
+    Zab = cfg.w1.Z[len(cfg.w1.Z) // 2]
+    for spec, K, Z in ((("W1", cfg.w1.N, cfg.w1.T, cfg.w1.alpha, seeds[0]), cfg.w1.K, Zab),
+                       (("W2", cfg.w2.N, cfg.w2.T, cfg.w2.b, cfg.w2.Z[0], seeds[0]), cfg.w2.K,
+                        cfg.w2.Z[0])):
         for ce in C_ETA_GRID:
             add(spec, "LA-FTPL", K, Z, seeds[0], extra_pkw={"c_eta": ce}, tag=f"abl/c_eta={ce}")
         for p in ("LA-FTPL-Zagnostic", "UCB-DH-generic"):
             add(spec, p, K, Z, seeds[0], tag="abl")
     # oracle restarts of UCB-DH at the true change points (W3, largest T)
-    T3 = max(cfg.w3_T)
+    T3 = max(cfg.w3.T)
     for s in seeds:
-        spec = ("W3", cfg.w1_N, T3, cfg.w3_B, cfg.w1_alpha, s)
-        add(spec, "UCB-DH", cfg.w1_K, cfg.w3_Z, s,
-            extra_pkw={"restart_at": tuple(W.change_points(T3, cfg.w3_B))}, tag="abl/oracle")
+        spec = ("W3", cfg.w1.N, T3, cfg.w3.B, cfg.w1.alpha, s)
+        add(spec, "UCB-DH", cfg.w1.K, cfg.w3.Z, s,
+            extra_pkw={"restart_at": tuple(W.change_points(T3, cfg.w3.B))}, tag="abl/oracle")
     # check-7 instance: UCB-DH with the S_t != S* count
-    c7_cps = sorted(set(_pow2_points(cfg.c7_T, cfg.slope_T0) + [cfg.c7_T, cfg.c7_T // 16]))
+    c7_cps = sorted(set(_pow2_points(cfg.c7.T, cfg.slope_T0) + [cfg.c7.T, cfg.c7.T // 16]))
     for s in seeds:
-        add(("C7", cfg.c7_N, cfg.c7_T, s), "UCB-DH", cfg.c7_K, cfg.c7_Z, s, c7_cps,
-            ref_set=np.arange(cfg.c7_K))
-        for Z in cfg.c7_Z_sweep:
-            if Z != cfg.c7_Z:
-                add(("C7", cfg.c7_N, cfg.c7_T, s), "UCB-DH", cfg.c7_K, Z, s, [cfg.c7_T],
-                    ref_set=np.arange(cfg.c7_K))
+        add(("C7", cfg.c7.N, cfg.c7.T, s), "UCB-DH", cfg.c7.K, cfg.c7.Z, s, c7_cps,
+            ref_set=np.arange(cfg.c7.K))
+        for Z in cfg.c7.Z_sweep:
+            if Z != cfg.c7.Z:
+                add(("C7", cfg.c7.N, cfg.c7.T, s), "UCB-DH", cfg.c7.K, Z, s, [cfg.c7.T],
+                    ref_set=np.arange(cfg.c7.K))
 
     # longest first for load balance
     def cost(t):
         kind = t["spec"][0]
-        tr_len = {"W1": cfg.w1_T, "W2": cfg.w2_T * 3, "W6a": cfg.w6_T, "W6b": cfg.w6_T // 4,
-                  "W7": cfg.w7_requests or 500_000, "W8": 5000, "C7": cfg.c7_T, "W4": cfg.w4_T,
+        tr_len = {"W1": cfg.w1.T, "W2": cfg.w2.T * 3, "W6a": cfg.w6.T, "W6b": cfg.w6.T // 4,
+                  "W7": cfg.w7.requests or 500_000, "W8": 5000, "C7": cfg.c7.T, "W4": cfg.w4_T,
                   "W5": cfg.w5_T}.get(kind) or t["spec"][2]
         return tr_len * (1 if t["policy"] in FAST else 10)
 
@@ -355,15 +390,15 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
 
     m: dict = {"config": asdict(cfg)}
     # W1 regret curves (static and shadow), per Z and policy
-    w1_cps = _pow2_points(cfg.w1_T, cfg.slope_T0) + [cfg.w1_T]
+    w1_cps = _pow2_points(cfg.w1.T, cfg.slope_T0) + [cfg.w1.T]
     regret = {}
-    for Z in cfg.w1_Z:
-        comps = {s: _prefix_comparators(("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, s), Z, cfg.w1_K,
+    for Z in cfg.w1.Z:
+        comps = {s: _prefix_comparators(("W1", cfg.w1.N, cfg.w1.T, cfg.w1.alpha, s), Z, cfg.w1.K,
                                         w1_cps)[0] for s in seeds}
         for p in ["LRU", "FIFO", "Marker", "LFU", "UCB-DH", "LA-FTPL", "FTPL"]:
             real, sh = {}, {}
             for s in seeds:
-                out = R[("W1", p, cfg.w1_K, Z, s, ("W1", cfg.w1_N, cfg.w1_T, cfg.w1_alpha, s))]
+                out = R[("W1", p, cfg.w1.K, Z, s, ("W1", cfg.w1.N, cfg.w1.T, cfg.w1.alpha, s))]
                 real[s] = {t: out["cp"][t][0] - comps[s][t] for t in comps[s]}
                 sh[s] = {t: out["cp"][t][1] - comps[s][t] for t in comps[s]}
             regret[f"W1/Z={Z}/{p}"] = {"real": _slopes(real, cfg.slope_T0),
@@ -371,9 +406,9 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
                                        "curve": {int(t): float(np.mean([real[s][t] for s in seeds]))
                                                  for t in comps[seeds[0]]}}
     # W6a / W6b regret from prefixes
-    w6_cps = _pow2_points(cfg.w6_T, _w6_T0(cfg)) + [cfg.w6_T]
-    for tag, spec, K, Z in (("W6a", ("W6a", cfg.w6a_K, cfg.w6_T), cfg.w6a_K, 1),
-                            ("W6b", ("W6b", cfg.w6_T, cfg.w6b_Z), 1, cfg.w6b_Z)):
+    w6_cps = _pow2_points(cfg.w6.T, _w6_T0(cfg)) + [cfg.w6.T]
+    for tag, spec, K, Z in (("W6a", ("W6a", cfg.w6.a_K, cfg.w6.T), cfg.w6.a_K, 1),
+                            ("W6b", ("W6b", cfg.w6.T, cfg.w6.b_Z), 1, cfg.w6.b_Z)):
         comp = _prefix_comparators(spec, Z, K, w6_cps)[0]
         for p in ("LRU", "FIFO", "Marker", "LFU", "LA-FTPL", "UCB-DH"):
             real, sh = {}, {}
@@ -381,7 +416,7 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
                 out = R[(tag, p, K, Z, s, spec)]
                 real[s] = {t: out["cp"][t][0] - comp[t] for t in comp}
                 sh[s] = {t: out["cp"][t][1] - comp[t] for t in comp}
-            T = cfg.w6_T
+            T = cfg.w6.T
             regret[f"{tag}/Z={Z}/{p}"] = {
                 "real": _slopes(real, _w6_T0(cfg)), "shadow": _slopes(sh, _w6_T0(cfg)),
                 "regret_over_T": float(np.mean([real[s][T] / T for s in seeds])),
@@ -390,14 +425,14 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
     w6c = {}
     for p in ("LFU", "LRU"):
         pts = {}
-        for T in cfg.w6c_T:
-            spec = ("W6c", cfg.w6c_K, T)
+        for T in cfg.w6.c_T:
+            spec = ("W6c", cfg.w6.c_K, T)
             tr, info = build_workload(spec)
             grid = sorted(set(info["change_points"]) | {T})
             _, snaps = shadow_losses(tr, 1, grid=grid)
             P = np.vstack([np.zeros((1, tr.n_items), dtype=np.int64), snaps])
-            sw, _ = switching_opt(P, cfg.w6c_K, 1)
-            out = R[("W6c", p, cfg.w6c_K, 1, seeds[0], spec)]
+            sw, _ = switching_opt(P, cfg.w6.c_K, 1)
+            out = R[("W6c", p, cfg.w6.c_K, 1, seeds[0], spec)]
             pts[T] = out["latency"] - sw
         w6c[p] = {"switching_regret": {int(t): float(v) for t, v in pts.items()},
                   **_slopes({0: pts}, cfg.slope_T0)}
@@ -408,42 +443,42 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
     w3 = {p: {"static": {}, "switching": {}, "shadow": {}} for p in
           ("LRU", "LA-FTPL", "LA-FTPL-restart", "UCB-DH-restart")}
     switch_vs_B = {p: {} for p in w3}
-    for T in cfg.w3_T:
+    for T in cfg.w3.T:
         for s in seeds:
-            spec = ("W3", cfg.w1_N, T, cfg.w3_B, cfg.w1_alpha, s)
+            spec = ("W3", cfg.w1.N, T, cfg.w3.B, cfg.w1.alpha, s)
             tr, info = build_workload(spec)
             G = 200
             grid = sorted(set(np.linspace(T / G, T, G).round().astype(int).tolist())
                           | set(info["change_points"]) | {T})
             grid = [g for g in grid if 1 <= g <= T]
-            L, snaps = shadow_losses(tr, cfg.w3_Z, grid=grid)
+            L, snaps = shadow_losses(tr, cfg.w3.Z, grid=grid)
             P = np.vstack([np.zeros((1, tr.n_items), dtype=np.int64), snaps])
-            sw = {B: switching_opt(P, cfg.w1_K, B)[0] for B in cfg.w3_B_grid}
-            sw_B = sw.get(cfg.w3_B, switching_opt(P, cfg.w1_K, cfg.w3_B)[0])
-            st = static_opt_cost(L, cfg.w1_K)
+            sw = {B: switching_opt(P, cfg.w1.K, B)[0] for B in cfg.w3.B_grid}
+            sw_B = sw.get(cfg.w3.B, switching_opt(P, cfg.w1.K, cfg.w3.B)[0])
+            st = static_opt_cost(L, cfg.w1.K)
             for p in w3:
-                out = R[("W3", p, cfg.w1_K, cfg.w3_Z, s, spec)]
+                out = R[("W3", p, cfg.w1.K, cfg.w3.Z, s, spec)]
                 w3[p]["static"].setdefault(s, {})[T] = out["latency"] - st
                 w3[p]["shadow"].setdefault(s, {})[T] = out["shadow"] - st
                 w3[p]["switching"].setdefault(s, {})[T] = out["latency"] - sw_B
-                if T == max(cfg.w3_T):
+                if T == max(cfg.w3.T):
                     for B, v in sw.items():
                         switch_vs_B[p].setdefault(B, []).append(out["latency"] - v)
     m["w3"] = {p: {k: _slopes(v, cfg.slope_T0) | {"mean": {int(T): float(np.mean([v[s][T] for s in v]))
-                                              for T in cfg.w3_T}}
+                                              for T in cfg.w3.T}}
                    for k, v in d.items()} for p, d in w3.items()}
     m["w3_switching_vs_B"] = {p: {int(B): float(np.mean(v)) for B, v in d.items()}
                               for p, d in switch_vs_B.items()}
 
     # check-7 instance: UCB-DH regret vs the true S* and its ratio regret/ln T between T and T/16
-    c7_cps = sorted(set(_pow2_points(cfg.c7_T, cfg.slope_T0) + [cfg.c7_T, cfg.c7_T // 16]))
+    c7_cps = sorted(set(_pow2_points(cfg.c7.T, cfg.slope_T0) + [cfg.c7.T, cfg.c7.T // 16]))
     ratios, mism, c7_reg = [], [], {}
     for s in seeds:
-        spec = ("C7", cfg.c7_N, cfg.c7_T, s)
-        _, true = _prefix_comparators(spec, cfg.c7_Z, cfg.c7_K, c7_cps, true_set=np.arange(cfg.c7_K))
-        out = R[("C7", "UCB-DH", cfg.c7_K, cfg.c7_Z, s, spec)]
+        spec = ("C7", cfg.c7.N, cfg.c7.T, s)
+        _, true = _prefix_comparators(spec, cfg.c7.Z, cfg.c7.K, c7_cps, true_set=np.arange(cfg.c7.K))
+        out = R[("C7", "UCB-DH", cfg.c7.K, cfg.c7.Z, s, spec)]
         reg = {t: out["cp"][t][0] - true[t] for t in true}
-        T = cfg.c7_T
+        T = cfg.c7.T
         r_T = max(reg[T], 1) / math.log(T)
         r_16 = max(reg[T // 16], 1) / math.log(T // 16)
         ratios.append(r_T / r_16)
@@ -451,19 +486,19 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
         c7_reg = {int(t): int(v) for t, v in reg.items()}
     # regret at T vs Z (the latency-amplification factor a_Z multiplies the gap-dependent terms)
     by_z = {}
-    for Z in sorted(set(cfg.c7_Z_sweep) | {cfg.c7_Z}):
+    for Z in sorted(set(cfg.c7.Z_sweep) | {cfg.c7.Z}):
         vals = []
         for s in seeds:
-            spec = ("C7", cfg.c7_N, cfg.c7_T, s)
+            spec = ("C7", cfg.c7.N, cfg.c7.T, s)
             tr, _ = build_workload(spec)
             L = shadow_losses(tr, Z)
-            out = R[("C7", "UCB-DH", cfg.c7_K, Z, s, spec)]
-            vals.append(out["latency"] - static_cost(L, np.arange(cfg.c7_K)))
+            out = R[("C7", "UCB-DH", cfg.c7.K, Z, s, spec)]
+            vals.append(out["latency"] - static_cost(L, np.arange(cfg.c7.K)))
         by_z[int(Z)] = float(np.mean(vals))
     m["c7"] = {"ratio_T_over_T16": float(np.mean(ratios)),
                "mismatch_fraction": float(np.max(mism)), "regret": c7_reg,
                "regret_vs_Z": by_z,
-               "a_Z": {int(Z): float(amplification(W.zipf_probs(cfg.c7_N, 1.0)[cfg.c7_K - 1], Z))
+               "a_Z": {int(Z): float(amplification(W.zipf_probs(cfg.c7.N, 1.0)[cfg.c7.K - 1], Z))
                        for Z in by_z}}
 
     # latency tables: mean latency per (workload, Z, policy) averaged over the seeds run
@@ -503,7 +538,7 @@ def _analyse(cfg: Config, ctx: RunContext, R: dict, seeds, slow_seeds) -> dict:
     # theta formula vs simulation (W2 generator, shadow losses only)
     m["theta_check"] = _theta_check(cfg, seeds[0])
     m["hit_vs_latency"] = _hit_vs_latency(cfg, seeds[0])
-    w7info = build_workload(("W7", cfg.w7_requests))[1]
+    w7info = build_workload(("W7", cfg.w7.requests))[1]
     m["w7"] = {k: w7info[k] for k in ("files", "requests", "distinct", "sha256", "python")}
 
     if cfg.plots:
@@ -515,10 +550,10 @@ def _hit_vs_latency(cfg: Config, seed: int) -> dict:
     """Hit-optimal (top-K by request count) vs latency-optimal (top-K by shadow loss L_T) static
     sets: the latency gap of the hit-optimal set. At Z = 1, L_T = counts, so the gap is 0."""
     out = {}
-    cases = [(("W2", cfg.w2_N, cfg.w2_T, cfg.w2_b, Z, seed), cfg.w2_K, Z, "W2")
-             for Z in sorted({1, *cfg.w2_Z})]
-    cases += [(("W8",), cfg.w8_K, Z, "W8") for Z in cfg.w8_Z]
-    cases += [(("W7", cfg.w7_requests), cfg.w7_K, Z, "W7") for Z in cfg.w7_Z]
+    cases = [(("W2", cfg.w2.N, cfg.w2.T, cfg.w2.b, Z, seed), cfg.w2.K, Z, "W2")
+             for Z in sorted({1, *cfg.w2.Z})]
+    cases += [(("W8",), cfg.w8.K, Z, "W8") for Z in cfg.w8.Z]
+    cases += [(("W7", cfg.w7.requests), cfg.w7.K, Z, "W7") for Z in cfg.w7.Z]
     for spec, K, Z, tag in cases:
         tr, _ = build_workload(spec)
         L = shadow_losses(tr, Z)
@@ -533,8 +568,8 @@ def _hit_vs_latency(cfg: Config, seed: int) -> dict:
 def _theta_check(cfg: Config, seed: int, n_items: int = 20) -> dict:
     """|L_T(i)/T - theta_i| in standard errors (batch means over 100 batches) for the n_items
     items with the largest theta (spec check 4)."""
-    Z = cfg.w2_Z[0]
-    tr, info = W.bursty(N=cfg.w2_N, T=cfg.theta_T, b=cfg.w2_b, Z=Z, seed=seed + 1000)
+    Z = cfg.w2.Z[0]
+    tr, info = W.bursty(N=cfg.w2.N, T=cfg.w2.theta_T, b=cfg.w2.b, Z=Z, seed=seed + 1000)
     T = tr.n_slots
     grid = np.linspace(T / 100, T, 100).round().astype(np.int64)
     L, snaps = shadow_losses(tr, Z, grid=grid)
@@ -555,7 +590,7 @@ def _plots(cfg: Config, ctx: RunContext, m: dict) -> None:
     import matplotlib.pyplot as plt
 
     # regret vs T (log-log) on W1 at the middle Z, W6a, W6b
-    panels = [f"W1/Z={cfg.w1_Z[len(cfg.w1_Z) // 2]}", "W6a/Z=1", f"W6b/Z={cfg.w6b_Z}"]
+    panels = [f"W1/Z={cfg.w1.Z[len(cfg.w1.Z) // 2]}", "W6a/Z=1", f"W6b/Z={cfg.w6.b_Z}"]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     for ax, pan in zip(np.atleast_1d(axes), panels):
         for key, v in m["regret"].items():
@@ -576,7 +611,7 @@ def _plots(cfg: Config, ctx: RunContext, m: dict) -> None:
 
     # mean latency vs Z per policy (W1 and W8)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, tag, Zs in ((axes[0], "W1", cfg.w1_Z), (axes[1], "W8", cfg.w8_Z)):
+    for ax, tag, Zs in ((axes[0], "W1", cfg.w1.Z), (axes[1], "W8", cfg.w8.Z)):
         groups_z = [set(m["latency"].get(f"{tag}/Z={Z}", {})) for Z in Zs]
         pols = sorted(set.intersection(*groups_z)) if groups_z else []
         for p in pols:
@@ -611,7 +646,7 @@ def _plots(cfg: Config, ctx: RunContext, m: dict) -> None:
         ax.plot(Bs, [d[B] for B in Bs], "o-", label=p)
     ax.set_xlabel("comparator switches B")
     ax.set_ylabel("switching regret (latency units)")
-    ax.set_title(f"W3 (true B={cfg.w3_B}), T={max(cfg.w3_T)}")
+    ax.set_title(f"W3 (true B={cfg.w3.B}), T={max(cfg.w3.T)}")
     ax.legend(fontsize=8)
     ctx.save_plot(fig, "switching_regret_vs_B.png")
 
@@ -659,8 +694,8 @@ def _check_linear(mm) -> tuple[str, str]:
     runs = _runs(mm)
     cfg = runs[0]["config"]
     keys = [f"W6a/Z=1/{p}" for p in ("LRU", "FIFO", "Marker")]
-    keys += [f"W1/Z={Z}/{p}" for Z in cfg["w1_Z"] for p in ("LRU", "FIFO", "Marker")]
-    keys.append(f"W6b/Z={cfg['w6b_Z']}/LFU")
+    keys += [f"W1/Z={Z}/{p}" for Z in cfg["w1"]["Z"] for p in ("LRU", "FIFO", "Marker")]
+    keys.append(f"W6b/Z={cfg['w6']['b_Z']}/LFU")
     vs, parts = [], []
     for key in keys:
         v, txt = _judged([r["regret"][key]["real"]["slope"] for r in runs], LINEAR_SLOPE, "higher")
