@@ -128,6 +128,31 @@ def test_kernels_equal_python_engine(make, Z):
         assert np.array_equal(a.shadow_loss_per_item, b.shadow_loss_per_item)
 
 
+def test_the_policy_chooses_its_kernel():
+    """The compiled path is a method of the policy: a subclass that changes the rule the LRU kernel
+    hard-codes gets the Python engine, and options a kernel cannot express say None."""
+
+    class MRU(LRU):                                   # evicts the most recently used instead
+        def admit(self, i, t, ad, cache):
+            od = self._od
+            victim = od.popitem(last=True)[0] if len(od) >= self.K else None
+            od[i] = None
+            return True, victim
+
+    tr, _ = irm_zipf(60, 3000, 0.8, seed=3)
+    assert MRU().run_kernel(tr, 6, 4) is None
+    lat = {name: simulate(tr, make(), K=6, Z=4, engine=e).total_latency
+           for name, make, e in (("LRU py", LRU, "python"), ("MRU", MRU, "auto"), ("MRU py", MRU, "python"),
+                                 ("LRU", LRU, "auto"))}
+    assert LRU().run_kernel(tr, 6, 4).total_latency == lat["LRU py"] == lat["LRU"]
+    assert lat["MRU"] == lat["MRU py"] != lat["LRU"]
+    with pytest.raises(ValueError, match="engine='kernel'"):
+        simulate(tr, MRU(), K=6, Z=4, engine="kernel")
+    assert LAFTPL(admission="request").run_kernel(tr, 6, 4) is None
+    assert LAFTPL(fresh_gamma=True, refresh=4).run_kernel(tr, 6, 4) is None
+    assert LFU().run_kernel(tr, 6, 4) is None       # the base Policy: no kernel
+
+
 def test_warmup_excludes_slots():
     tr, _ = irm_zipf(50, 4000, 0.8, seed=1)
     full = simulate(tr, LRU(), K=5, Z=3, record_latencies=True)
@@ -167,21 +192,10 @@ def test_max_item_batch_counts_one_item_per_slot():
 
 
 def test_many_restarts_fall_back_to_python_engine(monkeypatch):
-    from neurips26.delayed_hits import fast
+    from neurips26.delayed_hits import la_ftpl
 
     tr, _ = irm_zipf(100, 3000, 0.8, seed=0)
     ref = simulate(tr, LAFTPL(restart_every=10, refresh=4), K=5, Z=3, engine="python")
-    monkeypatch.setattr(fast, "MAX_GAMMA_VALUES", 1000)
+    monkeypatch.setattr(la_ftpl, "MAX_GAMMA_VALUES", 1000)
     got = simulate(tr, LAFTPL(restart_every=10, refresh=4), K=5, Z=3)
     assert got.total_latency == ref.total_latency
-
-
-def test_readme_example(tmp_path):
-    from neurips26.delayed_hits import read_atre, write_atre
-
-    p = write_atre(irm_zipf(500, 4000, 0.8, seed=1)[0], tmp_path / "my_trace.csv")
-    trace = read_atre(p)
-    res = simulate(trace, LAFTPL(refresh=16, seed=0), K=50, Z=10)
-    assert 0 < res.mean_latency <= 10
-    assert res.static_regret() == res.total_latency - res.static_opt()
-    assert shadow_losses(trace, Z=10).sum() >= res.static_opt()

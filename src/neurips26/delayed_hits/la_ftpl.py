@@ -29,14 +29,19 @@ import math
 
 import numpy as np
 
-from neurips26.delayed_hits.simulator import Policy, check_int, check_real
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.delayed_hits import kernels
+from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
+from neurips26.delayed_hits.shadow import c_b_bound
 from neurips26.delayed_hits.trace import Trace
+
+MAX_GAMMA_VALUES = 1 << 25     # kernel path: 256 MB of pre-drawn perturbations (one N-vector per restart)
 
 
 def ftpl_restart_period(T: int, K: int, N: int, B: int) -> int:
     """H = ceil((T sqrt(K ln N) / max(B, 1))^{2/3}) (spec §4.6)."""
-    T = check_int("T", T, lo=1)
-    B = check_int("B", B, lo=0)
+    T = check_scalar(T, "T", int, min=1)
+    B = check_scalar(B, "B", int, min=0)
     return int(math.ceil((T * math.sqrt(K * math.log(N)) / max(B, 1)) ** (2.0 / 3.0)))
 
 
@@ -59,28 +64,22 @@ class LAFTPL(Policy):
                  restart_every: int | None = None, seed: int = 0, fresh_gamma: bool = False,
                  admission: str = "completion", z_agnostic: bool = False, loss: str = "shadow",
                  name: str | None = None) -> None:
-        self.c_eta = check_real("c_eta", c_eta, lo=0.0)
-        self.C_B = None if C_B is None else check_real("C_B", C_B, lo=0.0)
-        self.refresh = check_int("refresh", refresh, lo=1)
-        self.restart_every = None if restart_every is None else check_int("restart_every",
-                                                                          restart_every, lo=1)
-        self.seed = check_int("seed", seed, lo=0)
+        self.c_eta = check_scalar(c_eta, "c_eta", float, min=0.0)
+        self.C_B = None if C_B is None else check_scalar(C_B, "C_B", float, min=0.0)
+        self.refresh = check_scalar(refresh, "refresh", int, min=1)
+        self.restart_every = (None if restart_every is None
+                              else check_scalar(restart_every, "restart_every", int, min=1))
+        self.seed = check_scalar(seed, "seed", int, min=0)
         self.fresh_gamma = bool(fresh_gamma)
-        if admission not in ("completion", "request"):
-            raise ValueError(f"admission must be 'completion' or 'request', got {admission!r}")
-        self.admission = admission
+        self.admission = check_choice(admission, "admission", ("completion", "request"))
         self.z_agnostic = bool(z_agnostic)
-        if loss not in ("shadow", "count"):
-            raise ValueError(f"loss must be 'shadow' or 'count', got {loss!r}")
-        self.loss = loss
+        self.loss = check_choice(loss, "loss", ("shadow", "count"))
         if name is not None:
             self.name = name
 
     # -- set-up ---------------------------------------------------------------------------
     def reset(self, trace: Trace, K: int, Z: int) -> None:
         super().reset(trace, K, Z)
-        from neurips26.delayed_hits.shadow import c_b_bound
-
         N = trace.n_items
         cb = c_b_bound(Z, trace.max_item_batch) if self.C_B is None else self.C_B
         if self.z_agnostic:
@@ -243,6 +242,29 @@ class LAFTPL(Policy):
             heapq.heappush(self._c_heap, ((self._P[i], -i), i))
         return True, victim
 
+    # -- compiled kernel ----------------------------------------------------------------------
+    def run_kernel(self, tr, K, Z, checkpoints=()) -> SimResult | None:
+        """The kernels take the same decisions for completion-time admission with one gamma per
+        restart (``kernels.ftpl_kernel`` for refresh = 1, ``ftpl_heap_kernel`` otherwise); None
+        for the other options, or when the pre-drawn perturbations (one N-vector per restart)
+        would exceed ``MAX_GAMMA_VALUES``."""
+        if self.admission != "completion" or self.fresh_gamma:
+            return None
+        self.reset(tr, K, Z)
+        N = tr.n_items
+        H = self.restart_every or 0
+        n_rest = (tr.n_slots // H + 1) if H else 0
+        if (n_rest + 1) * N > MAX_GAMMA_VALUES:
+            return None
+        rng = np.random.default_rng(self.seed)
+        gammas = np.stack([rng.standard_normal(N) for _ in range(n_rest + 1)])
+        kern = kernels.ftpl_kernel if self.refresh == 1 else kernels.ftpl_heap_kernel
+        ids, ptr, one = kernels.trace_arrays(tr)
+        cps = checkpoint_array(checkpoints)
+        stats, cp, nrest = kern(ids, ptr, one, N, K, Z, self.refresh, self.c_eta, self._scale,
+                                self.loss == "count", int(H), gammas, cps)
+        return kernel_result(self.name, tr, K, Z, stats, cp, cps, {"restarts": int(nrest)})
+
 
 class RestartedLAFTPL(LAFTPL):
     """LA-FTPL restarted every H = ceil((T sqrt(K ln N) / max(B, 1))^{2/3}) slots (spec §4.6);
@@ -251,8 +273,8 @@ class RestartedLAFTPL(LAFTPL):
     name = "LA-FTPL-restart"
 
     def __init__(self, B: int, T: int | None = None, **kw) -> None:
-        self.B = check_int("B", B, lo=0)
-        self.T = None if T is None else check_int("T", T, lo=1)
+        self.B = check_scalar(B, "B", int, min=0)
+        self.T = None if T is None else check_scalar(T, "T", int, min=1)
         super().__init__(**kw)
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:

@@ -21,8 +21,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from neurips26.delayed_hits.simulator import Policy, check_int, check_real
-from neurips26.delayed_hits.trace import Trace
+from neurips26.harness.validation import check_scalar
+from neurips26.delayed_hits import kernels
+from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
+from neurips26.delayed_hits.shadow import shadow_losses, top_k
+from neurips26.delayed_hits.trace import Trace, next_access_positions
 
 
 class FIFO(Policy):
@@ -41,6 +44,16 @@ class FIFO(Policy):
             victim, _ = od.popitem(last=False)
         od[i] = None
         return True, victim
+
+    def run_kernel(self, tr, K, Z, checkpoints=()) -> SimResult | None:
+        """The fused O(1)-per-request LRU/FIFO kernel. Only for FIFO and LRU themselves: a
+        subclass may change the rule the kernel hard-codes."""
+        if type(self) not in (FIFO, LRU):
+            return None
+        ids, ptr, one = kernels.trace_arrays(tr)
+        cps = checkpoint_array(checkpoints)
+        stats, cp = kernels.lru_kernel(ids, ptr, one, tr.n_items, K, Z, type(self) is FIFO, cps)
+        return kernel_result(self.name, tr, K, Z, stats, cp, cps)
 
 
 class LRU(FIFO):
@@ -152,8 +165,6 @@ class Belady(Policy):
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:
         super().reset(trace, K, Z)
-        from neurips26.delayed_hits.trace import next_access_positions
-
         nxt_pos = next_access_positions(trace.ids)
         slots = trace.slot_of_request()
         self._next_slot = np.where(nxt_pos >= 0, slots[np.maximum(nxt_pos, 0)], np.iinfo(np.int64).max)
@@ -195,7 +206,7 @@ class Marker(Policy):
     uses_hit = True
 
     def __init__(self, seed: int = 0) -> None:
-        self.seed = check_int("seed", seed, lo=0)
+        self.seed = check_scalar(seed, "seed", int, min=0)
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:
         super().reset(trace, K, Z)
@@ -340,7 +351,7 @@ class VACDH(_RecencyMAD):
     name = "VA-CDH"
 
     def __init__(self, omega: float = 1.0) -> None:
-        self.omega = check_real("omega", omega, lo=0.0)
+        self.omega = check_scalar(omega, "omega", float, min=0.0)
 
     def _rank(self, t):
         items = self._c.items
@@ -383,14 +394,15 @@ class LHDMAD(Policy):
     def __init__(self, n_classes: int = 16, max_age: int = 256, age_shift: int | None = None,
                  reconfig: int = 1 << 20, decay: float = 0.9, explorer_budget: float = 0.01,
                  mad: bool = True, seed: int = 0) -> None:
-        self.n_classes = check_int("n_classes", n_classes, lo=1)
-        self.max_age = check_int("max_age", max_age, lo=2)
-        self.age_shift = None if age_shift is None else check_int("age_shift", age_shift, lo=0)
-        self.reconfig = check_int("reconfig", reconfig, lo=1)
-        self.decay = check_real("decay", decay, lo=0.0)
-        self.explorer_budget = check_real("explorer_budget", explorer_budget, lo=0.0)
+        self.n_classes = check_scalar(n_classes, "n_classes", int, min=1)
+        self.max_age = check_scalar(max_age, "max_age", int, min=2)
+        self.age_shift = (None if age_shift is None
+                          else check_scalar(age_shift, "age_shift", int, min=0))
+        self.reconfig = check_scalar(reconfig, "reconfig", int, min=1)
+        self.decay = check_scalar(decay, "decay", float, min=0.0)
+        self.explorer_budget = check_scalar(explorer_budget, "explorer_budget", float, min=0.0)
         self.mad = bool(mad)
-        self.seed = check_int("seed", seed, lo=0)
+        self.seed = check_scalar(seed, "seed", int, min=0)
         if not self.mad:
             self.name = "LHD"
 
@@ -518,7 +530,5 @@ class StaticOPT(StaticPolicy):
         self.items = np.zeros(0, dtype=np.int64)
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:
-        from neurips26.delayed_hits.shadow import shadow_losses, top_k
-
         self.items = top_k(shadow_losses(trace, Z), K)
         super().reset(trace, K, Z)

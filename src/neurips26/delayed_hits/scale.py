@@ -1,10 +1,8 @@
-"""Scale-out: sweeps as Ray tasks (when Ray is installed) or local worker processes, and the
-sharded-cache path for one huge trace.
+"""Scale-out: sweeps through the harness's task map, and the sharded-cache path for one huge trace.
 
-* ``run_tasks(fn, tasks, backend)``: ``fn(task)`` for every task; ``backend`` = "serial",
-  "process" (a fork-based process pool of ``workers``), "ray" (``ray.remote`` tasks on the running
-  or a new local Ray instance) or "auto" (Ray if importable and already initialised, else
-  processes). Results come back in task order.
+* Parallel work goes through ``neurips26.harness.parallel.map_tasks`` (``backend`` = "serial",
+  "process", "ray" or "auto": Ray when a cluster is already running or ``address`` is given, else
+  local processes; failures are reported per task). There is no task map of our own.
 * ``sweep(trace_path, policies, Zs, Ks, seeds, backend)``: the (policy x Z x K x seed) grid over one
   trace file; each task memory-maps its own trace (``numpy.memmap`` of an oracleGeneral file) so no
   copy of the trace travels with the task. Returns plain dict rows (``to_parquet`` writes them with
@@ -12,79 +10,27 @@ sharded-cache path for one huge trace.
 * ``sharded_simulate(trace, make_policy, K, Z, S, backend)``: the cache is sharded by
   hash(id) mod S (set-associative, like Atre et al.'s ``--csa``); shard s has capacity
   floor(K/S) (+1 for the first K mod S shards) and sees only its own items; each shard is an
-  independent simulator (a Ray actor per shard with backend="ray"); total latency = sum over
-  shards. Regret guarantees then hold per shard.
+  independent simulator (one task per shard, so a Ray cluster runs them on its nodes); total
+  latency = sum over shards. Regret guarantees then hold per shard.
 """
 
 from __future__ import annotations
 
+import csv
 import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Sequence
 
-import multiprocessing as mp
 import numpy as np
 
-from neurips26.delayed_hits.simulator import check_int
-from neurips26.delayed_hits.trace import Trace, as_trace
-
-BACKENDS = ("auto", "serial", "process", "ray")
-
-
-def _ray_available() -> bool:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def run_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], backend: str = "auto",
-              workers: int = 2) -> list:
-    """``[fn(t) for t in tasks]`` on the chosen backend (results in task order)."""
-    return list(iter_tasks(fn, tasks, backend, workers))
-
-
-def iter_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], backend: str = "auto",
-               workers: int = 2):
-    """Like ``run_tasks`` but yields the results (in task order) as they become available."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    workers = check_int("workers", workers, lo=1)
-    tasks = list(tasks)
-    if backend == "auto":
-        backend = "process"
-        if _ray_available():
-            import ray
-
-            if ray.is_initialized():
-                backend = "ray"
-    if backend == "serial" or (backend == "process" and (workers == 1 or len(tasks) <= 1)):
-        for t in tasks:
-            yield fn(t)
-        return
-    if backend == "process":
-        ctx = mp.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-            yield from ex.map(fn, tasks)
-        return
-    if not _ray_available():
-        raise ImportError("backend='ray' needs ray: pip install 'neurips26[scale]'")
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(num_cpus=1)(fn)
-    refs = [remote.remote(t) for t in tasks]
-    for r in refs:
-        yield ray.get(r)
+from neurips26.harness.parallel import map_tasks
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.delayed_hits.catalog import POLICY_NAMES, make_policy
+from neurips26.delayed_hits.shadow import shadow_losses
+from neurips26.delayed_hits.simulator import simulate
+from neurips26.delayed_hits.trace import Trace, as_trace, read_oracle_general
 
 
 def _sweep_task(task: dict) -> dict:
-    from neurips26.delayed_hits.experiment import make_policy
-    from neurips26.delayed_hits.simulator import simulate
-    from neurips26.delayed_hits.trace import read_oracle_general
-
     tr = read_oracle_general(task["path"])            # memory-mapped read of the task's trace
     pol = make_policy(task["policy"], seed=task["seed"])
     r = simulate(tr, pol, K=task["K"], Z=task["Z"])
@@ -95,17 +41,17 @@ def _sweep_task(task: dict) -> dict:
 
 
 def sweep(trace_path: str | os.PathLike, policies: Sequence[str], Zs: Sequence[int], Ks: Sequence[int],
-          seeds: Sequence[int] = (0,), backend: str = "auto", workers: int = 2) -> list[dict]:
-    """The (policy x Z x K x seed) grid on one oracleGeneral trace file (see module docstring)."""
-    from neurips26.delayed_hits.experiment import POLICY_NAMES
-
+          seeds: Sequence[int] = (0,), backend: str = "auto", workers: int | None = None,
+          address: str | None = None) -> list[dict]:
+    """The (policy x Z x K x seed) grid on one oracleGeneral trace file (see module docstring);
+    ``backend``/``workers``/``address`` go to ``map_tasks``."""
     for p in policies:
-        if p not in POLICY_NAMES:
-            raise ValueError(f"policies: unknown policy {p!r}; known: {sorted(POLICY_NAMES)}")
-    tasks = [{"path": str(trace_path), "policy": p, "Z": check_int("Z", z, lo=1),
-              "K": check_int("K", k, lo=1), "seed": check_int("seed", s, lo=0)}
+        check_choice(p, "policies", sorted(POLICY_NAMES))
+    tasks = [{"path": str(trace_path), "policy": p, "Z": check_scalar(z, "Z", int, min=1),
+              "K": check_scalar(k, "K", int, min=1), "seed": check_scalar(s, "seed", int, min=0)}
              for p in policies for z in Zs for k in Ks for s in seeds]
-    return run_tasks(_sweep_task, tasks, backend=backend, workers=workers)
+    return map_tasks(_sweep_task, tasks, backend=backend, workers=workers, address=address,
+                     desc="sweep", mp_start="fork")
 
 
 def to_parquet(rows: list[dict], path: str | os.PathLike) -> None:
@@ -120,8 +66,6 @@ def to_parquet(rows: list[dict], path: str | os.PathLike) -> None:
 
 def to_csv(rows: list[dict], path: str | os.PathLike) -> None:
     """Write sweep rows as CSV (header from the first row)."""
-    import csv
-
     if not rows:
         raise ValueError("rows is empty")
     with open(path, "w", newline="") as f:
@@ -157,11 +101,7 @@ def _shard_trace(tr: Trace, mask_items: np.ndarray) -> Trace:
 
 def _run_shard(args) -> dict:
     tr, make_policy, K, Z = args
-    from neurips26.delayed_hits.simulator import simulate
-
     if K == 0 or tr.n_requests == 0:
-        from neurips26.delayed_hits.shadow import shadow_losses
-
         L = shadow_losses(tr, Z) if tr.n_requests else np.zeros(tr.n_items, dtype=np.int64)
         return {"total_latency": int(L.sum()), "misses": -1, "requests": tr.n_requests}
     r = simulate(tr, make_policy(), K=K, Z=Z)
@@ -169,38 +109,22 @@ def _run_shard(args) -> dict:
 
 
 def sharded_simulate(trace, make_policy: Callable[[], Any], K: int, Z: int, S: int,
-                     backend: str = "serial", workers: int = 2) -> dict:
+                     backend: str = "serial", workers: int | None = None,
+                     address: str | None = None) -> dict:
     """Shard the cache by hash(id) mod S; returns total latency and per-shard results.
 
-    With backend="ray" each shard is a Ray actor fed with its partition of the stream.
+    One task per shard through ``map_tasks`` (``backend`` as there; ``make_policy`` must pickle for
+    the process backend, Ray pickles closures too).
     """
     tr = as_trace(trace)
-    K, Z, S = check_int("K", K, lo=1), check_int("Z", Z, lo=1), check_int("S", S, lo=1)
+    K, Z = check_scalar(K, "K", int, min=1), check_scalar(Z, "Z", int, min=1)
+    S = check_scalar(S, "S", int, min=1)
     if S > K:
         raise ValueError(f"S must be <= K (every shard needs capacity >= 1), got S={S}, K={K}")
     owner = shard_of(np.arange(tr.n_items), S)
     caps = shard_capacities(K, S)
     parts = [(_shard_trace(tr, owner == s), make_policy, caps[s], Z) for s in range(S)]
-    if backend == "ray":
-        if not _ray_available():
-            raise ImportError("backend='ray' needs ray: pip install 'neurips26[scale]'")
-        import ray
-
-        if not ray.is_initialized():
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-
-        @ray.remote(num_cpus=0.5)
-        class Shard:
-            def __init__(self, part):
-                self.part = part
-
-            def run(self):
-                return _run_shard(self.part)
-
-        actors = [Shard.remote(p) for p in parts]
-        res = ray.get([a.run.remote() for a in actors])
-    else:
-        res = run_tasks(_run_shard, parts, backend="serial" if backend == "auto" else backend,
-                        workers=workers)
+    res = map_tasks(_run_shard, parts, backend=backend, workers=workers, address=address,
+                    desc="shards", mp_start="fork")
     return {"total_latency": int(sum(r["total_latency"] for r in res)), "shards": res,
             "capacities": caps, "requests": tr.n_requests}

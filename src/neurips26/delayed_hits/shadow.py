@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from neurips26.harness.validation import check_scalar
 from neurips26.delayed_hits.kernels import shadow_kernel, trace_arrays
-from neurips26.delayed_hits.simulator import check_int
 from neurips26.delayed_hits.trace import as_trace
 
 
@@ -38,7 +38,7 @@ def shadow_losses(trace, Z: int, *, grid=None, return_windows: bool = False):
     each grid slot. return_windows: also return (#virtual windows per item, realised C_B).
     """
     tr = as_trace(trace)
-    Z = check_int("Z", Z, lo=1)
+    Z = check_scalar(Z, "Z", int, min=1)
     g = np.zeros(0, dtype=np.int64) if grid is None else np.asarray(grid, dtype=np.int64)
     if g.size and (np.any(np.diff(g) < 0) or g[0] < 1 or g[-1] > tr.n_slots):
         raise ValueError(f"grid must be sorted slots in [1, {tr.n_slots}]")
@@ -57,15 +57,15 @@ def c_b_bound(Z: int, b_max: int = 1) -> int:
 
     One request per slot: Z (Z - 1) / 2; batches of size <= b_max: (b_max - 1) Z + b_max Z (Z - 1) / 2.
     """
-    Z = check_int("Z", Z, lo=1)
-    b_max = check_int("b_max", b_max, lo=1)
+    Z = check_scalar(Z, "Z", int, min=1)
+    b_max = check_scalar(b_max, "b_max", int, min=1)
     return (b_max - 1) * Z + b_max * Z * (Z - 1) // 2
 
 
 def top_k(values, K: int) -> np.ndarray:
     """Indices of the K largest values, ties to the smaller index, sorted by index."""
     v = np.asarray(values)
-    K = check_int("K", K, lo=0, hi=v.size)
+    K = check_scalar(K, "K", int, min=0, max=v.size)
     if K == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((np.arange(v.size), -v.astype(np.float64)))
@@ -104,8 +104,8 @@ def switching_opt(snaps: np.ndarray, K: int, B: int) -> tuple[float, list[int]]:
     P = np.asarray(snaps, dtype=np.float64)
     if P.ndim != 2 or P.shape[0] < 2:
         raise ValueError("snaps must be a (G+1, N) matrix with G >= 1")
-    K = check_int("K", K, lo=1)
-    B = check_int("B", B, lo=0)
+    K = check_scalar(K, "K", int, min=1)
+    B = check_scalar(B, "B", int, min=0)
     G = P.shape[0] - 1
     cost = np.full((G + 1, G + 1), np.inf)
     for a in range(G):
@@ -146,14 +146,14 @@ def theta(q, m=1.0, Z: int = 1):
         raise ValueError("q must lie in [0, 1]")
     if np.any(m < 1):
         raise ValueError("m must be >= 1 (a busy slot holds at least one request)")
-    Z = check_int("Z", Z, lo=1)
+    Z = check_scalar(Z, "Z", int, min=1)
     return q * m * Z * (1 + q * (Z - 1) / 2) / (1 + q * (Z - 1))
 
 
 def amplification(q, Z: int):
     """Latency-amplification factor a_Z(q) = Z (1 + q (Z-1)/2) / (1 + q (Z-1)); a_1 = 1."""
     q = np.asarray(q, dtype=np.float64)
-    Z = check_int("Z", Z, lo=1)
+    Z = check_scalar(Z, "Z", int, min=1)
     return Z * (1 + q * (Z - 1) / 2) / (1 + q * (Z - 1))
 
 

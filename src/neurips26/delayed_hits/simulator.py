@@ -23,157 +23,15 @@ LA-FTPL's shadow-regret bound controls.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import numpy as np
 
-from neurips26.delayed_hits.trace import Trace, as_trace
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.delayed_hits.base import InvariantError, Policy, SimResult, check_cache_args
+from neurips26.delayed_hits.trace import as_trace
 
-
-def check_int(name: str, value, lo: int | None = None, hi: int | None = None) -> int:
-    """Validate an integer argument; the error names it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise TypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if lo is not None and value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-    if hi is not None and value > hi:
-        raise ValueError(f"{name} must be <= {hi}, got {value}")
-    return value
-
-
-def check_real(name: str, value, lo: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if value != value:
-        raise ValueError(f"{name} must not be NaN")
-    if lo is not None and value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-    return value
-
-
-def check_cache_args(K, Z, n_items: int) -> tuple[int, int]:
-    K = check_int("K", K, lo=1)
-    if K >= n_items:
-        raise ValueError(f"K must be < N (the number of items, {n_items}), got K={K}")
-    Z = check_int("Z", Z, lo=1)
-    return K, Z
-
-
-class Policy:
-    """Base class of a caching policy driven by :func:`simulate`.
-
-    Subclasses set the ``uses_*`` flags for the hooks they implement (unused hooks are not called,
-    which keeps the per-request loop short) and implement ``admit``.
-    """
-
-    name = "policy"
-    uses_request = False
-    uses_hit = False
-    uses_miss = False
-    uses_slot_end = False
-    uses_prefetch = False
-
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        """Called once before the run with the trace (offline policies may read it)."""
-        self.K, self.Z, self.N = K, Z, trace.n_items
-
-    def initial_cache(self) -> Iterable[int]:
-        """Contents of the cache at the start (pre-loaded static sets)."""
-        return ()
-
-    def on_request(self, i: int, t: int) -> None:  # pragma: no cover - optional hook
-        pass
-
-    def on_hit(self, i: int, t: int) -> None:  # pragma: no cover - optional hook
-        pass
-
-    def on_miss(self, i: int, t: int) -> None:  # pragma: no cover - optional hook
-        pass
-
-    def on_slot_end(self, t: int) -> None:  # pragma: no cover - optional hook
-        """After the completions of slot t."""
-
-    def prefetch(self, t: int, cache: set, inflight: dict) -> list:  # pragma: no cover - optional
-        """Items to fetch without a request, decided at the end of slot t (after ``on_slot_end``).
-        Each starts a fetch in slot t + 1 (completing at the end of slot t + Z); requests that
-        arrive meanwhile are delayed hits."""
-        return []
-
-    def admit(self, i: int, t: int, ad: int, cache: set) -> tuple[bool, int | None]:
-        """Fetch of i completed at the end of slot t with aggregate delay ``ad``.
-
-        Returns (admit, victim). When admitting into a full cache, victim must be a cached item.
-        The policy updates its own bookkeeping for both i and the victim.
-        """
-        raise NotImplementedError
-
-
-@dataclass
-class SimResult:
-    """Metrics of one run (slots after the warm-up only, except ``shadow_loss_per_item``)."""
-
-    policy: str
-    K: int
-    Z: int
-    n_slots: int
-    n_requests: int
-    total_latency: int
-    hits: int
-    delayed_hits: int
-    misses: int
-    admissions: int
-    evictions: int
-    shadow_cost: int
-    shadow_loss_per_item: np.ndarray = field(repr=False)
-    checkpoints: dict = field(default_factory=dict, repr=False)
-    latencies: np.ndarray | None = field(default=None, repr=False)
-    extra: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def mean_latency(self) -> float:
-        return self.total_latency / max(self.n_requests, 1)
-
-    @property
-    def miss_ratio(self) -> float:
-        return self.misses / max(self.n_requests, 1)
-
-    @property
-    def delayed_hit_ratio(self) -> float:
-        return self.delayed_hits / max(self.n_requests, 1)
-
-    @property
-    def cache_changes(self) -> int:
-        """Number of admissions plus evictions."""
-        return self.admissions + self.evictions
-
-    def static_opt(self) -> int:
-        """min_S sum_{i not in S} L_T(i) (the static comparator's latency over the whole run)."""
-        from neurips26.delayed_hits.shadow import static_opt_cost
-
-        return static_opt_cost(self.shadow_loss_per_item, self.K)
-
-    def static_regret(self) -> int:
-        return self.total_latency - self.static_opt()
-
-    def shadow_regret(self) -> int:
-        return self.shadow_cost - self.static_opt()
-
-    def summary(self) -> dict:
-        return {"policy": self.policy, "K": self.K, "Z": self.Z, "T": self.n_slots,
-                "requests": self.n_requests, "total_latency": self.total_latency,
-                "mean_latency": self.mean_latency, "miss_ratio": self.miss_ratio,
-                "delayed_hit_ratio": self.delayed_hit_ratio, "cache_changes": self.cache_changes,
-                "shadow_cost": self.shadow_cost}
-
-
-class InvariantError(AssertionError):
-    """A slot invariant (|C| <= K, C and F disjoint, latency range) was violated."""
+__all__ = ["simulate", "Policy", "SimResult", "InvariantError"]
 
 
 def _chunks(arr: np.ndarray, size: int = 1 << 16):
@@ -193,8 +51,9 @@ def simulate(trace, policy: Policy, K: int, Z: int, *, warmup: int = 0,
     record_latencies: keep the per-request latency array (int32, one entry per request).
     check_invariants: assert |C| <= K, C and F disjoint, and latency ranges after every slot.
     callback:     called as callback(t) at the end of every slot (after completions).
-    engine:       "auto" (a compiled kernel when the policy has one and no warm-up, callback,
-                  latency record or invariant check is asked for), "python" or "kernel".
+    engine:       "auto" (the policy's compiled kernel, ``policy.run_kernel``, when it has one and
+                  no warm-up, callback, latency record or invariant check is asked for), "python"
+                  or "kernel".
     Streaming: state is O(N + K); the trace is read in chunks of 65,536 requests.
     """
     tr = as_trace(trace)
@@ -202,18 +61,14 @@ def simulate(trace, policy: Policy, K: int, Z: int, *, warmup: int = 0,
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a Policy instance, got {type(policy).__name__}")
     T = tr.n_slots
-    warmup = check_int("warmup", warmup, lo=0, hi=T - 1)
-    cps = sorted({check_int("checkpoint", c, lo=1, hi=T) for c in checkpoints})
-    if engine not in ("auto", "python", "kernel"):
-        raise ValueError(f"engine must be 'auto', 'python' or 'kernel', got {engine!r}")
+    warmup = check_scalar(warmup, "warmup", int, min=0, max=T - 1)
+    cps = sorted({check_scalar(c, "checkpoint", int, min=1, max=T) for c in checkpoints})
+    check_choice(engine, "engine", ("auto", "python", "kernel"))
     if engine != "python":
-        from neurips26.delayed_hits import fast
-
         plain = not (warmup or record_latencies or check_invariants or callback is not None)
-        if fast.supports(policy) and plain:
-            res = fast.run(tr, policy, K, Z, cps)
-            if res is not None:
-                return res
+        res = policy.run_kernel(tr, K, Z, cps) if plain else None   # the policy knows its kernel
+        if res is not None:
+            return res
         if engine == "kernel":
             raise ValueError(f"engine='kernel': no kernel for {policy.name} with these options")
     policy.reset(tr, K, Z)

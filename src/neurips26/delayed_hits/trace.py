@@ -30,6 +30,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.delayed_hits.kernels import max_item_batch_kernel
+
 ORACLE_RECORD = struct.Struct("<IQIq")  # time, obj_id, size, next_access_vtime (-1: none)
 ORACLE_DTYPE = np.dtype([("time", "<u4"), ("obj_id", "<u8"), ("size", "<u4"), ("next", "<i8")])
 assert ORACLE_DTYPE.itemsize == ORACLE_RECORD.size == 24
@@ -84,9 +87,7 @@ class Trace:
                 raise ValueError("trace has no requests; give n_items explicitly")
             self.n_items = int(ids.max()) + 1
         else:
-            if isinstance(self.n_items, bool) or int(self.n_items) != self.n_items or self.n_items < 1:
-                raise ValueError(f"n_items must be a positive integer, got {self.n_items!r}")
-            self.n_items = int(self.n_items)
+            self.n_items = check_scalar(self.n_items, "n_items", int, min=1)
             if ids.size and ids.max() >= self.n_items:
                 raise ValueError(f"ids must be < n_items={self.n_items}, got {int(ids.max())}")
         self.ids = ids
@@ -113,8 +114,6 @@ class Trace:
         bound on B_i used by C_B and UCB-DH's m_ucb). Streaming, O(N) state."""
         if self.slot_ptr is None or self.ids.size == 0:
             return 1 if self.ids.size else 0
-        from neurips26.delayed_hits.kernels import max_item_batch_kernel
-
         return int(max_item_batch_kernel(self.ids, self.slot_ptr, self.n_items))
 
     @property
@@ -129,9 +128,7 @@ class Trace:
 
     def prefix(self, n_slots: int) -> "Trace":
         """The first ``n_slots`` slots (views, no copy)."""
-        n_slots = int(n_slots)
-        if not 1 <= n_slots <= self.n_slots:
-            raise ValueError(f"n_slots must be in [1, {self.n_slots}], got {n_slots}")
+        n_slots = check_scalar(n_slots, "n_slots", int, min=1, max=self.n_slots)
         if self.slot_ptr is None:
             return Trace(self.ids[:n_slots], None, self.n_items, self.name, self.labels)
         ptr = self.slot_ptr[: n_slots + 1]
@@ -211,8 +208,7 @@ def _build(times: list[int] | None, raw_ids: list, blank_after: list[int], slot_
 
 
 def _check_mapping(slot_mapping: str) -> None:
-    if slot_mapping not in ("line", "timestamp"):
-        raise ValueError(f"slot_mapping must be 'line' or 'timestamp', got {slot_mapping!r}")
+    check_choice(slot_mapping, "slot_mapping", ("line", "timestamp"))
 
 
 def read_atre(path: str | os.PathLike, slot_mapping: str = "line", name: str | None = None) -> Trace:
@@ -233,12 +229,11 @@ def read_csv(path: str | os.PathLike, delimiter: str = ",", has_header: bool = F
     strings (hashed labels are kept as given).
     """
     _check_mapping(slot_mapping)
-    if not isinstance(delimiter, str) or len(delimiter) != 1:
+    if len(check_scalar(delimiter, "delimiter", str)) != 1:
         raise ValueError(f"delimiter must be a single character, got {delimiter!r}")
-    if not isinstance(obj_id_col, int) or obj_id_col < 1:
-        raise ValueError(f"obj_id_col must be a 1-based column number, got {obj_id_col!r}")
-    if time_col is not None and (not isinstance(time_col, int) or time_col < 1):
-        raise ValueError(f"time_col must be a 1-based column number or None, got {time_col!r}")
+    obj_id_col = check_scalar(obj_id_col, "obj_id_col", int, min=1)          # 1-based column
+    if time_col is not None:
+        time_col = check_scalar(time_col, "time_col", int, min=1)
     if slot_mapping == "timestamp" and time_col is None:
         raise ValueError("slot_mapping='timestamp' needs time_col")
     path = Path(path)

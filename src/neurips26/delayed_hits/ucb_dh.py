@@ -23,15 +23,17 @@ import math
 
 import numpy as np
 
-from neurips26.delayed_hits.shadow import theta
-from neurips26.delayed_hits.simulator import Policy, check_int, check_real
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.delayed_hits import kernels
+from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
+from neurips26.delayed_hits.shadow import c_b_bound, theta
 from neurips26.delayed_hits.trace import Trace
 
 
 def ucb_restart_period(T: int, B: int) -> int:
     """H = ceil(sqrt(T ln T / max(B, 1)))."""
-    T = check_int("T", T, lo=2)
-    B = check_int("B", B, lo=0)
+    T = check_scalar(T, "T", int, min=2)
+    B = check_scalar(B, "B", int, min=0)
     return int(math.ceil(math.sqrt(T * math.log(T) / max(B, 1))))
 
 
@@ -66,16 +68,14 @@ class UCBDH(Policy):
     def __init__(self, refresh: int = 1, index: str = "parametric", b_max: int | None = None,
                  C_B: float | None = None, restart_every: int | None = None,
                  restart_at=None, prefetch: bool = False, name: str | None = None) -> None:
-        self.refresh = check_int("refresh", refresh, lo=1)
-        if index not in ("parametric", "generic"):
-            raise ValueError(f"index must be 'parametric' or 'generic', got {index!r}")
-        self.index = index
-        self.b_max = None if b_max is None else check_int("b_max", b_max, lo=1)
-        self.C_B = None if C_B is None else check_real("C_B", C_B, lo=0.0)
-        self.restart_every = None if restart_every is None else check_int("restart_every",
-                                                                          restart_every, lo=1)
+        self.refresh = check_scalar(refresh, "refresh", int, min=1)
+        self.index = check_choice(index, "index", ("parametric", "generic"))
+        self.b_max = None if b_max is None else check_scalar(b_max, "b_max", int, min=1)
+        self.C_B = None if C_B is None else check_scalar(C_B, "C_B", float, min=0.0)
+        self.restart_every = (None if restart_every is None
+                              else check_scalar(restart_every, "restart_every", int, min=1))
         self.restart_at = None if restart_at is None else sorted(
-            check_int("restart_at", x, lo=1) for x in restart_at)
+            check_scalar(x, "restart_at", int, min=1) for x in restart_at)
         self.prefetch_enabled = bool(prefetch)
         self.uses_prefetch = self.prefetch_enabled
         if name is not None:
@@ -83,8 +83,6 @@ class UCBDH(Policy):
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:
         super().reset(trace, K, Z)
-        from neurips26.delayed_hits.shadow import c_b_bound
-
         self._bmax = self.b_max or trace.max_item_batch
         self.C_B_used = c_b_bound(Z, self._bmax) if self.C_B is None else self.C_B
         self._restarts = list(self.restart_at or [])
@@ -174,6 +172,28 @@ class UCBDH(Policy):
         self._cached.add(i)
         return True, victim
 
+    def run_kernel(self, tr, K, Z, checkpoints=(), ref_set=None, track_from: int = 0) -> SimResult | None:
+        """``kernels.ucb_kernel``: the same decisions without prefetching (None with it).
+
+        ref_set / track_from: also count the slots >= track_from whose target S_t differs from
+        ``ref_set`` (``extra["mismatch_slots"]``; spec check 7)."""
+        if self.prefetch_enabled:
+            return None
+        self.reset(tr, K, Z)
+        N = tr.n_items
+        ref = np.zeros(0, dtype=np.bool_)
+        if ref_set is not None:
+            ref = np.zeros(N, dtype=np.bool_)
+            ref[np.asarray(ref_set, dtype=np.int64)] = True
+        ra = np.asarray(self.restart_at or [], dtype=np.int64)
+        ids, ptr, one = kernels.trace_arrays(tr)
+        cps = checkpoint_array(checkpoints)
+        stats, cp, mism, nrest = kernels.ucb_kernel(
+            ids, ptr, one, N, K, Z, self.refresh, self.index == "generic", float(self._bmax),
+            float(self.C_B_used), int(self.restart_every or 0), ra, cps, ref, int(track_from))
+        return kernel_result(self.name, tr, K, Z, stats, cp, cps,
+                             {"mismatch_slots": int(mism), "restarts": int(nrest)})
+
 
 class RestartedUCBDH(UCBDH):
     """UCB-DH with counts reset every H = ceil(sqrt(T ln T / max(B, 1))) slots."""
@@ -181,8 +201,8 @@ class RestartedUCBDH(UCBDH):
     name = "UCB-DH-restart"
 
     def __init__(self, B: int, T: int | None = None, **kw) -> None:
-        self.B = check_int("B", B, lo=0)
-        self.T = None if T is None else check_int("T", T, lo=2)
+        self.B = check_scalar(B, "B", int, min=0)
+        self.T = None if T is None else check_scalar(T, "T", int, min=2)
         super().__init__(**kw)
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:

@@ -24,25 +24,25 @@ from pathlib import Path
 
 import numpy as np
 
+from neurips26.harness.validation import check_scalar
 from neurips26.delayed_hits.shadow import theta
-from neurips26.delayed_hits.simulator import check_int, check_real
 from neurips26.delayed_hits.trace import Trace, remap_first_seen
 
 
 def _rng(seed) -> np.random.Generator:
-    return np.random.default_rng(check_int("seed", seed, lo=0))
+    return np.random.default_rng(check_scalar(seed, "seed", int, min=0))
 
 
 def zipf_probs(N: int, alpha: float) -> np.ndarray:
-    N = check_int("N", N, lo=1)
-    alpha = check_real("alpha", alpha, lo=0.0)
+    N = check_scalar(N, "N", int, min=1)
+    alpha = check_scalar(alpha, "alpha", float, min=0.0)
     p = np.arange(1, N + 1, dtype=np.float64) ** (-alpha)
     return p / p.sum()
 
 
 def irm_zipf(N: int, T: int, alpha: float = 0.8, seed: int = 0) -> tuple[Trace, dict]:
     """W1: IRM-Zipf, one request per slot; item r (0-based rank) has probability p_r ∝ (r+1)^-alpha."""
-    T = check_int("T", T, lo=1)
+    T = check_scalar(T, "T", int, min=1)
     p = zipf_probs(N, alpha)
     ids = _rng(seed).choice(N, size=T, p=p)
     return Trace(ids.astype(np.int64), None, N, f"W1 IRM-Zipf(alpha={alpha})"), {"p": p}
@@ -53,7 +53,7 @@ def irm(p, T: int, seed: int = 0, name: str = "IRM") -> tuple[Trace, dict]:
     p = np.asarray(p, dtype=np.float64)
     if p.ndim != 1 or np.any(p < 0) or not np.isclose(p.sum(), 1.0):
         raise ValueError("p must be a probability vector")
-    T = check_int("T", T, lo=1)
+    T = check_scalar(T, "T", int, min=1)
     return Trace(_rng(seed).choice(p.size, size=T, p=p).astype(np.int64), None, p.size, name), {"p": p}
 
 
@@ -91,8 +91,9 @@ def bursty(N: int = 1000, T: int = 50_000, b: int = 4, rate0: float = 0.2, rate_
            Z: int = 10, seed: int = 0) -> tuple[Trace, dict]:
     """W2: i.i.d. slots; rates λ_r = rate0 r^{-rate_exp} (rank r >= 1); odd ranks bursty (B = b
     w.p. λ/b), even ranks steady (B ~ Bernoulli(λ)). info has q, m, λ and theta (at Z)."""
-    N, T, b = check_int("N", N, lo=2), check_int("T", T, lo=1), check_int("b", b, lo=1)
-    rate0 = check_real("rate0", rate0, lo=0.0)
+    N, T = check_scalar(N, "N", int, min=2), check_scalar(T, "T", int, min=1)
+    b = check_scalar(b, "b", int, min=1)
+    rate0 = check_scalar(rate0, "rate0", float, min=0.0)
     lam = rate0 * np.arange(1, N + 1, dtype=np.float64) ** (-rate_exp)
     bursty_mask = (np.arange(1, N + 1) % 2) == 1
     q = np.where(bursty_mask, lam / b, lam)
@@ -115,7 +116,7 @@ def batched_iid(q, m_values, T: int, seed: int = 0, name: str = "iid slots") -> 
     """Generic i.i.d.-slot model: item i busy w.p. q_i, then B = m_values[i] requests."""
     q = np.asarray(q, dtype=np.float64)
     m = np.asarray(m_values, dtype=np.int64)
-    T = check_int("T", T, lo=1)
+    T = check_scalar(T, "T", int, min=1)
     rng = _rng(seed)
     S, Items, C = [], [], []
     for i in range(q.size):
@@ -134,8 +135,8 @@ def change_points(T: int, B: int) -> list[int]:
 
 def piecewise_zipf(N: int, T: int, B: int = 4, alpha: float = 0.8, seed: int = 0) -> tuple[Trace, dict]:
     """W3: W1 whose popularity ranks are re-permuted at the B change points round(jT/(B+1))."""
-    T = check_int("T", T, lo=1)
-    B = check_int("B", B, lo=0)
+    T = check_scalar(T, "T", int, min=1)
+    B = check_scalar(B, "B", int, min=0)
     p = zipf_probs(N, alpha)
     rng = _rng(seed)
     ranks = rng.choice(N, size=T, p=p)
@@ -155,8 +156,8 @@ def shot_noise(T: int, rate: float = 0.05, tau: float = 2000.0, shape: float = 1
     """W4 (Traverso et al. 2013): contents born by a Poisson process (``rate`` per slot), volume
     V ~ Pareto(shape, min 1) requests, lifetime ~ Exp(mean tau), requests uniform over the
     lifetime; merged, sorted by time and serialised one request per slot (first T requests)."""
-    T = check_int("T", T, lo=1)
-    rate, tau = check_real("rate", rate, lo=1e-12), check_real("tau", tau, lo=1e-12)
+    T = check_scalar(T, "T", int, min=1)
+    rate, tau = check_scalar(rate, "rate", float, min=1e-12), check_scalar(tau, "tau", float, min=1e-12)
     rng = _rng(seed)
     times, items = [], []
     n_req, born, horizon = 0, 0, 0.0
@@ -185,7 +186,7 @@ def flow_packets(T: int, Z: int = 10, flow_rate: float = 0.01, shape: float = 1.
     """W5: flows arrive Poisson(``flow_rate`` per slot); size ~ Pareto(shape) packets (cap);
     packets in trains of Geom(mean ``train_mean``) back-to-back, trains separated by an RTT ~
     U[Z/2, 4Z]; serialised one packet per slot in time order. Flows are the objects."""
-    T, Z = check_int("T", T, lo=1), check_int("Z", Z, lo=1)
+    T, Z = check_scalar(T, "T", int, min=1), check_scalar(Z, "Z", int, min=1)
     rng = _rng(seed)
     times, owner = [], []
     n, start, f = 0, 0.0, 0
@@ -211,7 +212,7 @@ def flow_packets(T: int, Z: int = 10, flow_rate: float = 0.01, shape: float = 1.
 
 def cyclic(K: int, T: int) -> tuple[Trace, dict]:
     """W6a: items 0..K cycled (LRU/FIFO miss always; Marker misses ~H_K/K per request)."""
-    K, T = check_int("K", K, lo=1), check_int("T", T, lo=1)
+    K, T = check_scalar(K, "K", int, min=1), check_scalar(T, "T", int, min=1)
     return Trace(np.arange(T, dtype=np.int64) % (K + 1), None, K + 1, "W6a cyclic"), {}
 
 
@@ -219,7 +220,7 @@ def freq_vs_burst(T: int, Z: int = 10) -> tuple[Trace, dict]:
     """W6b (K = 1): per period P = 6 (Z + 1) + Z slots, item 0 (a) at offsets 0, Z+1, ..., 5 (Z+1)
     (AD 6Z per period), item 1 (b) in one burst at offsets 6 (Z+1) .. P-1 (AD Z + Z(Z-1)/2);
     all other slots idle. LFU keeps b, the static optimum keeps a (for Z < 11)."""
-    T, Z = check_int("T", T, lo=1), check_int("Z", Z, lo=1)
+    T, Z = check_scalar(T, "T", int, min=1), check_scalar(Z, "Z", int, min=1)
     P = 6 * (Z + 1) + Z
     per = [[] for _ in range(P)]
     for j in range(6):
@@ -239,7 +240,7 @@ def lfu_flip(K: int, T: int) -> tuple[Trace, dict]:
     the popularity flip at T/2. Global-count LFU never lets the new items in (their counts only tie
     the old ones at T), so it misses all of the second half while a comparator with one switch at
     the flip hits almost everything."""
-    K, T = check_int("K", K, lo=1), check_int("T", T, lo=2)
+    K, T = check_scalar(K, "K", int, min=1), check_scalar(T, "T", int, min=2)
     h = T // 2
     ids = np.concatenate([np.arange(h) % K, K + np.arange(T - h) % K]).astype(np.int64)
     return Trace(ids, None, 2 * K, "W6c LFU flip"), {"change_points": [h]}
@@ -265,7 +266,7 @@ def stdlib_tokens(max_requests: int | None = None) -> tuple[Trace, dict]:
     stream, not a CDN trace; the SHA-256 of the token list is in info (it depends on the Python
     patch version)."""
     if max_requests is not None:
-        max_requests = check_int("max_requests", max_requests, lo=1)
+        max_requests = check_scalar(max_requests, "max_requests", int, min=1)
     ids: list[int] = []
     vocab: dict[str, int] = {}
     h = hashlib.sha256()
