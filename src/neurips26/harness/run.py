@@ -254,6 +254,7 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
     chosen = resolve_seeds(seed, seeds, cfg)
     out_dir = prepare_out_dir(out if out is not None else default_out_dir(slug))
     jobs = [(slug, cfg, scale, s, str(_seed_dir(out_dir, chosen, s)), progress) for s in chosen]
+    prov = provenance()  # before the work: a commit made during a long run must not relabel it
     t0 = time.perf_counter()
     runs = map_tasks(_run_one_seed, jobs, backend=backend, workers=workers, desc=f"{slug} seeds",
                      progress=progress and len(jobs) > 1)
@@ -269,7 +270,7 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
         "seed": chosen[0],
         "seeds": chosen,
         "seconds": round(seconds, 3),
-        "provenance": provenance() | {"config": cfg, "plots": plots},
+        "provenance": prov | {"config": cfg, "plots": plots},
         "metrics": per_seed[0],
         "claims": [c.to_dict() for c in claims],
     }
@@ -290,6 +291,7 @@ def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True,
     mod = registry.load(slug, "bench")
     out_dir = prepare_out_dir(out if out is not None else default_out_dir(slug, "bench"))
     ctx = RunContext(out_dir=out_dir, progress=progress, scale=scale)
+    prov = provenance()
     seed_everything(0)
     t0 = time.perf_counter()
     rows = mod.bench(ctx)
@@ -297,7 +299,7 @@ def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True,
         "paper": slug,
         "scale": scale,
         "seconds": round(time.perf_counter() - t0, 3),
-        "provenance": provenance(),
+        "provenance": prov,
         "rows": [r.to_dict() for r in rows],
     }
     result = to_json_types(result)
