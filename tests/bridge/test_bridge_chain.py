@@ -3,8 +3,18 @@
 import numpy as np
 import pytest
 
-from neurips26.bridge import (ChainLaw, ChainPrior, ConvergenceError, InfeasibleError, brute_force_ipf,
-                              chain_kl, chain_sinkhorn, discrete_target, discrete_targets, tv_exact)
+from neurips26.bridge import (
+    ChainLaw,
+    ChainPrior,
+    ConvergenceError,
+    InfeasibleError,
+    brute_force_ipf,
+    chain_kl,
+    chain_sinkhorn,
+    discrete_target,
+    discrete_targets,
+    tv_exact,
+)
 from neurips26.bridge.chain import all_states, delta_variance
 
 
@@ -14,8 +24,11 @@ def test_forward_backward_equals_enumeration():
     rng = np.random.default_rng(0)
     law = ChainLaw(prior, rng.normal(size=(4, 6)))
     s = all_states(6, 4)
-    logw = prior.log_r[s[:, 0]] + sum(prior.log_K[s[:, k - 1], s[:, k]] for k in range(1, 4)) \
+    logw = (
+        prior.log_r[s[:, 0]]
+        + sum(prior.log_K[s[:, k - 1], s[:, k]] for k in range(1, 4))
         + sum(law.phi[k, s[:, k]] for k in range(4))
+    )
     logz = np.log(np.exp(logw).sum())
     assert abs(law.log_partition() - logz) < 1e-12
     p = np.exp(logw - logz)
@@ -36,8 +49,7 @@ def test_stationary_law_and_row_normalised_kernel():
 def test_sinkhorn_equals_brute_force_ipf_and_pythagoras():
     """Check 3: N = 3, G = 5: marginals to 1e-12, joint = brute-force IPF to 1e-10, Pythagorean identity."""
     prior = ChainPrior.create(3, G=5, L=2.0, ell=0.6)
-    mu = np.stack([discrete_target(prior.z, "kinked"), discrete_target(prior.z, "smooth"),
-                   np.full(5, 0.2)])
+    mu = np.stack([discrete_target(prior.z, "kinked"), discrete_target(prior.z, "smooth"), np.full(5, 0.2)])
     pstar = chain_sinkhorn(prior, mu)
     assert np.max(np.abs(pstar.marginals() - mu)) < 1e-12
     joint = np.exp(pstar.joint_log_probs())
@@ -85,7 +97,7 @@ def test_delta_variance_equals_enumeration():
     s = all_states(7, 3)
     S = sum(d[k][s[:, k]] for k in range(3))
     w = np.exp(law.log_prob(s))
-    assert abs(delta_variance(law, d) - (w @ S ** 2 - (w @ S) ** 2)) < 1e-12
+    assert abs(delta_variance(law, d) - (w @ S**2 - (w @ S) ** 2)) < 1e-12
 
 
 def test_sampler_matches_marginals():
@@ -103,7 +115,7 @@ def test_zeros_in_targets_are_kept_and_infeasible_ones_reported():
     mu /= mu.sum()
     pstar = chain_sinkhorn(prior, discrete_targets(prior, mu))
     assert np.all(pstar.marginals()[:, :3] == 0)
-    tight = ChainPrior.create(2, G=10, L=3.0, ell=0.05)     # K underflows: far states unreachable
+    tight = ChainPrior.create(2, G=10, L=3.0, ell=0.05)  # K underflows: far states unreachable
     a, b = np.zeros(10), np.zeros(10)
     a[0], b[-1] = 1.0, 1.0
     with pytest.raises(InfeasibleError):

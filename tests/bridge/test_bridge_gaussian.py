@@ -1,12 +1,22 @@
-"""Gaussian IPF, the block-tridiagonal fast path vs the dense oracle, and the acceptance checks 1, 2, 6, 11, 12."""
+"""Gaussian IPF, the block-tridiagonal fast path vs the dense oracle; acceptance checks 1, 2, 6, 11, 12."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurips26.bridge import (ConvergenceError, GaussianPrior, GaussianTargets, NotPositiveDefiniteError,
-                              ProductTilt, TiltedGaussian, gaussian_ipf, gaussian_kl, kl, tilt_sweep)
+from neurips26.bridge import (
+    ConvergenceError,
+    GaussianPrior,
+    GaussianTargets,
+    NotPositiveDefiniteError,
+    ProductTilt,
+    TiltedGaussian,
+    gaussian_ipf,
+    gaussian_kl,
+    kl,
+    tilt_sweep,
+)
 from neurips26.bridge.gaussian import DenseGaussian, gaussian_kl_dense
 from neurips26.bridge.priors import ar1_matrix, separable_covariance
 
@@ -43,12 +53,12 @@ def test_ipf_marginals_and_block_diagonal_tilt(rho_z):
     prior, targets = problem(N=4, rho_z=rho_z)
     pstar = gaussian_ipf(prior, targets, method="dense")
     m, S = pstar.dense()
-    u, V = m.reshape(4, 4), np.stack([S[4 * k:4 * k + 4, 4 * k:4 * k + 4] for k in range(4)])
+    u, V = m.reshape(4, 4), np.stack([S[4 * k : 4 * k + 4, 4 * k : 4 * k + 4] for k in range(4)])
     assert np.max(np.abs(V - targets.covs)) < 1e-10 and np.max(np.abs(u - targets.means)) < 1e-10
     diff = np.linalg.inv(S) - np.linalg.inv(prior.dense_covariance())
     off = diff.copy()
     for k in range(4):
-        off[4 * k:4 * k + 4, 4 * k:4 * k + 4] = 0
+        off[4 * k : 4 * k + 4, 4 * k : 4 * k + 4] = 0
     assert np.max(np.abs(off)) < 1e-8
     if rho_z == 0.0:
         assert pstar.info["sweeps"] <= 2
@@ -60,10 +70,14 @@ def test_block_and_dense_ipf_agree():
     b = gaussian_ipf(prior, targets, method="dense")
     assert a.info["sweeps"] == b.info["sweeps"]
     assert np.allclose(a.A, b.A, atol=1e-10) and np.allclose(a.b, b.b, atol=1e-10)
-    assert np.isclose(gaussian_kl(a, TiltedGaussian.untilted(prior)),
-                      gaussian_kl_dense(*DenseGaussian.of(a).__dict__.values(),
-                                        *DenseGaussian.of(TiltedGaussian.untilted(prior)).__dict__.values()),
-                      rtol=1e-10)
+    assert np.isclose(
+        gaussian_kl(a, TiltedGaussian.untilted(prior)),
+        gaussian_kl_dense(
+            *DenseGaussian.of(a).__dict__.values(),
+            *DenseGaussian.of(TiltedGaussian.untilted(prior)).__dict__.values(),
+        ),
+        rtol=1e-10,
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -105,7 +119,10 @@ def test_reversal_permutes_pstar_and_keeps_kl():
     assert np.allclose(rev.A, pstar.A[::-1], atol=1e-9) and np.allclose(rev.b, pstar.b[::-1], atol=1e-9)
     R, Rr = TiltedGaussian.untilted(prior), TiltedGaussian.untilted(rev.prior)
     assert abs(kl(pstar, R) - kl(rev, Rr)) < 1e-10
-    s2, s2r = ProductTilt().tilt_at(prior, targets, 0.3), ProductTilt().tilt_at(rev.prior, targets.reversed(), 0.3)
+    s2, s2r = (
+        ProductTilt().tilt_at(prior, targets, 0.3),
+        ProductTilt().tilt_at(rev.prior, targets.reversed(), 0.3),
+    )
     assert abs(kl(s2, pstar) - kl(s2r, rev)) < 1e-10
 
 
@@ -130,6 +147,7 @@ def test_ipf_reports_residual_at_max_iter():
 
 def test_sampling_and_log_density_exact():
     from scipy.stats import multivariate_normal
+
     prior, targets = problem(N=3)
     pstar = gaussian_ipf(prior, targets)
     x = pstar.sample(5, np.random.default_rng(0))
@@ -161,4 +179,6 @@ def test_bad_gaussian_inputs_name_the_argument():
 
 
 def test_separable_covariance_is_kronecker_of_ar1():
-    assert np.allclose(separable_covariance(2, 3, 0.6, 2.0), 2.0 * np.kron(ar1_matrix(2, 0.6), ar1_matrix(3, 0.6)))
+    assert np.allclose(
+        separable_covariance(2, 3, 0.6, 2.0), 2.0 * np.kron(ar1_matrix(2, 0.6), ar1_matrix(3, 0.6))
+    )

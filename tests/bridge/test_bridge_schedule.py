@@ -21,6 +21,7 @@ def test_edm_schedule_values():
 def test_edm_schedule_matches_k_diffusion_if_installed():
     kd = pytest.importorskip("k_diffusion")
     import torch
+
     ref = kd.sampling.get_sigmas_karras(18, 0.002, 80.0, rho=7.0).numpy()
     assert np.allclose(edm_sigmas(18), ref, rtol=1e-6, atol=0)
     old = torch.get_default_dtype()
@@ -32,9 +33,16 @@ def test_edm_schedule_matches_k_diffusion_if_installed():
     assert np.allclose(edm_sigmas(18), ref64, rtol=1e-10, atol=0)
 
 
-@pytest.mark.parametrize("kw, name", [({"sigma_min": 0.0}, "sigma_min"), ({"sigma_min": -1.0}, "sigma_min"),
-                                      ({"sigma_max": 0.001}, "sigma_max"), ({"rho": 0.0}, "rho"),
-                                      ({"T": 1}, "T")])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"sigma_min": 0.0}, "sigma_min"),
+        ({"sigma_min": -1.0}, "sigma_min"),
+        ({"sigma_max": 0.001}, "sigma_max"),
+        ({"rho": 0.0}, "rho"),
+        ({"T": 1}, "T"),
+    ],
+)
 def test_edm_bad_parameters(kw, name):
     with pytest.raises(ValueError, match=name):
         edm_sigmas(**kw)
@@ -62,9 +70,9 @@ def test_grid_smoothing_matrix_identities():
     assert np.array_equal(smoothing_matrix(z, dz / 20), np.eye(512))
     assert np.max(np.abs(smoothing_matrix(z, dz / 8) - np.eye(512))) < 1e-12  # -> I as sigma -> 0 (e^-32)
     s = sig = 0.5
-    p = np.exp(-z ** 2 / (2 * s ** 2))
+    p = np.exp(-(z**2) / (2 * s**2))
     p /= p.sum()
-    q = np.exp(-z ** 2 / (2 * (s ** 2 + sig ** 2)))
+    q = np.exp(-(z**2) / (2 * (s**2 + sig**2)))
     q /= q.sum()
     assert np.abs(smoothing_matrix(z, sig) @ p - q).sum() < 1e-3
     assert np.allclose(np.exp(log_smooth_grid(np.log(p), z, sig)), smoothing_matrix(z, sig) @ p, atol=1e-15)

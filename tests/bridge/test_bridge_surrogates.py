@@ -3,10 +3,30 @@
 import numpy as np
 import pytest
 
-from neurips26.bridge import (AnnealedTilt, ChainLaw, ChainPrior, EDMSampler, GaussianPrior, GaussianTargets,
-                              NotPositiveDefiniteError, ProductTilt, SmoothedPotentials, TiltedGaussian,
-                              alignment_ratio, bound_ingredients, chain_sinkhorn, discrete_targets, edm_sigmas,
-                              fit_slope, gaussian_ipf, kl, kl_mc, pinsker, tv_exact, tv_mc)
+from neurips26.bridge import (
+    AnnealedTilt,
+    ChainLaw,
+    ChainPrior,
+    EDMSampler,
+    GaussianPrior,
+    GaussianTargets,
+    NotPositiveDefiniteError,
+    ProductTilt,
+    SmoothedPotentials,
+    TiltedGaussian,
+    alignment_ratio,
+    bound_ingredients,
+    chain_sinkhorn,
+    discrete_targets,
+    edm_sigmas,
+    fit_slope,
+    gaussian_ipf,
+    kl,
+    kl_mc,
+    pinsker,
+    tv_exact,
+    tv_mc,
+)
 from neurips26.bridge.metrics import grid_window, gaussian_window, posterior_concentration
 
 
@@ -43,11 +63,11 @@ def test_s1_jacobi_and_lambda_options_converge(gauss):
 def test_s2_plateaus_with_coupled_slices_and_is_exact_without(gauss):
     prior, targets, pstar = gauss
     s2 = ProductTilt().laws(prior, targets, edm_sigmas(18))
-    assert kl(s2[-1], pstar) == pytest.approx(0.26, abs=0.01)       # the spec's 2x2 N = 4 plateau
+    assert kl(s2[-1], pstar) == pytest.approx(0.26, abs=0.01)  # the spec's 2x2 N = 4 plateau
     p0, t0 = GaussianPrior.ar1(4, 2, 2, rho_z=0.0), targets
     ps0 = gaussian_ipf(p0, t0)
     k = [kl(p, ps0) for p in ProductTilt().laws(p0, t0, [0.02, 0.01])]
-    assert k[0] / k[1] == pytest.approx(16, rel=0.15)                 # ~ sigma^4
+    assert k[0] / k[1] == pytest.approx(16, rel=0.15)  # ~ sigma^4
 
 
 def test_s3_closed_form_and_raises_where_q_is_indefinite(gauss):
@@ -59,11 +79,11 @@ def test_s3_closed_form_and_raises_where_q_is_indefinite(gauss):
     # A' = sigma^-2 I - sigma^-4 Q^-1, b' = sigma^-2 Q^-1 b (the spec's form) at a moderate sigma
     s = 0.4
     law = SmoothedPotentials().tilt_at(pstar, s)
-    Q = pstar.A[1] + np.eye(4) / s ** 2
-    assert np.allclose(law.A[1], np.eye(4) / s ** 2 - np.linalg.inv(Q) / s ** 4, atol=1e-8)
-    assert np.allclose(law.b[1], np.linalg.solve(Q, pstar.b[1]) / s ** 2, atol=1e-10)
+    Q = pstar.A[1] + np.eye(4) / s**2
+    assert np.allclose(law.A[1], np.eye(4) / s**2 - np.linalg.inv(Q) / s**4, atol=1e-8)
+    assert np.allclose(law.b[1], np.linalg.solve(Q, pstar.b[1]) / s**2, atol=1e-10)
     k = [kl(SmoothedPotentials().tilt_at(pstar, x), pstar) for x in (0.1, 0.05)]
-    assert k[0] / k[1] == pytest.approx(16, rel=0.15)                 # smooth potentials: sigma^4
+    assert k[0] / k[1] == pytest.approx(16, rel=0.15)  # smooth potentials: sigma^4
 
 
 def test_s3_discrete_is_row_normalised_heat_smoothing():
@@ -71,7 +91,7 @@ def test_s3_discrete_is_row_normalised_heat_smoothing():
     pstar = chain_sinkhorn(prior, discrete_targets(prior, "kinked"))
     law = SmoothedPotentials().tilt_at(pstar, 0.3)
     z = prior.z
-    W = np.exp(-(z[:, None] - z[None, :]) ** 2 / (2 * 0.09))
+    W = np.exp(-((z[:, None] - z[None, :]) ** 2) / (2 * 0.09))
     W /= W.sum(axis=1, keepdims=True)
     assert np.allclose(np.exp(law.phi[0]), W @ np.exp(pstar.phi[0]), rtol=1e-12)
 
@@ -84,7 +104,7 @@ def test_s4_with_exact_score_recovers_pstar(gauss):
     assert k < 1e-3
     assert abs(k - info["start_mismatch"]) < 1e-5
     m, _ = pstar.dense()
-    assert info["start_mismatch"] == pytest.approx(m @ m / (2 * 80 ** 2), rel=0.01)
+    assert info["start_mismatch"] == pytest.approx(m @ m / (2 * 80**2), rel=0.01)
     euler, _ = EDMSampler(solver="euler", score="exact").sample_law(prior, targets, edm_sigmas(256), pstar)
     assert kl(euler, pstar) > k
 
@@ -123,7 +143,7 @@ def test_discrete_s1_and_s3_rates_on_kinked_target():
         prior = ChainPrior.create(N, G=128, ell=0.5)
         pstar = chain_sinkhorn(prior, discrete_targets(prior, "kinked"))
         k = np.array([kl(SmoothedPotentials().tilt_at(pstar, s), pstar) for s in sig])
-        vals[N] = k / (N * sig ** 2)
+        vals[N] = k / (N * sig**2)
         assert 1.7 <= fit_slope(sig, k) <= 2.7
     assert vals[4].max() <= 2 * vals[2].max()
 

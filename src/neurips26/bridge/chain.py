@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 from scipy.special import logsumexp
@@ -26,7 +27,7 @@ from neurips26.bridge.priors import ChainPrior, check_probability
 from neurips26.bridge.schedule import log_smoothing_matrix
 from neurips26.harness.validation import check_choice, check_scalar
 
-ENUM_MAX = 2 ** 20          # G^N up to which exact enumeration is allowed
+ENUM_MAX = 2**20  # G^N up to which exact enumeration is allowed
 ORDERS = ("gauss-seidel", "jacobi")
 
 
@@ -45,7 +46,7 @@ class ChainLaw:
     """``R exp(sum_k phi_k(x_k)) / Z`` on N slices of a G-state grid."""
 
     prior: ChainPrior
-    phi: np.ndarray           # (N, G)
+    phi: np.ndarray  # (N, G)
     info: dict = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -64,15 +65,17 @@ class ChainLaw:
         return replace(self, phi=phi, info=dict(info))
 
     def messages(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """``alpha (N, G)``, ``beta (N, G)`` and ``log Z``."""
+        """``alpha (N, G)``, ``beta (N, G)`` and ``log Z`` (computed once per law: laws are immutable)."""
+        return self._messages
+
+    @cached_property
+    def _messages(self) -> tuple[np.ndarray, np.ndarray, float]:
         N, lk = self.N, self.prior.log_K
-        alpha, beta = np.empty((N, self.G)), np.zeros((N, self.G))
+        alpha = np.empty((N, self.G))
         alpha[0] = self.prior.log_r + self.phi[0]
         for k in range(1, N):
             alpha[k] = _msg_fwd(alpha[k - 1], lk) + self.phi[k]
-        for k in range(N - 2, -1, -1):
-            beta[k] = _msg_bwd(self.phi[k + 1] + beta[k + 1], lk)
-        return alpha, beta, float(logsumexp(alpha[-1]))
+        return alpha, _betas(self.phi, lk), float(logsumexp(alpha[-1]))
 
     def log_marginals(self) -> np.ndarray:
         alpha, beta, logz = self.messages()
@@ -96,31 +99,48 @@ class ChainLaw:
         """``n`` exact samples ``(n, N)``: x_1 from p_1, then the posterior chain's transitions."""
         n = check_scalar(n, "n", int, min=1)
         alpha, beta, logz = self.messages()
-        x = np.empty((n, self.N), dtype=np.int64)
-        x[:, 0] = _draw(np.exp(alpha[0] + beta[0] - logz)[None, :].repeat(n, 0), rng)
+        x = np.empty((self.N, n), dtype=np.int64)
+        x[0] = _inverse_cdf(np.exp(alpha[0] + beta[0] - logz), rng.random(n))
         for k in range(1, self.N):
-            logt = self.prior.log_K[x[:, k - 1]] + (self.phi[k] + beta[k])[None, :]
-            x[:, k] = _draw(np.exp(logt - logsumexp(logt, axis=1, keepdims=True)), rng)
-        return x
+            logt = self.prior.log_K + (self.phi[k] + beta[k])[None, :]
+            T = np.exp(logt - logsumexp(logt, axis=1, keepdims=True))
+            u = rng.random(n)
+            prev = x[k - 1]
+            out = np.empty(n, dtype=np.int64)
+            for g in np.unique(prev):
+                sel = prev == g
+                out[sel] = _inverse_cdf(T[g], u[sel])
+            x[k] = out
+        return x.T.copy()
 
     def joint_log_probs(self) -> np.ndarray:
         """The whole joint ``log Pi`` as a ``G^N`` tensor (brute force; ``G^N <= 2^20``)."""
-        if self.G ** self.N > ENUM_MAX:
+        if self.G**self.N > ENUM_MAX:
             raise ValueError(f"exact enumeration needs G^N <= 2^20, got G = {self.G}, N = {self.N}")
         lp = self.prior.log_r + self.phi[0]
         for k in range(1, self.N):
-            lp = lp[..., None] + self.prior.log_K.reshape((1,) * (k - 1) + self.prior.log_K.shape) \
+            lp = (
+                lp[..., None]
+                + self.prior.log_K.reshape((1,) * (k - 1) + self.prior.log_K.shape)
                 + self.phi[k]
+            )
         return lp - logsumexp(lp)
 
     def reversed(self) -> "ChainLaw":
         return ChainLaw(self.prior, self.phi[::-1].copy(), dict(self.info))
 
 
-def _draw(P: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    c = np.cumsum(P, axis=1)
-    u = rng.random((P.shape[0], 1)) * c[:, -1:]
-    return np.minimum((u > c).sum(axis=1), P.shape[1] - 1)
+def _betas(phi: np.ndarray, log_K: np.ndarray) -> np.ndarray:
+    """Backward messages ``beta (N, G)`` of the potentials ``phi``."""
+    beta = np.zeros(phi.shape)
+    for k in range(phi.shape[0] - 2, -1, -1):
+        beta[k] = _msg_bwd(phi[k + 1] + beta[k + 1], log_K)
+    return beta
+
+
+def _inverse_cdf(p: np.ndarray, u: np.ndarray) -> np.ndarray:
+    c = np.cumsum(p)
+    return np.minimum(np.searchsorted(c, u * c[-1], side="right"), p.size - 1)
 
 
 # ============================================================================ Sinkhorn
@@ -129,8 +149,9 @@ def _safe_log(p: np.ndarray) -> np.ndarray:
         return np.log(p)
 
 
-def chain_sweep(law: ChainLaw, log_mu: np.ndarray, lam: float = 1.0, order: str = "gauss-seidel",
-                sigma: float = 0.0) -> tuple[ChainLaw, float]:
+def chain_sweep(
+    law: ChainLaw, log_mu: np.ndarray, lam: float = 1.0, order: str = "gauss-seidel", sigma: float = 0.0
+) -> tuple[ChainLaw, float]:
     """One sweep of slice updates; returns the new law and the max L1 residual ``||p_k - mu_k||_1`` seen.
 
     sigma = 0 (Sinkhorn):  ``phi_k += lam (log mu_k - log p_k)`` (``phi = -inf`` where ``mu_k = 0``);
@@ -149,7 +170,9 @@ def chain_sweep(law: ChainLaw, log_mu: np.ndarray, lam: float = 1.0, order: str 
             d = logsumexp(logM + log_mu[k][None, :], axis=1) - logsumexp(logM + logp[None, :], axis=1)
             return phi[k] + lam * d
         if np.any(np.isneginf(logp) & np.isfinite(log_mu[k])):
-            raise InfeasibleError(f"slice {k}: the target puts mass on states the constrained law cannot reach")
+            raise InfeasibleError(
+                f"slice {k}: the target puts mass on states the constrained law cannot reach"
+            )
         step = log_mu[k] - np.where(np.isneginf(logp), 0.0, logp)
         return np.where(np.isneginf(log_mu[k]), -np.inf, phi[k] + lam * step)
 
@@ -159,7 +182,7 @@ def chain_sweep(law: ChainLaw, log_mu: np.ndarray, lam: float = 1.0, order: str 
             res = max(res, _l1(logp[k], log_mu[k]))
             phi[k] = update(k, logp[k])
         return law.with_phi(phi), res
-    _, beta, _ = law.messages()        # slices > k are not yet updated when slice k is
+    beta = _betas(phi, lk)  # slices > k are not yet updated when slice k is
     alpha_k = None
     for k in range(N):
         base = law.prior.log_r if k == 0 else _msg_fwd(alpha_k, lk)
@@ -196,8 +219,12 @@ def chain_sinkhorn(prior: ChainPrior, mu: np.ndarray, tol: float = 1e-12, max_it
         if res < tol:
             final = float(np.max(np.sum(np.abs(law.marginals() - mu), axis=1)))
             return law.with_phi(law.phi, sweeps=it, residual=final)
-    raise ConvergenceError(f"chain Sinkhorn did not reach tol = {tol:g} in {max_iter} sweeps "
-                           f"(marginal L1 residual {res:.3g}; infeasible targets?)", res, max_iter)
+    raise ConvergenceError(
+        f"chain Sinkhorn did not reach tol = {tol:g} in {max_iter} sweeps "
+        f"(marginal L1 residual {res:.3g}; infeasible targets?)",
+        res,
+        max_iter,
+    )
 
 
 # ============================================================================ metrics on chains
@@ -232,7 +259,9 @@ def delta_variance(law: ChainLaw, delta: np.ndarray) -> float:
     return max(second - mean * mean, 0.0)
 
 
-def brute_force_ipf(prior: ChainPrior, mu: np.ndarray, tol: float = 1e-13, max_iter: int = 100_000) -> np.ndarray:
+def brute_force_ipf(
+    prior: ChainPrior, mu: np.ndarray, tol: float = 1e-13, max_iter: int = 100_000
+) -> np.ndarray:
     """Reference P*: IPF on the full joint tensor (tiny G^N only), returns the joint probabilities."""
     P = np.exp(ChainLaw.untilted(prior).joint_log_probs())
     N = prior.N

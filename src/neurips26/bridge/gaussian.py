@@ -7,7 +7,7 @@ A tilt ``phi_k(y) = -1/2 y^T A_k y + b_k^T y`` of R gives the law with
 
 Slice marginals by Gaussian message passing on the chain (block Thomas / RTS recursion, O(N D^3)):
 
-    forward   F_1 = B_1,  F_k = B_k - O_{k-1}^T F_{k-1}^-1 O_{k-1},   f_k = eta_k - O_{k-1}^T F_{k-1}^-1 f_{k-1}
+    forward   F_1 = B_1, F_k = B_k - O_{k-1}^T F_{k-1}^-1 O_{k-1},  f_k = eta_k - O_{k-1}^T F_{k-1}^-1 f_{k-1}
     backward  G_N = B_N,  G_k = B_k - O_k G_{k+1}^-1 O_k^T,           g_k = eta_k - O_k G_{k+1}^-1 g_{k+1}
     marginal  V_k^-1 = F_k + G_k - B_k,   u_k = V_k (f_k + g_k - eta_k)
     log det Lambda = sum_k log det F_k
@@ -27,6 +27,7 @@ The smoothed, tempered update of surrogate S1 is the same sweep with ``S_k + sig
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 from scipy import linalg
@@ -37,7 +38,7 @@ from neurips26.harness.validation import check_choice, check_scalar
 
 METHODS = ("block", "dense")
 ORDERS = ("gauss-seidel", "jacobi")
-DENSE_MAX = 256            # N*D up to which the dense oracle is used by default
+DENSE_MAX = 256  # N*D up to which the dense oracle is used by default
 
 
 def cholesky(M: np.ndarray, what: str) -> np.ndarray:
@@ -70,8 +71,8 @@ class TiltedGaussian:
     """``R * exp(sum_k phi_k(x_k)) / Z`` with quadratic tilts ``(A_k, b_k)``: a Gaussian on N x D."""
 
     prior: GaussianPrior
-    A: np.ndarray             # (N, D, D)
-    b: np.ndarray             # (N, D)
+    A: np.ndarray  # (N, D, D)
+    b: np.ndarray  # (N, D)
     info: dict = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -88,8 +89,25 @@ class TiltedGaussian:
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(diag, off, eta)`` of this law's precision ``Lambda`` and potential ``eta``."""
+        return self._blocks
+
+    @cached_property
+    def _blocks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         diag, off, eta = self.prior.precision_blocks()
         return diag + self.A, off, eta + self.b
+
+    @cached_property
+    def _block_marginals(self) -> tuple[np.ndarray, np.ndarray]:
+        diag, off, eta = self.blocks()
+        F, f = _forward(diag, off, eta, "law")
+        G, g = _backward(diag, off, eta, "law")
+        V = spd_inverse(F + G - diag, "slice marginal precision")
+        return np.einsum("kij,kj->ki", V, f + g - eta), V
+
+    @cached_property
+    def _logdet(self) -> float:
+        F, _ = self.forward()
+        return logdet_spd(F, "forward Schur complement")
 
     # ------------------------------------------------------------------ messages (the fast path)
     def forward(self, what: str = "law") -> tuple[np.ndarray, np.ndarray]:
@@ -97,55 +115,53 @@ class TiltedGaussian:
         return _forward(diag, off, eta, what)
 
     def marginals(self, method: str = "block") -> tuple[np.ndarray, np.ndarray]:
-        """Slice means ``u (N, D)`` and covariances ``V (N, D, D)``; ``method`` block (fast) or dense (reference)."""
+        """Slice means ``u (N, D)`` and covariances ``V (N, D, D)``; block (fast) or dense (reference)."""
         check_choice(method, "method", METHODS)
         if method == "dense":
             m, S = self.dense()
             idx = np.arange(self.N)
             Vs = S.reshape(self.N, self.D, self.N, self.D)[idx, :, idx, :]
             return m.reshape(self.N, self.D), Vs
-        diag, off, eta = self.blocks()
-        F, f = _forward(diag, off, eta, "law")
-        G, g = _backward(diag, off, eta, "law")
-        V = spd_inverse(F + G - diag, "slice marginal precision")
-        u = np.einsum("kij,kj->ki", V, f + g - eta)
-        return u, V
+        return self._block_marginals
 
     def logdet_precision(self) -> float:
-        F, _ = self.forward()
-        return logdet_spd(F, "forward Schur complement")
+        return self._logdet
 
     def mean(self) -> np.ndarray:
         return self.marginals()[0]
 
     def quad(self, x: np.ndarray) -> np.ndarray:
-        """``x^T Lambda x`` for samples ``x (n, N, D)``."""
+        """``x^T Lambda x`` for samples ``x (n, N, D)`` (batched matmuls, slice-major)."""
         diag, off, _ = self.blocks()
-        q = np.einsum("nki,kij,nkj->n", x, diag, x)
+        xt = np.ascontiguousarray(np.swapaxes(x, 0, 1))  # (N, n, D)
+        q = np.sum((xt @ diag) * xt, axis=(0, 2))
         if self.N > 1:
-            q += 2 * np.einsum("nki,kij,nkj->n", x[:, :-1], off, x[:, 1:])
+            q += 2 * np.sum((xt[:-1] @ off) * xt[1:], axis=(0, 2))
         return q
 
     def log_density(self, x: np.ndarray) -> np.ndarray:
         """``log p(x)`` for samples ``x (n, N, D)`` (exact: information form, log det by blocks)."""
         _, _, eta = self.blocks()
         m = self.mean()
-        log_norm = 0.5 * float(np.sum(eta * m)) - 0.5 * self.logdet_precision() \
+        log_norm = (
+            0.5 * float(np.sum(eta * m))
+            - 0.5 * self.logdet_precision()
             + 0.5 * self.N * self.D * np.log(2 * np.pi)
-        return -0.5 * self.quad(x) + np.einsum("nki,ki->n", x, eta) - log_norm
+        )
+        return -0.5 * self.quad(x) + x.reshape(x.shape[0], -1) @ eta.reshape(-1) - log_norm
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` exact samples ``(n, N, D)``: forward filtering, backward sampling (no dense matrix)."""
         n = check_scalar(n, "n", int, min=1)
         diag, off, eta = self.blocks()
         F, f = _forward(diag, off, eta, "law")
-        x = np.empty((n, self.N, self.D))
+        xt = np.empty((self.N, n, self.D))
         for k in range(self.N - 1, -1, -1):
-            h = f[k][None, :] - (x[:, k + 1] @ off[k].T if k < self.N - 1 else 0.0)
+            h = f[k][None, :] - (xt[k + 1] @ off[k].T if k < self.N - 1 else 0.0)
             L = cholesky(F[k], "forward Schur complement")
             mean = linalg.cho_solve((L, True), h.T).T
-            x[:, k] = mean + linalg.solve_triangular(L.T, rng.standard_normal((self.D, n)), lower=False).T
-        return x
+            xt[k] = mean + linalg.solve_triangular(L.T, rng.standard_normal((self.D, n)), lower=False).T
+        return np.swapaxes(xt, 0, 1)
 
     # ------------------------------------------------------------------ the dense reference
     def dense_precision(self) -> tuple[np.ndarray, np.ndarray]:
@@ -153,10 +169,10 @@ class TiltedGaussian:
         N, D = self.N, self.D
         Lam = np.zeros((N * D, N * D))
         for k in range(N):
-            Lam[k * D:(k + 1) * D, k * D:(k + 1) * D] = diag[k]
+            Lam[k * D : (k + 1) * D, k * D : (k + 1) * D] = diag[k]
             if k < N - 1:
-                Lam[k * D:(k + 1) * D, (k + 1) * D:(k + 2) * D] = off[k]
-                Lam[(k + 1) * D:(k + 2) * D, k * D:(k + 1) * D] = off[k].T
+                Lam[k * D : (k + 1) * D, (k + 1) * D : (k + 2) * D] = off[k]
+                Lam[(k + 1) * D : (k + 2) * D, k * D : (k + 1) * D] = off[k].T
         return Lam, eta.reshape(-1)
 
     def dense(self) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +182,9 @@ class TiltedGaussian:
         return S @ eta, S
 
     def reversed(self) -> "TiltedGaussian":
-        return TiltedGaussian(self.prior.reversed(), self.A[::-1].copy(), self.b[::-1].copy(), dict(self.info))
+        return TiltedGaussian(
+            self.prior.reversed(), self.A[::-1].copy(), self.b[::-1].copy(), dict(self.info)
+        )
 
     def with_tilt(self, A: np.ndarray, b: np.ndarray, **info) -> "TiltedGaussian":
         return replace(self, A=A, b=b, info=dict(info))
@@ -198,14 +216,20 @@ def _backward(diag, off, eta, what):
 # ============================================================================ sweeps and IPF
 def _update(A_k, b_k, u, V, m, S, sigma, lam, k):
     """One smoothed, tempered natural-parameter update of slice k (IPF when sigma = 0, lam = 1)."""
-    eye = np.eye(S.shape[0]) * sigma ** 2
+    eye = np.eye(S.shape[0]) * sigma**2
     Si = spd_inverse(S + eye, f"target covariance of slice {k} (+ sigma^2 I)")
     Vi = spd_inverse(V + eye, f"slice {k} marginal covariance (+ sigma^2 I)")
     return A_k + lam * (Si - Vi), b_k + lam * (Si @ m - Vi @ u)
 
 
-def tilt_sweep(law: TiltedGaussian, targets: GaussianTargets, sigma: float = 0.0, lam: float = 1.0,
-               order: str = "gauss-seidel", method: str = "block") -> tuple[TiltedGaussian, float]:
+def tilt_sweep(
+    law: TiltedGaussian,
+    targets: GaussianTargets,
+    sigma: float = 0.0,
+    lam: float = 1.0,
+    order: str = "gauss-seidel",
+    method: str = "block",
+) -> tuple[TiltedGaussian, float]:
     """One sweep of slice updates; returns the new law and the max marginal residual seen before updating.
 
     Gauss-Seidel (slices in order, each seeing the updates of the ones before) or Jacobi (all slices
@@ -230,17 +254,17 @@ def tilt_sweep(law: TiltedGaussian, targets: GaussianTargets, sigma: float = 0.0
                 res = max(res, resid(u[k], V[k], k))
                 A[k], b[k] = _update(A[k], b[k], u[k], V[k], targets.means[k], targets.covs[k], sigma, lam, k)
             new = law.with_tilt(A, b)
-            new.forward(what)               # PD check of the updated precision
+            new.forward(what)  # PD check of the updated precision
             return new, res
-        for k in range(N):                  # dense Gauss-Seidel: one factorisation per slice
+        for k in range(N):  # dense Gauss-Seidel: one factorisation per slice
             cur = law.with_tilt(A, b)
             Lam, eta = cur.dense_precision()
             D = law.D
             Lc = cholesky(Lam, what)
             E = np.zeros((N * D, D))
-            E[k * D:(k + 1) * D] = np.eye(D)
+            E[k * D : (k + 1) * D] = np.eye(D)
             cols = linalg.cho_solve((Lc, True), np.column_stack([E, eta]))
-            V, u = cols[k * D:(k + 1) * D, :D], cols[k * D:(k + 1) * D, D]
+            V, u = cols[k * D : (k + 1) * D, :D], cols[k * D : (k + 1) * D, D]
             V = 0.5 * (V + V.T)
             res = max(res, resid(u, V, k))
             A[k], b[k] = _update(A[k], b[k], u, V, targets.means[k], targets.covs[k], sigma, lam, k)
@@ -259,7 +283,7 @@ def tilt_sweep(law: TiltedGaussian, targets: GaussianTargets, sigma: float = 0.0
         else:
             W = linalg.cho_solve((cholesky(Fprev, f"{what}: forward block {k - 1}"), True), off[k - 1])
             Lk, lk = off[k - 1].T @ W, W.T @ fprev
-        P = Bk - Lk + (G[k] - Bk)                  # F_k + G_k - B_k
+        P = Bk - Lk + (G[k] - Bk)  # F_k + G_k - B_k
         V = spd_inverse(P, f"{what}: slice {k} marginal precision")
         u = V @ (ek - lk + (g[k] - ek))
         res = max(res, resid(u, V, k))
@@ -269,8 +293,13 @@ def tilt_sweep(law: TiltedGaussian, targets: GaussianTargets, sigma: float = 0.0
     return law.with_tilt(A, b), res
 
 
-def gaussian_ipf(prior: GaussianPrior, targets: GaussianTargets, tol: float = 1e-10, max_iter: int = 1000,
-                 method: str | None = None) -> TiltedGaussian:
+def gaussian_ipf(
+    prior: GaussianPrior,
+    targets: GaussianTargets,
+    tol: float = 1e-10,
+    max_iter: int = 1000,
+    method: str | None = None,
+) -> TiltedGaussian:
     """The Schroedinger-bridge lift ``P* = argmin_{P in C} KL(P || R)`` of Gaussian slice targets, by IPF.
 
     method: ``"block"`` (O(N D^3) per sweep) or ``"dense"`` (the Cholesky oracle); default dense for
@@ -290,8 +319,12 @@ def gaussian_ipf(prior: GaussianPrior, targets: GaussianTargets, tol: float = 1e
             u, V = law.marginals(method)
             final = max(float(np.max(np.abs(V - targets.covs))), float(np.max(np.abs(u - targets.means))))
             return law.with_tilt(law.A, law.b, sweeps=it, residual=final)
-    raise ConvergenceError(f"Gaussian IPF did not reach tol = {tol:g} in {max_iter} sweeps "
-                           f"(marginal residual {res:.3g}; infeasible targets?)", res, max_iter)
+    raise ConvergenceError(
+        f"Gaussian IPF did not reach tol = {tol:g} in {max_iter} sweeps "
+        f"(marginal residual {res:.3g}; infeasible targets?)",
+        res,
+        max_iter,
+    )
 
 
 # ============================================================================ dense laws and KL
@@ -317,8 +350,9 @@ def gaussian_kl_dense(m0, S0, m1, S1) -> float:
     Linv_S0 = linalg.solve_triangular(L1, S0, lower=True)
     tr = float(np.trace(linalg.solve_triangular(L1, Linv_S0.T, lower=True)))
     d = linalg.solve_triangular(L1, m1 - m0, lower=True)
-    return 0.5 * (tr + float(d @ d) - n + logdet_spd(S1, "second covariance")
-                  - logdet_spd(S0, "first covariance"))
+    return 0.5 * (
+        tr + float(d @ d) - n + logdet_spd(S1, "second covariance") - logdet_spd(S0, "first covariance")
+    )
 
 
 def gaussian_kl(p: "TiltedGaussian | DenseGaussian", q: "TiltedGaussian | DenseGaussian") -> float:
@@ -332,8 +366,12 @@ def gaussian_kl(p: "TiltedGaussian | DenseGaussian", q: "TiltedGaussian | DenseG
         u, V = p.marginals()
         dA = q.A - p.A
         d = (q.mean() - u)[None]
-        val = 0.5 * (float(np.einsum("kij,kji->", dA, V)) + float(q.quad(d)[0])
-                     - q.logdet_precision() + p.logdet_precision())
+        val = 0.5 * (
+            float(np.einsum("kij,kji->", dA, V))
+            + float(q.quad(d)[0])
+            - q.logdet_precision()
+            + p.logdet_precision()
+        )
         return val
     a, c = DenseGaussian.of(p), DenseGaussian.of(q)
     return gaussian_kl_dense(a.mean, a.cov, c.mean, c.cov)

@@ -7,7 +7,8 @@ normalised curves, late-step slopes, the noise-alignment ratio a_tau and the bou
 * ``a_tau = sd_{P*}(Delta_tau) / sigma_tau``, ``Delta = sum_k (psi_k - phi_k)(x_k)``.
 * Bound ingredients (a reconstruction; reported, never asserted): ``L_k`` = Lipschitz constant of
   ``psi_k - phi_k`` (Gaussian: sup of ``||(A*_k - A_k) y + (b_k - b*_k)||`` over a +-4 sd box around the
-  P* slice mean; grid: max |finite difference| / dz), ``c_post = lambda_max(Cov(x | x + sigma xi)) / sigma^2``,
+  P* slice mean; grid: max |finite difference| / dz),
+  ``c_post = lambda_max(Cov(x | x + sigma xi)) / sigma^2``,
   ``C_hat = KL / (sigma^2 sum_k L_k^2 c_post)``.
 """
 
@@ -67,13 +68,13 @@ def kl_mc(p, q, n: int = 100_000, seed: int = 0) -> tuple[float, float]:
 
 def tv_exact(p: ChainLaw, q: ChainLaw) -> float:
     """Exact ``TV = 1/2 sum_x |p(x) - q(x)|`` by enumeration (``G^N <= 2^20``, else ValueError)."""
-    if p.G ** p.N > ENUM_MAX:
+    if p.G**p.N > ENUM_MAX:
         raise ValueError(f"exact TV needs G^N <= 2^20, got G = {p.G}, N = {p.N} (use tv_mc)")
     return float(0.5 * np.abs(np.exp(p.joint_log_probs()) - np.exp(q.joint_log_probs())).sum())
 
 
 def alignment_ratio(pi, pstar, sigma: float, n_mc: int = 20_000, seed: int = 0) -> float:
-    """``a_tau = sd_{P*}(Delta) / sigma`` (exact; Gaussian with N*D > 256 by Monte Carlo with n_mc samples)."""
+    """``a_tau = sd_{P*}(Delta) / sigma`` (exact; Gaussian with N*D > 256: Monte Carlo, n_mc samples)."""
     sigma = check_scalar(sigma, "sigma", float, min=0, inclusive="neither")
     if isinstance(pi, ChainLaw):
         with np.errstate(invalid="ignore"):
@@ -85,7 +86,7 @@ def alignment_ratio(pi, pstar, sigma: float, n_mc: int = 20_000, seed: int = 0) 
         n, D = pi.N * pi.D, pi.D
         M = np.zeros((n, n))
         for k in range(pi.N):
-            M[k * D:(k + 1) * D, k * D:(k + 1) * D] = dA[k]
+            M[k * D : (k + 1) * D, k * D : (k + 1) * D] = dA[k]
         c = db.reshape(-1) - M @ m
         MS = M @ S
         var = 0.5 * float(np.trace(MS @ MS)) + float(c @ S @ c)
@@ -112,11 +113,11 @@ def lipschitz_constants(pi, pstar) -> np.ndarray:
     for k in range(pi.N):
         E, f = pstar.A[k] - pi.A[k], pi.b[k] - pstar.b[k]
         sd = BOX_SD * np.sqrt(np.diag(V[k]))
-        if pi.D <= VERTEX_MAX_D:     # the norm is convex: its sup over the box is at a vertex
+        if pi.D <= VERTEX_MAX_D:  # the norm is convex: its sup over the box is at a vertex
             signs = np.array(list(itertools.product((-1.0, 1.0), repeat=pi.D)))
             y = u[k][None, :] + signs * sd[None, :]
             L.append(float(np.max(np.linalg.norm(y @ E.T + f, axis=1))))
-        else:                        # bound over the ball holding the box
+        else:  # bound over the ball holding the box
             L.append(float(np.linalg.norm(E @ u[k] + f) + np.linalg.norm(E, 2) * np.linalg.norm(sd)))
     return np.array(L)
 
@@ -132,14 +133,14 @@ def posterior_concentration(pstar, sigma: float) -> float:
         z = pstar.prior.z
         best = 0.0
         for p in pstar.marginals():
-            w = p[None, :] * np.exp(-(z[:, None] - z[None, :]) ** 2 / (2 * sigma ** 2))
+            w = p[None, :] * np.exp(-((z[:, None] - z[None, :]) ** 2) / (2 * sigma**2))
             w = w / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
             mean = w @ z
-            var = w @ z ** 2 - mean ** 2
+            var = w @ z**2 - mean**2
             best = max(best, float(var.max()))
-        return best / sigma ** 2
+        return best / sigma**2
     lmin = _lambda_min_precision(pstar)
-    return float(1.0 / (1.0 + sigma ** 2 * lmin))
+    return float(1.0 / (1.0 + sigma**2 * lmin))
 
 
 def _lambda_min_precision(law: TiltedGaussian) -> float:
@@ -151,6 +152,7 @@ def _lambda_min_precision(law: TiltedGaussian) -> float:
     else:
         from scipy.sparse import bmat
         from scipy.sparse.linalg import eigsh
+
         diag, off, _ = law.blocks()
         rows = [[None] * law.N for _ in range(law.N)]
         for k in range(law.N):
@@ -166,16 +168,20 @@ def bound_ingredients(pi, pstar, sigma: float, kl_value: float) -> dict:
     """``{"L": [L_k], "c_post", "C_hat"}`` at one schedule point (reported, never asserted)."""
     L = lipschitz_constants(pi, pstar)
     c = posterior_concentration(pstar, sigma)
-    denom = sigma ** 2 * float(np.sum(L ** 2)) * c
-    return {"L_max": float(L.max()), "L_sum_sq": float(np.sum(L ** 2)), "c_post": c,
-            "C_hat": float(kl_value / denom) if denom > 0 else float("nan")}
+    denom = sigma**2 * float(np.sum(L**2)) * c
+    return {
+        "L_max": float(L.max()),
+        "L_sum_sq": float(np.sum(L**2)),
+        "c_post": c,
+        "C_hat": float(kl_value / denom) if denom > 0 else float("nan"),
+    }
 
 
 # ============================================================================ curves and fits
 def normalised(kl_values, tv_values, sigmas, N: int) -> tuple[np.ndarray, np.ndarray]:
     """``KL / (N sigma^2)`` and ``TV / (sqrt(N) sigma)``."""
     s = np.asarray(sigmas, dtype=float)
-    return np.asarray(kl_values, float) / (N * s ** 2), np.asarray(tv_values, float) / (np.sqrt(N) * s)
+    return np.asarray(kl_values, float) / (N * s**2), np.asarray(tv_values, float) / (np.sqrt(N) * s)
 
 
 def fit_slope(sigmas, values) -> float:

@@ -2,7 +2,7 @@
 
 Gaussian (x_k in R^D, a flattened h x w slice)::
 
-    R = N(m_R, Sigma_R),  Sigma_R = K_z (x) C,  K_z[i, j] = rho_z^|i-j|   (AR(1) across slices, 0 <= rho_z < 1)
+    R = N(m_R, Sigma_R),  Sigma_R = K_z (x) C,  K_z[i, j] = rho_z^|i-j|  (AR(1) across slices, 0 <= rho_z < 1)
     C = s_R^2 (T_h (x) T_w),  T_n[i, j] = rho_x^|i-j|                      (separable AR(1) inside a slice)
 
 ``K_z^-1`` is tridiagonal in closed form, so ``Sigma_R^-1 = K_z^-1 (x) C^-1`` is block-tridiagonal:
@@ -59,8 +59,9 @@ def check_covariance(S, name: str, dim: int | None = None) -> np.ndarray:
     try:
         np.linalg.cholesky(S)
     except np.linalg.LinAlgError:
-        raise NotPositiveDefiniteError(f"{name} must be positive definite "
-                                       f"(min eigenvalue {np.linalg.eigvalsh(S).min():.3g})") from None
+        raise NotPositiveDefiniteError(
+            f"{name} must be positive definite (min eigenvalue {np.linalg.eigvalsh(S).min():.3g})"
+        ) from None
     return 0.5 * (S + S.T)
 
 
@@ -75,7 +76,7 @@ class GaussianPrior:
     N: int
     C: np.ndarray
     rho_z: float
-    mean: np.ndarray          # (N, D)
+    mean: np.ndarray  # (N, D)
 
     @classmethod
     def create(cls, N: int, C, rho_z: float = 0.5, mean=0.0) -> "GaussianPrior":
@@ -93,14 +94,15 @@ class GaussianPrior:
         return cls(N, C, rho_z, m.copy())
 
     @classmethod
-    def ar1(cls, N: int, h: int, w: int, rho_z: float = 0.5, rho_x: float = 0.6, s_R: float = 1.0,
-            mean=0.0) -> "GaussianPrior":
+    def ar1(
+        cls, N: int, h: int, w: int, rho_z: float = 0.5, rho_x: float = 0.6, s_R: float = 1.0, mean=0.0
+    ) -> "GaussianPrior":
         """The spec's prior: ``C = s_R^2 (T_h (x) T_w)`` with ``rho_x`` (default 0.6), ``m_R = mean``."""
         h = check_scalar(h, "h", int, min=1)
         w = check_scalar(w, "w", int, min=1)
         rho_x = check_scalar(rho_x, "rho_x", float, min=0, max=1, inclusive="left")
         s_R = check_scalar(s_R, "s_R", float, min=0, inclusive="neither")
-        return cls.create(N, separable_covariance(h, w, rho_x, s_R ** 2), rho_z, mean)
+        return cls.create(N, separable_covariance(h, w, rho_x, s_R**2), rho_z, mean)
 
     @property
     def D(self) -> int:
@@ -144,22 +146,32 @@ class GaussianPrior:
 class GaussianTargets:
     """Slice targets ``mu_k = N(means[k], covs[k])``."""
 
-    means: np.ndarray         # (N, D)
-    covs: np.ndarray          # (N, D, D)
+    means: np.ndarray  # (N, D)
+    covs: np.ndarray  # (N, D, D)
 
     @classmethod
     def create(cls, means, covs) -> "GaussianTargets":
         means = check_array(means, "means", ndim=2, dtype=float)
         covs = check_array(covs, "covs", ndim=3, dtype=float)
         if covs.shape != (means.shape[0], means.shape[1], means.shape[1]):
-            raise ValueError(f"covs must have shape {(means.shape[0], means.shape[1], means.shape[1])} "
-                             f"to match means {means.shape}, got {covs.shape}")
+            raise ValueError(
+                f"covs must have shape {(means.shape[0], means.shape[1], means.shape[1])} "
+                f"to match means {means.shape}, got {covs.shape}"
+            )
         covs = np.stack([check_covariance(S, f"covs[{k}]") for k, S in enumerate(covs)])
         return cls(means.copy(), covs)
 
     @classmethod
-    def default(cls, N: int, h: int, w: int, mean: float = 0.5, scale: float = 0.5, rho: float = 0.3,
-                slice_varying: bool = False) -> "GaussianTargets":
+    def default(
+        cls,
+        N: int,
+        h: int,
+        w: int,
+        mean: float = 0.5,
+        scale: float = 0.5,
+        rho: float = 0.3,
+        slice_varying: bool = False,
+    ) -> "GaussianTargets":
         """The spec's targets ``N(0.5 * 1, 0.5 (T_h (x) T_w)(0.3))``.
 
         ``slice_varying`` (ASSUMPTION, the spec names it without a recipe): slice k's mean is
@@ -186,8 +198,10 @@ class GaussianTargets:
 
     def check_against(self, prior: GaussianPrior) -> None:
         if (self.N, self.D) != (prior.N, prior.D):
-            raise ValueError(f"targets are {self.N} slices of dimension {self.D} but the prior has "
-                             f"N = {prior.N}, D = {prior.D}")
+            raise ValueError(
+                f"targets are {self.N} slices of dimension {self.D} but the prior has "
+                f"N = {prior.N}, D = {prior.D}"
+            )
 
     def reversed(self) -> "GaussianTargets":
         return GaussianTargets(self.means[::-1].copy(), self.covs[::-1].copy())
@@ -201,8 +215,8 @@ class ChainPrior:
     N: int
     z: np.ndarray
     ell: float
-    log_K: np.ndarray         # (G, G), rows sum to 1 in probability
-    log_r: np.ndarray         # (G,), the stationary law
+    log_K: np.ndarray  # (G, G), rows sum to 1 in probability
+    log_r: np.ndarray  # (G,), the stationary law
 
     @classmethod
     def create(cls, N: int, G: int = 128, L: float = 3.0, ell: float = 0.5) -> "ChainPrior":
@@ -211,10 +225,10 @@ class ChainPrior:
         L = check_scalar(L, "L", float, min=0, inclusive="neither")
         ell = check_scalar(ell, "ell", float, min=0, inclusive="neither")
         z = np.linspace(-L, L, G)
-        logk = -(z[:, None] - z[None, :]) ** 2 / (2 * ell ** 2)
+        logk = -((z[:, None] - z[None, :]) ** 2) / (2 * ell**2)
         rows = logsumexp(logk, axis=1)
         log_K = logk - rows[:, None]
-        log_r = rows - logsumexp(rows)   # reversible: r(g) ~ row sum of the unnormalised kernel
+        log_r = rows - logsumexp(rows)  # reversible: r(g) ~ row sum of the unnormalised kernel
         return cls(N, z, ell, log_K, log_r)
 
     @property
@@ -237,7 +251,7 @@ def discrete_target(z, shape: str = "kinked") -> np.ndarray:
     z = check_array(z, "z", ndim=1, dtype=float, min_size=2)
     check_choice(shape, "shape", TARGET_SHAPES)
     if shape == "smooth":
-        logd = np.logaddexp(-(z + 1) ** 2 / (2 * 0.3 ** 2), -(z - 1) ** 2 / (2 * 0.3 ** 2))
+        logd = np.logaddexp(-((z + 1) ** 2) / (2 * 0.3**2), -((z - 1) ** 2) / (2 * 0.3**2))
     else:
         logd = np.logaddexp(-np.abs(z + 1) / 0.4, -np.abs(z - 1) / 0.4)
     return np.exp(logd - logsumexp(logd))
@@ -278,10 +292,12 @@ def discrete_targets(prior: ChainPrior, mu, slice_varying: bool = False) -> np.n
         check_probability(arr[k], f"mu[{k}]", prior.G)
     if prior.N >= 2:
         # infeasible zeros: a target state that no neighbour state can reach under K
-        reach = np.exp(prior.log_K).T @ (arr > 0).T   # (G, N): can slice k's support reach state g
+        reach = np.exp(prior.log_K).T @ (arr > 0).T  # (G, N): can slice k's support reach state g
         for k in range(prior.N - 1):
             cannot = (arr[k + 1] > 0) & (reach[:, k] == 0)
             if np.any(cannot):
-                raise InfeasibleError(f"mu[{k + 1}] puts mass on states unreachable from the support of "
-                                      f"mu[{k}] under the kernel K (e.g. state {int(np.argmax(cannot))})")
+                raise InfeasibleError(
+                    f"mu[{k + 1}] puts mass on states unreachable from the support of "
+                    f"mu[{k}] under the kernel K (e.g. state {int(np.argmax(cannot))})"
+                )
     return arr.copy()

@@ -21,8 +21,9 @@ from scipy.special import logsumexp
 from neurips26.harness.validation import check_array, check_scalar
 
 
-def edm_sigmas(T: int = 18, sigma_min: float = 0.002, sigma_max: float = 80.0, rho: float = 7.0,
-               append_zero: bool = True) -> np.ndarray:
+def edm_sigmas(
+    T: int = 18, sigma_min: float = 0.002, sigma_max: float = 80.0, rho: float = 7.0, append_zero: bool = True
+) -> np.ndarray:
     """The EDM schedule ``sigma_0 > ... > sigma_{T-1}`` (Karras eq. 5), with ``sigma_T = 0`` appended."""
     T = check_scalar(T, "T", int, min=2)
     sigma_min = check_scalar(sigma_min, "sigma_min", float, min=0, inclusive="neither")
@@ -30,12 +31,12 @@ def edm_sigmas(T: int = 18, sigma_min: float = 0.002, sigma_max: float = 80.0, r
     rho = check_scalar(rho, "rho", float, min=0, inclusive="neither")
     i = np.arange(T, dtype=float)
     a, b = sigma_max ** (1.0 / rho), sigma_min ** (1.0 / rho)
-    s = (a + i / (T - 1) * (b - a)) ** rho          # eq. 5
+    s = (a + i / (T - 1) * (b - a)) ** rho  # eq. 5
     return np.append(s, 0.0) if append_zero else s
 
 
 def check_schedule(sigmas, name: str = "sigmas") -> np.ndarray:
-    """``sigmas`` as a 1-D float array of positive, strictly decreasing noise levels (a trailing 0 is dropped)."""
+    """``sigmas`` as positive, strictly decreasing noise levels (1-D float; a trailing 0 is dropped)."""
     s = check_array(sigmas, name, ndim=1, dtype=float, min_size=1)
     if s.size > 1 and s[-1] == 0.0:
         s = s[:-1]
@@ -50,11 +51,11 @@ def smooth_gaussian(u: np.ndarray, V: np.ndarray, sigma: float) -> tuple[np.ndar
     """``N(u, V) -> N(u, V + sigma^2 I)``: the law of ``x + sigma xi``, xi ~ N(0, I)."""
     sigma = check_scalar(sigma, "sigma", float, min=0)
     V = np.asarray(V, dtype=float)
-    return np.asarray(u, dtype=float), V + sigma ** 2 * np.eye(V.shape[-1])
+    return np.asarray(u, dtype=float), V + sigma**2 * np.eye(V.shape[-1])
 
 
 def log_smoothing_matrix(z: np.ndarray, sigma: float, normalise: str = "columns") -> np.ndarray:
-    """``log M_sigma`` on the grid ``z``: a Gaussian kernel, columns (or rows) normalised; ``log I`` for tiny sigma."""
+    """``log M_sigma`` on the grid ``z``: Gaussian kernel, columns (or rows) normalised; I if sigma tiny."""
     z = check_array(z, "z", ndim=1, dtype=float, min_size=2)
     sigma = check_scalar(sigma, "sigma", float, min=0)
     dz = float(z[1] - z[0])
@@ -62,13 +63,13 @@ def log_smoothing_matrix(z: np.ndarray, sigma: float, normalise: str = "columns"
         out = np.full((z.size, z.size), -np.inf)
         np.fill_diagonal(out, 0.0)
         return out
-    logk = -(z[:, None] - z[None, :]) ** 2 / (2 * sigma ** 2)
+    logk = -((z[:, None] - z[None, :]) ** 2) / (2 * sigma**2)
     axis = 0 if normalise == "columns" else 1
     return logk - logsumexp(logk, axis=axis, keepdims=True)
 
 
 def smoothing_matrix(z: np.ndarray, sigma: float) -> np.ndarray:
-    """``M_sigma``: columns sum to 1, so ``p -> M_sigma p`` maps probability vectors to probability vectors."""
+    """``M_sigma``: columns sum to 1, so ``p -> M_sigma p`` maps probability vectors to themselves."""
     return np.exp(log_smoothing_matrix(z, sigma, "columns"))
 
 

@@ -7,7 +7,8 @@ tau = 0..T-1 (sigma_tau > 0); ``None`` where the surrogate is undefined (S3 with
 
 S1  ``AnnealedTilt`` (primary; ASSUMPTION on the recipe): psi = 0, then for i = 0..tau and each slice
     ``psi_k += lam_i [log mu_k^{sigma_i} - log Pi_k^{sigma_i}]`` (Gauss-Seidel, or Jacobi).
-    Gaussian: ``A_k += lam [(S_k + s^2 I)^-1 - (V_k + s^2 I)^-1]``, ``b_k += lam [(S_k + s^2)^-1 m_k - (V_k + s^2)^-1 u_k]``;
+    Gaussian: ``A_k += lam [(S_k + s^2 I)^-1 - (V_k + s^2 I)^-1]``,
+    ``b_k += lam [(S_k + s^2)^-1 m_k - (V_k + s^2)^-1 u_k]``;
     grid: ``psi_k += lam [log M_s mu_k - log M_s p_k]``. ``lam_i = 1`` (default) or
     ``sigma_data^2 / (sigma_data^2 + sigma_i^2)`` (``lam="edm"``, sigma_data = 0.5).
 S2  ``ProductTilt``: ``psi_k = log mu_k^sigma - log r_k^sigma`` (r_k the slice marginal of R); no iteration.
@@ -29,8 +30,14 @@ from scipy.special import logsumexp
 
 from neurips26.bridge.chain import ChainLaw, chain_sweep
 from neurips26.bridge.errors import NotPositiveDefiniteError
-from neurips26.bridge.gaussian import DenseGaussian, TiltedGaussian, cholesky, gaussian_kl_dense, \
-    spd_inverse, tilt_sweep
+from neurips26.bridge.gaussian import (
+    DenseGaussian,
+    TiltedGaussian,
+    cholesky,
+    gaussian_kl_dense,
+    spd_inverse,
+    tilt_sweep,
+)
 from neurips26.bridge.priors import ChainPrior, GaussianPrior, GaussianTargets
 from neurips26.bridge.schedule import check_schedule, log_smooth_grid, log_smoothing_matrix
 from neurips26.harness.validation import check_choice, check_scalar
@@ -60,10 +67,10 @@ def _check_targets(prior, targets):
 
 
 def lam_schedule(sigmas: np.ndarray, lam: str | float = "one") -> np.ndarray:
-    """Tempering weights ``lam_i``: 1, ``sigma_data^2 / (sigma_data^2 + sigma_i^2)`` ("edm") or a constant in (0, 1]."""
+    """Tempering weights: 1, ``sigma_data^2 / (sigma_data^2 + sigma_i^2)`` ("edm") or a constant in (0, 1]."""
     if isinstance(lam, str):
         check_choice(lam, "lam", LAMBDAS)
-        return np.ones_like(sigmas) if lam == "one" else SIGMA_DATA ** 2 / (SIGMA_DATA ** 2 + sigmas ** 2)
+        return np.ones_like(sigmas) if lam == "one" else SIGMA_DATA**2 / (SIGMA_DATA**2 + sigmas**2)
     lam = check_scalar(lam, "lam", float, min=0, max=1, inclusive="right")
     return np.full_like(sigmas, lam)
 
@@ -106,7 +113,7 @@ class ProductTilt:
     def tilt_at(self, prior, targets, sigma: float):
         sigma = check_scalar(sigma, "sigma", float, min=0)
         if _is_gaussian(prior):
-            eye = sigma ** 2 * np.eye(prior.D)
+            eye = sigma**2 * np.eye(prior.D)
             Si = spd_inverse(targets.covs + eye, "target covariance + sigma^2 I")
             Ci = spd_inverse(prior.C + eye, "prior slice covariance + sigma^2 I")
             A = Si - Ci[None]
@@ -117,8 +124,14 @@ class ProductTilt:
         with np.errstate(divide="ignore"):
             logmu = np.log(np.asarray(targets, dtype=float))
         logr = prior.log_r
-        phi = np.stack([log_smooth_grid(logmu[k], prior.z, sigma) - log_smooth_grid(logr, prior.z, sigma)
-                        for k in range(prior.N)]) if sigma > 0 else logmu - logr
+        phi = (
+            np.stack([
+                log_smooth_grid(logmu[k], prior.z, sigma) - log_smooth_grid(logr, prior.z, sigma)
+                for k in range(prior.N)
+            ])
+            if sigma > 0
+            else logmu - logr
+        )
         return ChainLaw(prior, phi)
 
     def laws(self, prior, targets, sigmas, pstar=None) -> list:
@@ -137,7 +150,7 @@ class SmoothedPotentials:
         sigma = check_scalar(sigma, "sigma", float, min=0, inclusive="neither")
         if isinstance(pstar, TiltedGaussian):
             D = pstar.D
-            M = np.eye(D)[None] + sigma ** 2 * pstar.A          # sigma^2 Q
+            M = np.eye(D)[None] + sigma**2 * pstar.A  # sigma^2 Q
             for k in range(pstar.N):
                 try:
                     cholesky(M[k], "Q")
@@ -145,7 +158,8 @@ class SmoothedPotentials:
                     lmin = float(np.linalg.eigvalsh(pstar.A[k]).min())
                     raise NotPositiveDefiniteError(
                         f"S3: Q = A_k + sigma^-2 I is not positive definite at sigma = {sigma:.4g} "
-                        f"(slice {k}; defined only for sigma < {1 / np.sqrt(-lmin):.4g})") from None
+                        f"(slice {k}; defined only for sigma < {1 / np.sqrt(-lmin):.4g})"
+                    ) from None
             A = np.linalg.solve(M, pstar.A)
             A = 0.5 * (A + np.swapaxes(A, -1, -2))
             b = np.linalg.solve(M, pstar.b[..., None])[..., 0]
@@ -184,7 +198,7 @@ class EDMSampler:
     def _affine_score(self, prior, targets, pstar, sigma):
         """``s(y) = -H y + c`` at noise level sigma (dense, N*D small)."""
         n = prior.N * prior.D
-        eye = sigma ** 2 * np.eye(n)
+        eye = sigma**2 * np.eye(n)
         if self.score == "exact":
             m, S = pstar.dense()
             H = spd_inverse(S + eye, "P* covariance + sigma^2 I")
@@ -210,11 +224,11 @@ class EDMSampler:
         s = check_schedule(sigmas)
         s = np.append(s, 0.0)
         n = prior.N * prior.D
-        I = np.eye(n)
-        mean, cov = np.zeros(n), s[0] ** 2 * I
+        eye_n = np.eye(n)
+        mean, cov = np.zeros(n), s[0] ** 2 * eye_n
         scores = {}
 
-        def drift(i):                                   # d(y; sigma_i) = P y + q
+        def drift(i):  # d(y; sigma_i) = P y + q
             if i not in scores:
                 H, c = self._affine_score(prior, targets, pstar, float(s[i]))
                 scores[i] = (s[i] * H, -s[i] * c)
@@ -223,17 +237,19 @@ class EDMSampler:
         for i in range(len(s) - 1):
             h = s[i + 1] - s[i]
             P, q = drift(i)
-            M, v = I + h * P, h * q                      # Euler step
-            if self.solver == "heun" and s[i + 1] > 0:   # 2nd-order correction
+            M, v = eye_n + h * P, h * q  # Euler step
+            if self.solver == "heun" and s[i + 1] > 0:  # 2nd-order correction
                 P2, q2 = drift(i + 1)
-                M = I + 0.5 * h * (P + P2 @ (I + h * P))
+                M = eye_n + 0.5 * h * (P + P2 @ (eye_n + h * P))
                 v = 0.5 * h * (q + h * (P2 @ q) + q2)
             mean, cov = M @ mean + v, M @ cov @ M.T
             cov = 0.5 * (cov + cov.T)
         info = {}
         if pstar is not None:
             m_star, S_star = pstar.dense()
-            info["start_mismatch"] = gaussian_kl_dense(np.zeros(n), s[0] ** 2 * I, m_star, S_star + s[0] ** 2 * I)
+            info["start_mismatch"] = gaussian_kl_dense(
+                np.zeros(n), s[0] ** 2 * eye_n, m_star, S_star + s[0] ** 2 * eye_n
+            )
         return DenseGaussian(mean, cov), info
 
 
