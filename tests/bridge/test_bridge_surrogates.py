@@ -27,7 +27,7 @@ from neurips26.bridge import (
     tv_exact,
     tv_mc,
 )
-from neurips26.bridge.metrics import grid_window, gaussian_window, posterior_concentration
+from neurips26.bridge.metrics import gaussian_window, grid_window, posterior_concentration
 
 
 @pytest.fixture(scope="module")

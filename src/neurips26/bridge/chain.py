@@ -20,11 +20,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
-from scipy.special import logsumexp
 
 from neurips26.bridge.errors import ConvergenceError, InfeasibleError
 from neurips26.bridge.priors import ChainPrior, check_probability
-from neurips26.bridge.schedule import log_smoothing_matrix
+from neurips26.bridge.schedule import log_smoothing_matrix, logsumexp
 from neurips26.harness.validation import check_choice, check_scalar
 
 ENUM_MAX = 2**20  # G^N up to which exact enumeration is allowed

@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from neurips26.bridge.errors import InfeasibleError, NotPositiveDefiniteError
+from neurips26.bridge.schedule import logsumexp
 from neurips26.harness.validation import check_array, check_choice, check_scalar
 
 PROB_TOL = 1e-9

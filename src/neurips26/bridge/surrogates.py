@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from neurips26.bridge.chain import ChainLaw, chain_sweep
 from neurips26.bridge.errors import NotPositiveDefiniteError
@@ -39,7 +38,7 @@ from neurips26.bridge.gaussian import (
     tilt_sweep,
 )
 from neurips26.bridge.priors import ChainPrior, GaussianPrior, GaussianTargets
-from neurips26.bridge.schedule import check_schedule, log_smooth_grid, log_smoothing_matrix
+from neurips26.bridge.schedule import check_schedule, log_smooth_grid, log_smoothing_matrix, logsumexp
 from neurips26.harness.validation import check_choice, check_scalar
 
 SIGMA_DATA = 0.5
