@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neurips26.bridge.sweep import DiscreteCase, GaussianCase, run_sweep
+from neurips26.bridge.sweep import DiscreteCase, GaussianCase, StackedCase, run_sweep
 from neurips26.harness import Claim, RunContext
 from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE
 
@@ -65,9 +65,17 @@ class DiscreteSweepConfig:
 
 
 @dataclass(frozen=True)
+class StacksConfig:
+    ns: tuple = ()  # n x n x n volumes with two perpendicular stacks (full: 4..6)
+    Ts: tuple = (18, 64)
+    rho_z: float = 0.5
+
+
+@dataclass(frozen=True)
 class Config:
     gaussian: GaussianSweepConfig = field(default_factory=GaussianSweepConfig)
     discrete: DiscreteSweepConfig = field(default_factory=DiscreteSweepConfig)
+    stacks: StacksConfig = field(default_factory=StacksConfig)
     backend: str = "process"  # how the cases run (harness map_tasks)
     workers: int | None = 2
 
@@ -143,6 +151,9 @@ def cases(cfg: Config, seed: int) -> list:
                                 seed=seed,
                             )
                         )
+    for n in cfg.stacks.ns:
+        for T in cfg.stacks.Ts:
+            out += [StackedCase(n, T, 1, cfg.stacks.rho_z), StackedCase(n, T, 2, cfg.stacks.rho_z)]
     return out
 
 
@@ -159,6 +170,7 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         "tightness": tightness_summary(results),
         "control": control_summary(results),
         "s4": s4_summary(results),
+        "stacks": stacks_summary(results),
         "seconds": {"sweep": seconds},
     }
     plot_rates(results, ctx)
@@ -324,11 +336,25 @@ def s4_summary(results) -> dict:
     return out
 
 
+def stacks_summary(results) -> dict:
+    """stacks = 1 vs 2 (reported only): IPF sweeps, final KL, window max of KL/(n_marg sigma^2), slope."""
+    out = {}
+    for r in results:
+        if r["family"] != "stacked":
+            continue
+        c = r["case"]
+        win = r["window"]
+        out[f"n={c['n']} stacks={c['stacks']} T={c['T']}"] = {
+            "ipf_sweeps": r["ipf_sweeps"],
+            "kl_last": r["kl"][-1],
+            "slope": r["slope"],
+            "kl_norm_window_max": max((r["kl_norm"][i] for i in win), default=float("nan")),
+        }
+    return out
+
+
 # ============================================================================ plots
 def plot_rates(results, ctx: RunContext) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.5))
