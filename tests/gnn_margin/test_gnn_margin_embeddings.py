@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from neurips26.gnn_margin import families as F
-from neurips26.gnn_margin.embeddings import (ARCHITECTURES, GCN, GIN, GraphSAGE, apply_spectral_norm,
-                                             make_embedding, spectral)
+from neurips26.gnn_margin.embeddings import (
+    ARCHITECTURES,
+    GCN,
+    GIN,
+    GraphSAGE,
+    apply_spectral_norm,
+    make_embedding,
+    spectral,
+)
 from neurips26.gnn_margin.features import FEATURES, node_features
 from neurips26.gnn_margin.graphs import flip_batch, flip_sets, n_pairs, to_networkx
 from neurips26.gnn_margin.wl import WLHistogram
@@ -103,7 +110,7 @@ def test_dense_layers_equal_pyg_layers():
 def test_wl_equality_matches_networkx_hash(T):
     graphs = F.atlas_graphs(6, connected=False)
     E = WLHistogram(T)(np.stack(graphs)).numpy()
-    ours = (np.abs(E[:, None] - E[None]).sum(-1) == 0)
+    ours = np.abs(E[:, None] - E[None]).sum(-1) == 0
     h = [nx.weisfeiler_lehman_graph_hash(to_networkx(a), iterations=T) for a in graphs]
     theirs = np.array([[a == b for b in h] for a in h])
     assert (ours == theirs).all()
@@ -140,8 +147,10 @@ def test_rwse_separates_csl_but_not_rook_shrikhande():
     assert float(D.min()) > 1e-6
     R, S = F.rook_4x4(), F.shrikhande()
     assert float((f(R) - f(S)).abs().max()) < 1e-6
-    torch.testing.assert_close(node_features(torch.tensor(R, dtype=torch.float64)[None], "rwse")[0].sort(0).values,
-                               node_features(torch.tensor(S, dtype=torch.float64)[None], "rwse")[0].sort(0).values)
+    torch.testing.assert_close(
+        node_features(torch.tensor(R, dtype=torch.float64)[None], "rwse")[0].sort(0).values,
+        node_features(torch.tensor(S, dtype=torch.float64)[None], "rwse")[0].sort(0).values,
+    )
 
 
 # ---------------------------------------------------------------------------- acceptance 6
@@ -212,8 +221,11 @@ try:
     from hypothesis import strategies as st
 
     @settings(max_examples=60, deadline=None)
-    @given(idx=st.integers(0, 111), flips=st.sets(st.integers(0, 14), min_size=1, max_size=5),
-           arch=st.sampled_from(ARCHITECTURES))
+    @given(
+        idx=st.integers(0, 111),
+        flips=st.sets(st.integers(0, 14), min_size=1, max_size=5),
+        arch=st.sampled_from(ARCHITECTURES),
+    )
     def test_bound_soundness_property(idx, flips, arch):
         f = _model(arch, seed=idx % 3)
         A = ATLAS6[idx]

@@ -9,11 +9,28 @@ import numpy as np
 import pytest
 
 from neurips26.gnn_margin import families as F
-from neurips26.gnn_margin.flip_distance import (degree_lower_bound, flip_distance, flip_distance_matrix,
-                                                lower_bound, qap_upper_bound, spectral_lower_bound)
-from neurips26.gnn_margin.graphs import (check_adjacency, check_budget, check_family, check_features,
-                                         check_probability, flip, flip_batch, flip_sets, noise_masks,
-                                         noisy_graphs, to_networkx, upper)
+from neurips26.gnn_margin.flip_distance import (
+    degree_lower_bound,
+    flip_distance,
+    flip_distance_matrix,
+    lower_bound,
+    qap_upper_bound,
+    spectral_lower_bound,
+)
+from neurips26.gnn_margin.graphs import (
+    check_adjacency,
+    check_budget,
+    check_family,
+    check_features,
+    check_probability,
+    flip,
+    flip_batch,
+    flip_sets,
+    noise_masks,
+    noisy_graphs,
+    to_networkx,
+    upper,
+)
 
 ATLAS6 = F.atlas_graphs(6)
 
@@ -145,7 +162,9 @@ def test_wl_equivalent_pairs_are_wl_equal_not_isomorphic():
     for name, G, H in F.wl_equivalent_pairs(seed=0):
         g, h = to_networkx(G), to_networkx(H)
         assert not nx.is_isomorphic(g, h), name
-        assert nx.weisfeiler_lehman_graph_hash(g, iterations=4) == nx.weisfeiler_lehman_graph_hash(h, iterations=4)
+        assert nx.weisfeiler_lehman_graph_hash(g, iterations=4) == nx.weisfeiler_lehman_graph_hash(
+            h, iterations=4
+        )
     dec, bic = F.decalin(), F.bicyclopentyl()
     assert dec.shape == (10, 10) and dec.sum() // 2 == 11 and bic.sum() // 2 == 11
     R = F.rook_4x4()

@@ -63,8 +63,17 @@ class GraphEmbedding(nn.Module):
     arch = "?"
     default_readout = "sum"
 
-    def __init__(self, features: str = "const", width: int = 32, depth: int = 3, readout: str | None = None,
-                 jk: bool = False, rwse_steps: int = 8, n_max: int = 64, dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        features: str = "const",
+        width: int = 32,
+        depth: int = 3,
+        readout: str | None = None,
+        jk: bool = False,
+        rwse_steps: int = 8,
+        n_max: int = 64,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         self.features = check_choice(features, "features", FEATURES)
         self.width = check_scalar(width, "width", int, min=1)
@@ -74,8 +83,9 @@ class GraphEmbedding(nn.Module):
         self.rwse_steps = check_scalar(rwse_steps, "rwse_steps", int, min=1)
         self.n_max = check_scalar(n_max, "n_max", int, min=1)
         self.in_dim = feature_dim(self.features, self.rwse_steps, self.n_max)
-        self.layers = nn.ModuleList(self._make_layer(self.in_dim if k == 0 else width, width)
-                                    for k in range(depth))
+        self.layers = nn.ModuleList(
+            self._make_layer(self.in_dim if k == 0 else width, width) for k in range(depth)
+        )
         self.to(dtype)
 
     @property
@@ -172,8 +182,10 @@ class GIN(GraphEmbedding):
         return layer.mlp((1 + layer.eps) * H + A @ H)
 
     def kappas(self) -> list:
-        return [math.prod(spectral(m.weight) for m in layer.mlp if isinstance(m, nn.Linear))
-                for layer in self.layers]
+        return [
+            math.prod(spectral(m.weight) for m in layer.mlp if isinstance(m, nn.Linear))
+            for layer in self.layers
+        ]
 
     def _node_deltas(self, A, r, hs, A_perturbed=None):
         n = A.shape[0]
@@ -295,7 +307,9 @@ def apply_spectral_norm(model: nn.Module) -> nn.Module:
 
 def lipschitz_penalty(model: nn.Module) -> torch.Tensor:
     """``sum_l relu(kappa_l - 1)^2`` over every Linear weight (exact, differentiable matrix 2-norms)."""
-    terms = [torch.relu(torch.linalg.matrix_norm(m.weight, 2) - 1) ** 2
-             for m in model.modules() if isinstance(m, nn.Linear)]
+    terms = [
+        torch.relu(torch.linalg.matrix_norm(m.weight, 2) - 1) ** 2
+        for m in model.modules()
+        if isinstance(m, nn.Linear)
+    ]
     return torch.stack(terms).sum()
-

@@ -37,8 +37,11 @@ def _atlas() -> tuple:
 def atlas_graphs(n: int, connected: bool = True) -> list[np.ndarray]:
     """The n-node atlas graphs (atlas order) as adjacency matrices."""
     n = check_scalar(n, "n", int, min=1, max=7)
-    return [to_adjacency(g) for g in _atlas()
-            if g.number_of_nodes() == n and (not connected or (n > 0 and nx.is_connected(g)))]
+    return [
+        to_adjacency(g)
+        for g in _atlas()
+        if g.number_of_nodes() == n and (not connected or (n > 0 and nx.is_connected(g)))
+    ]
 
 
 def codebook(n: int, d_min: int, connected: bool = True) -> list[np.ndarray]:
@@ -107,8 +110,9 @@ def bicyclopentyl() -> np.ndarray:
 
 
 def rook_4x4() -> np.ndarray:
-    return to_adjacency(nx.convert_node_labels_to_integers(
-        nx.cartesian_product(nx.complete_graph(4), nx.complete_graph(4))))
+    return to_adjacency(
+        nx.convert_node_labels_to_integers(nx.cartesian_product(nx.complete_graph(4), nx.complete_graph(4)))
+    )
 
 
 def shrikhande() -> np.ndarray:
@@ -126,8 +130,13 @@ def wl_equivalent_pairs(seed: int = 0, n_random: int = 2) -> list[tuple[str, np.
     """(name, G, H): non-isomorphic pairs that 1-WL cannot tell apart."""
     out = []
     for k in range(3, 9):
-        out.append((f"C{2 * k}_vs_2C{k}", to_adjacency(nx.cycle_graph(2 * k)),
-                    to_adjacency(nx.disjoint_union(nx.cycle_graph(k), nx.cycle_graph(k)))))
+        out.append(
+            (
+                f"C{2 * k}_vs_2C{k}",
+                to_adjacency(nx.cycle_graph(2 * k)),
+                to_adjacency(nx.disjoint_union(nx.cycle_graph(k), nx.cycle_graph(k))),
+            )
+        )
     out.append(("decalin_vs_bicyclopentyl", decalin(), bicyclopentyl()))
     out.append(("rook4x4_vs_shrikhande", rook_4x4(), shrikhande()))
     rng = np.random.default_rng(seed)
@@ -183,8 +192,9 @@ def pyg_karate():
     return A, data.y.numpy()
 
 
-def random_family(n: int = 16, p: float = 0.3, d_min: int = 6, size: int = 40, max_draws: int = 20000,
-                  seed: int = 0) -> list[np.ndarray]:
+def random_family(
+    n: int = 16, p: float = 0.3, d_min: int = 6, size: int = 40, max_draws: int = 20000, seed: int = 0
+) -> list[np.ndarray]:
     """G(n, p) graphs kept only when the degree/spectral lower bounds certify d_F >= ``d_min`` to every
     kept one; stops at ``size`` graphs or ``max_draws`` draws (returns the family reached)."""
     rng = np.random.default_rng(seed)

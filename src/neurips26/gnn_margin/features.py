@@ -35,8 +35,9 @@ def node_features(A: torch.Tensor, kind: str, rwse_steps: int = 8, n_max: int = 
         return torch.stack(out, -1)
     deg = A.sum(-1).round().long()
     if int(deg.max()) >= n_max:
-        raise ValueError(f"degree_onehot holds degrees 0..{n_max - 1}, got degree {int(deg.max())}; "
-                         f"raise n_max")
+        raise ValueError(
+            f"degree_onehot holds degrees 0..{n_max - 1}, got degree {int(deg.max())}; raise n_max"
+        )
     return torch.nn.functional.one_hot(deg, n_max).to(A.dtype)
 
 

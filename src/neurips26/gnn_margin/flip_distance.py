@@ -39,8 +39,10 @@ def permutations(n: int) -> np.ndarray:
 
 def _check_exact_n(n: int) -> None:
     if n > EXACT_MAX_N:
-        raise ValueError(f"exact d_F enumerates n! permutations and is allowed for n <= {EXACT_MAX_N}, "
-                         f"got n = {n}; use degree_lower_bound / spectral_lower_bound / qap_upper_bound")
+        raise ValueError(
+            f"exact d_F enumerates n! permutations and is allowed for n <= {EXACT_MAX_N}, "
+            f"got n = {n}; use degree_lower_bound / spectral_lower_bound / qap_upper_bound"
+        )
 
 
 def codes(A: np.ndarray) -> np.ndarray:
@@ -77,8 +79,11 @@ def flip_distance_matrix(graphs: Sequence, others: Sequence | None = None, block
     """Exact ``d_F`` between every graph of ``graphs`` (rows) and of ``others`` (columns; default:
     ``graphs``), computed by row blocks of ``block`` graphs (each block is independent)."""
     rows = stack_family([check_adjacency(g, f"graphs[{k}]") for k, g in enumerate(graphs)])
-    cols = rows if others is None else stack_family(
-        [check_adjacency(g, f"others[{k}]") for k, g in enumerate(others)])
+    cols = (
+        rows
+        if others is None
+        else stack_family([check_adjacency(g, f"others[{k}]") for k, g in enumerate(others)])
+    )
     n = max(rows.shape[-1], cols.shape[-1])
     rows, cols = _pad_to(rows, n), _pad_to(cols, n)
     _check_exact_n(n)
@@ -87,8 +92,8 @@ def flip_distance_matrix(graphs: Sequence, others: Sequence | None = None, block
     rc = codes(rows)
     out = np.empty((rows.shape[0], cols.shape[0]), dtype=np.int64)
     for s in range(0, rows.shape[0], block):
-        x = rc[s: s + block, None, None] ^ pc[None, :, :]
-        out[s: s + block] = np.bitwise_count(x).min(-1)
+        x = rc[s : s + block, None, None] ^ pc[None, :, :]
+        out[s : s + block] = np.bitwise_count(x).min(-1)
     return out
 
 
@@ -134,8 +139,11 @@ def qap_upper_bound(G, H, seeds: Sequence[int] = (0, 1, 2, 3, 4)) -> int:
     best = None
     for s in seeds:
         # the first seed starts from the barycentre, the others from random doubly-stochastic points
-        opts = {"maximize": True, "rng": np.random.default_rng(int(s)),
-                "P0": "barycenter" if s == seeds[0] else "randomized"}
+        opts = {
+            "maximize": True,
+            "rng": np.random.default_rng(int(s)),
+            "P0": "barycenter" if s == seeds[0] else "randomized",
+        }
         res = quadratic_assignment(G.astype(np.float64), H.astype(np.float64), method="faq", options=opts)
         d = permutation_distance(G, H, np.asarray(res.col_ind))
         best = d if best is None else min(best, d)

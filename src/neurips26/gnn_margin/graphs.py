@@ -14,6 +14,7 @@ Objects:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from typing import Iterable, Sequence
@@ -123,8 +124,9 @@ def flip_sets(m: int, r: int) -> np.ndarray:
     """All flip sets of size exactly ``r`` over ``m`` pairs, shape ``(C(m, r), r)``."""
     r = check_scalar(r, "r", int, min=0, max=m)
     count = math.comb(m, r)
-    out = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(m), r)),
-                      dtype=np.int64, count=count * r)
+    out = np.fromiter(
+        itertools.chain.from_iterable(itertools.combinations(range(m), r)), dtype=np.int64, count=count * r
+    )
     return out.reshape(count, r)
 
 
@@ -150,8 +152,14 @@ def flip_mask_batch(A: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- noise channels
-def noise_masks(A, p: float | None = None, n_samples: int = 1, rng=None, p_add: float | None = None,
-                p_del: float | None = None) -> np.ndarray:
+def noise_masks(
+    A,
+    p: float | None = None,
+    n_samples: int = 1,
+    rng=None,
+    p_add: float | None = None,
+    p_del: float | None = None,
+) -> np.ndarray:
     """Boolean flip masks ``(n_samples, C(n, 2))`` drawn from ``N_p`` or ``N_{p+,p-}``.
 
     Give ``p`` (symmetric channel) or both ``p_add`` and ``p_del``.
@@ -173,37 +181,63 @@ def noise_masks(A, p: float | None = None, n_samples: int = 1, rng=None, p_add: 
     return rng.random((n_samples, m)) < prob[None, :]
 
 
-def noisy_graphs(A, p: float | None = None, n_samples: int = 1, rng=None, p_add: float | None = None,
-                 p_del: float | None = None) -> np.ndarray:
+def noisy_graphs(
+    A,
+    p: float | None = None,
+    n_samples: int = 1,
+    rng=None,
+    p_add: float | None = None,
+    p_del: float | None = None,
+) -> np.ndarray:
     """Samples ``G~ ~ N_p(G)`` (or ``N_{p+,p-}``) as ``n_samples x n x n``."""
     A = check_adjacency(A)
     return flip_mask_batch(A, noise_masks(A, p, n_samples, rng, p_add, p_del))
 
 
 # ---------------------------------------------------------------------------- families
-def check_family(graphs: Sequence, name: str = "family", dedupe: bool = False) -> list[np.ndarray]:
-    """A family of pairwise non-isomorphic graphs as a list of adjacency matrices.
+_FAMILY_CACHE: dict[bytes, tuple[int, ...]] = {}
 
-    Raises on an empty family, and on isomorphic duplicates naming the pair (indices), unless
-    ``dedupe`` (then later duplicates are dropped). Isomorphism: WL-hash buckets, then
-    ``nx.is_isomorphic`` inside a bucket.
-    """
-    if graphs is None or len(graphs) == 0:
-        raise ValueError(f"{name} must hold at least one graph (it is empty)")
-    mats = [check_adjacency(g, f"{name}[{k}]") for k, g in enumerate(graphs)]
+
+def _kept_indices(mats: list[np.ndarray], name: str, dedupe: bool) -> tuple[int, ...]:
+    nxs = [to_networkx(a) for a in mats]
+    spectra = [np.linalg.eigvalsh(a.astype(np.float64)) for a in mats]
     kept: list[int] = []
     buckets: dict[tuple, list[int]] = {}
-    nxs = [to_networkx(a) for a in mats]
     for k, g in enumerate(nxs):
         key = (g.number_of_nodes(), g.number_of_edges(), nx.weisfeiler_lehman_graph_hash(g, iterations=3))
-        dup = next((o for o in buckets.get(key, []) if nx.is_isomorphic(nxs[o], g)), None)
+        # different spectra prove non-isomorphism; only cospectral WL-equal graphs go to VF2
+        dup = next(
+            (
+                o
+                for o in buckets.get(key, [])
+                if np.abs(spectra[o] - spectra[k]).max() < 1e-6 and nx.is_isomorphic(nxs[o], g)
+            ),
+            None,
+        )
         if dup is not None:
             if dedupe:
                 continue
             raise ValueError(f"{name} holds isomorphic duplicates: graphs {dup} and {k}")
         buckets.setdefault(key, []).append(k)
         kept.append(k)
-    return [mats[k] for k in kept]
+    return tuple(kept)
+
+
+def check_family(graphs: Sequence, name: str = "family", dedupe: bool = False) -> list[np.ndarray]:
+    """A family of pairwise non-isomorphic graphs as a list of adjacency matrices.
+
+    Raises on an empty family, and on isomorphic duplicates naming the pair (indices), unless
+    ``dedupe`` (then later duplicates are dropped). Isomorphism: buckets by (n, |E|, WL hash), a
+    spectrum test, then ``nx.is_isomorphic``; the verdict is cached by the family's bytes.
+    """
+    if graphs is None or len(graphs) == 0:
+        raise ValueError(f"{name} must hold at least one graph (it is empty)")
+    mats = [check_adjacency(g, f"{name}[{k}]") for k, g in enumerate(graphs)]
+    key = b"".join(np.asarray(a.shape, dtype=np.int64).tobytes() + a.tobytes() for a in mats)
+    key = hashlib.sha256(key).digest() + bytes([dedupe])
+    if key not in _FAMILY_CACHE:
+        _FAMILY_CACHE[key] = _kept_indices(mats, name, dedupe)
+    return [mats[k] for k in _FAMILY_CACHE[key]]
 
 
 def stack_family(graphs: Sequence[np.ndarray]) -> np.ndarray:

@@ -28,8 +28,17 @@ import torch
 from scipy import stats
 
 from neurips26.gnn_margin.flip_distance import EXACT_MAX_N, flip_distance_matrix
-from neurips26.gnn_margin.graphs import (check_adjacency, check_family, check_probability, flip_batch,
-                                         flip_sets, n_pairs, noise_masks, flip_mask_batch, stack_family)
+from neurips26.gnn_margin.graphs import (
+    check_adjacency,
+    check_family,
+    check_probability,
+    flip_batch,
+    flip_sets,
+    n_pairs,
+    noise_masks,
+    flip_mask_batch,
+    stack_family,
+)
 from neurips26.harness.validation import check_choice, check_scalar
 
 NORMS = ("l2", "l1")
@@ -58,7 +67,7 @@ def embed(f, graphs: np.ndarray, batch_size: int = 8192) -> torch.Tensor:
     """``f`` on a ``B x n x n`` batch in chunks, float64, no gradient (graphs already validated)."""
     chunks = []
     for s in range(0, len(graphs), batch_size):
-        chunks.append(f(graphs[s: s + batch_size], validate=False).double())
+        chunks.append(f(graphs[s : s + batch_size], validate=False).double())
     width = max(c.shape[1] for c in chunks)
     return torch.cat([pad(c, width) for c in chunks])
 
@@ -91,8 +100,9 @@ def embedding_margin(f, family, norm: str | None = None) -> np.ndarray:
     return snap(0.5 * D.min(1).values.numpy(), _scale(E))
 
 
-def alignment_margins(emb: torch.Tensor, family_emb: torch.Tensor, source: np.ndarray,
-                      norm: str = "l2") -> np.ndarray:
+def alignment_margins(
+    emb: torch.Tensor, family_emb: torch.Tensor, source: np.ndarray, norm: str = "l2"
+) -> np.ndarray:
     """``a_f(G~_s; G_source[s])`` for every sample s; aligned iff > 0."""
     D = distances(emb, family_emb, norm)
     src = torch.as_tensor(np.asarray(source, dtype=np.int64))
@@ -140,8 +150,13 @@ def alignment_lower_bound(r_star: int, n: int, p: float) -> float:
 
 
 # ---------------------------------------------------------------------------- identifiability
-def identifiable(perturbed: np.ndarray, source: np.ndarray, family: np.ndarray,
-                 flips: np.ndarray | None = None, separation: np.ndarray | None = None) -> np.ndarray:
+def identifiable(
+    perturbed: np.ndarray,
+    source: np.ndarray,
+    family: np.ndarray,
+    flips: np.ndarray | None = None,
+    separation: np.ndarray | None = None,
+) -> np.ndarray:
     """Which perturbed graphs are identifiable for their source (rule 1 of the module docstring)."""
     n = family.shape[-1]
     if n <= EXACT_MAX_N:
@@ -150,8 +165,10 @@ def identifiable(perturbed: np.ndarray, source: np.ndarray, family: np.ndarray,
         D[np.arange(len(source)), source] = np.inf
         return own < D.min(1)
     if flips is None or separation is None:
-        raise ValueError(f"for n > {EXACT_MAX_N} identifiability needs flips and separation "
-                         f"(the sufficient rule |F| < delta_F / 2)")
+        raise ValueError(
+            f"for n > {EXACT_MAX_N} identifiability needs flips and separation "
+            f"(the sufficient rule |F| < delta_F / 2)"
+        )
     return 2 * np.asarray(flips) < np.asarray(separation)[source]
 
 
@@ -162,10 +179,10 @@ class ExhaustivePerturbations:
 
     family: np.ndarray
     r_max: int
-    graphs: np.ndarray        # S x n x n
-    source: np.ndarray        # S
-    size: np.ndarray          # |F| of each
-    ident: np.ndarray         # S bool
+    graphs: np.ndarray  # S x n x n
+    source: np.ndarray  # S
+    size: np.ndarray  # |F| of each
+    ident: np.ndarray  # S bool
 
     @classmethod
     def build(cls, family, r_max: int) -> "ExhaustivePerturbations":
@@ -223,8 +240,9 @@ class NoisySamples:
         p = check_probability(p)
         n_samples = check_scalar(n_samples, "n_samples", int, min=1)
         if fam.shape[-1] > EXACT_MAX_N:
-            raise ValueError(f"NoisySamples needs exact identifiability (n <= {EXACT_MAX_N}), "
-                             f"got n = {fam.shape[-1]}")
+            raise ValueError(
+                f"NoisySamples needs exact identifiability (n <= {EXACT_MAX_N}), got n = {fam.shape[-1]}"
+            )
         rng = np.random.default_rng(seed)
         gs, src, size = [], [], []
         for k, A in enumerate(fam):
@@ -249,9 +267,13 @@ class NoisySamples:
             alpha[k] = float((a[idk] > 0).mean()) if idk.any() else math.nan
             uncond[k] = float((a[s] > 0).mean())
             frac[k] = float(idk.sum() / s.sum())
-        return {"alpha": alpha, "aligned": uncond, "identifiable": frac,
-                "alpha_min": float(np.nanmin(alpha)) if np.isfinite(alpha).any() else math.nan,
-                "alpha_mean": float(np.nanmean(alpha)) if np.isfinite(alpha).any() else math.nan}
+        return {
+            "alpha": alpha,
+            "aligned": uncond,
+            "identifiable": frac,
+            "alpha_min": float(np.nanmin(alpha)) if np.isfinite(alpha).any() else math.nan,
+            "alpha_mean": float(np.nanmean(alpha)) if np.isfinite(alpha).any() else math.nan,
+        }
 
 
 def radii(f, family, r_max: int | None = None) -> dict:

@@ -76,8 +76,12 @@ def lipschitz_certificate(clf: NodeClassifier, A, y, r_max: int = 3) -> np.ndarr
     r_max = check_scalar(r_max, "r_max", int, min=0, max=n_pairs(n))
     m = margins(clf(A)[0].double(), y).numpy()
     W = clf.head.weight.detach().double()
-    lip = np.array([max(float((W[c] - W[k]).norm()) for k in range(clf.n_classes) if k != c)
-                    for c in range(clf.n_classes)])[y]
+    lip = np.array(
+        [
+            max(float((W[c] - W[k]).norm()) for k in range(clf.n_classes) if k != c)
+            for c in range(clf.n_classes)
+        ]
+    )[y]
     radius = np.where(m > 0, 0, -1)
     for r in range(1, r_max + 1):
         delta = clf.embedding.node_bounds(A, r)[-1]
@@ -112,8 +116,8 @@ def smoothing_bounds(p_a: float, beta: float, r: int) -> tuple[float, float]:
     beta = check_scalar(beta, "beta", float, min=0.0, max=0.5, inclusive="right")
     r = check_scalar(r, "r", int, min=0)
     k = np.arange(r + 1)
-    mass_g = stats.binom.pmf(k, r, 1 - beta)     # k agreements with G
-    mass_gp = stats.binom.pmf(k, r, beta)        # under G' the same region has k agreements with G
+    mass_g = stats.binom.pmf(k, r, 1 - beta)  # k agreements with G
+    mass_gp = stats.binom.pmf(k, r, beta)  # under G' the same region has k agreements with G
     order_desc = np.argsort(-(2 * k - r), kind="stable")  # decreasing ratio ((1-beta)/beta)^(2k-r)
     lower_a = _np_fill(p_a, mass_g, mass_gp, order_desc)
     upper_b = _np_fill(1 - p_a, mass_g, mass_gp, order_desc[::-1])
@@ -144,8 +148,8 @@ def brute_force_bounds(p_a: float, beta: float, r: int, D: int) -> tuple[float, 
     g_prime[:r] = 1
     flips_g = z.sum(1)
     flips_gp = (z ^ g_prime).sum(1)
-    pg = beta ** flips_g * (1 - beta) ** (D - flips_g)
-    pgp = beta ** flips_gp * (1 - beta) ** (D - flips_gp)
+    pg = beta**flips_g * (1 - beta) ** (D - flips_g)
+    pgp = beta**flips_gp * (1 - beta) ** (D - flips_gp)
     ratio = np.log(pg) - np.log(pgp)
     desc = np.argsort(-ratio, kind="stable")
     return _np_fill(p_a, pg, pgp, desc), _np_fill(1 - p_a, pg, pgp, desc[::-1])
@@ -166,16 +170,26 @@ def _votes(clf: NodeClassifier, A: np.ndarray, beta: float, n_samples: int, rng,
     return counts
 
 
-def smoothing_certify(clf: NodeClassifier, A, beta: float = 0.1, n0: int = 100, n: int = 1000,
-                      alpha: float = 0.01, seed: int = 0, r_max: int = 50, batch: int = 500) -> dict:
+def smoothing_certify(
+    clf: NodeClassifier,
+    A,
+    beta: float = 0.1,
+    n0: int = 100,
+    n: int = 1000,
+    alpha: float = 0.01,
+    seed: int = 0,
+    r_max: int = 50,
+    batch: int = 500,
+) -> dict:
     """Randomized-smoothing certificate per node: predicted class c_A (-1 abstain), p_A, radius."""
     A = check_adjacency(A)
     beta = check_scalar(beta, "beta", float, min=0.0, max=0.5, inclusive="neither")
     n0 = check_scalar(n0, "n0", int, min=1)
     n = check_scalar(n, "n", int, min=1)
     if n0 >= n:
-        raise ValueError(f"n0 must be < n (selection samples fewer than estimation samples), "
-                         f"got n0 = {n0}, n = {n}")
+        raise ValueError(
+            f"n0 must be < n (selection samples fewer than estimation samples), got n0 = {n0}, n = {n}"
+        )
     alpha = check_scalar(alpha, "alpha", float, min=0.0, max=1.0, inclusive="neither")
     rng = np.random.default_rng(seed)
     c_a = _votes(clf, A, beta, n0, rng, batch).argmax(1)
@@ -192,7 +206,7 @@ def smoothing_certify(clf: NodeClassifier, A, beta: float = 0.1, n0: int = 100, 
 def _margins_batch(clf, graphs: np.ndarray, y: np.ndarray, batch: int) -> np.ndarray:
     out = []
     for s in range(0, len(graphs), batch):
-        out.append(margins(clf(graphs[s: s + batch], validate=False).double(), y).numpy())
+        out.append(margins(clf(graphs[s : s + batch], validate=False).double(), y).numpy())
     return np.concatenate(out) if out else np.zeros((0, len(y)))
 
 
@@ -203,12 +217,13 @@ def exhaustive_attack(clf: NodeClassifier, A, y, r: int = 1, batch: int = 2048) 
     m = n_pairs(A.shape[0])
     r = check_scalar(r, "r", int, min=1, max=m)
     if r >= 2 and m > EXHAUSTIVE_PAIR_LIMIT:
-        raise ValueError(f"exhaustive r = {r} needs C(n,2) <= {EXHAUSTIVE_PAIR_LIMIT}, got {m}; "
-                         f"use greedy_attack")
+        raise ValueError(
+            f"exhaustive r = {r} needs C(n,2) <= {EXHAUSTIVE_PAIR_LIMIT}, got {m}; use greedy_attack"
+        )
     broken = np.zeros(A.shape[0], dtype=bool)
     sets = flip_sets(m, r)
     for s in range(0, len(sets), batch * 8):
-        mm = _margins_batch(clf, flip_batch(A, sets[s: s + batch * 8]), y, batch)
+        mm = _margins_batch(clf, flip_batch(A, sets[s : s + batch * 8]), y, batch)
         broken |= (mm <= 0).any(0)
     return broken
 
@@ -229,12 +244,13 @@ def greedy_attack(clf: NodeClassifier, A, y, node: int, budget: int, batch: int 
         if mm[e] <= 0:
             return step
         used.add(e)
-        cur = flip_batch(cur, single[e: e + 1])[0]
+        cur = flip_batch(cur, single[e : e + 1])[0]
     return budget + 1
 
 
-def empirical_node_radius(clf: NodeClassifier, A, y, r_exhaustive: int = 1, greedy_budget: int = 3,
-                          nodes=None) -> np.ndarray:
+def empirical_node_radius(
+    clf: NodeClassifier, A, y, r_exhaustive: int = 1, greedy_budget: int = 3, nodes=None
+) -> np.ndarray:
     """Upper bound on each node's true radius: -1 misclassified; else (smallest breaking size) - 1 from
     exhaustive search up to ``r_exhaustive`` then greedy up to ``greedy_budget`` (censored there)."""
     A = check_adjacency(A)

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from neurips26.gnn_margin.embeddings import GraphEmbedding, apply_spectral_norm, lipschitz_penalty
-from neurips26.gnn_margin.graphs import check_adjacency, flip_mask_batch, noise_masks, stack_family
+from neurips26.gnn_margin.graphs import check_adjacency, flip_mask_batch, from_upper, stack_family, upper
 from neurips26.gnn_margin.node_robustness import NodeClassifier, check_labels, margins
 from neurips26.harness.validation import check_choice, check_scalar
 
@@ -70,8 +70,13 @@ def _reg(model: nn.Module, cfg: TrainConfig, uses_control: bool) -> torch.Tensor
     return torch.zeros(())
 
 
-def train_graph_embedding(model: GraphEmbedding, family, objective: str = "contrastive",
-                          cfg: TrainConfig = TrainConfig(), seed: int = 0) -> dict:
+def train_graph_embedding(
+    model: GraphEmbedding,
+    family,
+    objective: str = "contrastive",
+    cfg: TrainConfig = TrainConfig(),
+    seed: int = 0,
+) -> dict:
     """Train ``model`` in place on ``family``; returns the loss history (first/last)."""
     check_choice(objective, "objective", GRAPH_OBJECTIVES)
     fam = stack_family([check_adjacency(g, f"family[{k}]") for k, g in enumerate(family)])
@@ -87,19 +92,20 @@ def train_graph_embedding(model: GraphEmbedding, family, objective: str = "contr
     opt = torch.optim.Adam([q for q in params if q.requires_grad], lr=cfg.lr)
     target = torch.arange(M).repeat_interleave(cfg.samples_per_graph)
     src = np.repeat(np.arange(M), cfg.samples_per_graph)
+    codes = upper(fam)
     losses = []
     model.train()
     for _ in range(cfg.steps):
         if objective == "ce":
             inputs, tgt = fam, torch.arange(M)
         else:
-            masks = np.concatenate([noise_masks(fam[k], cfg.p, cfg.samples_per_graph, rng) for k in range(M)])
-            inputs = np.concatenate([flip_mask_batch(fam[k], masks[src == k]) for k in range(M)])
+            masks = rng.random((len(src), codes.shape[1])) < cfg.p  # N_p on every pair, every sample
+            inputs = from_upper(codes[src] ^ masks.astype(np.uint8), fam.shape[-1])
             tgt = target
         z = model(inputs, validate=False)
         if objective == "contrastive":
             zf = model(fam, validate=False)
-            logits = -torch.cdist(z, zf) ** 2 / cfg.tau
+            logits = -(torch.cdist(z, zf) ** 2) / cfg.tau
         else:
             logits = head(z)
         loss = nn.functional.cross_entropy(logits, tgt) + _reg(model, cfg, objective == "contrastive")
@@ -111,8 +117,15 @@ def train_graph_embedding(model: GraphEmbedding, family, objective: str = "contr
     return {"loss_first": losses[0], "loss_last": losses[-1]}
 
 
-def train_node_classifier(clf: NodeClassifier, A, y, train_idx, objective: str = "margin",
-                          cfg: TrainConfig = TrainConfig(steps=200), seed: int = 0) -> dict:
+def train_node_classifier(
+    clf: NodeClassifier,
+    A,
+    y,
+    train_idx,
+    objective: str = "margin",
+    cfg: TrainConfig = TrainConfig(steps=200),
+    seed: int = 0,
+) -> dict:
     """Train ``clf`` in place on the labelled nodes ``train_idx`` of graph ``A``."""
     check_choice(objective, "objective", NODE_OBJECTIVES)
     A = check_adjacency(A)
@@ -126,10 +139,11 @@ def train_node_classifier(clf: NodeClassifier, A, y, train_idx, objective: str =
     _control(clf, cfg, objective == "margin")
     opt = torch.optim.Adam([q for q in clf.parameters() if q.requires_grad], lr=cfg.lr)
     yt = torch.as_tensor(y, dtype=torch.long)
+    m_pairs = A.shape[0] * (A.shape[0] - 1) // 2
     losses = []
     clf.train()
     for _ in range(cfg.steps):
-        G = flip_mask_batch(A, noise_masks(A, cfg.p, 1, rng)) if objective == "ce_aug" else A[None]
+        G = flip_mask_batch(A, rng.random((1, m_pairs)) < cfg.p) if objective == "ce_aug" else A[None]
         z = clf(G, validate=False)[0]
         loss = nn.functional.cross_entropy(z[idx], yt[idx])
         if objective == "margin":

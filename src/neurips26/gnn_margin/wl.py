@@ -83,4 +83,4 @@ class WLHistogram(nn.Module):
         A = check_adjacency(A)
         r = check_scalar(r, "r", int, min=0)
         d = int(A.sum(0).max()) + r
-        return float(r * sum(4 * sum(d ** s for s in range(t)) for t in range(1, self.iterations + 1)))
+        return float(r * sum(4 * sum(d**s for s in range(t)) for t in range(1, self.iterations + 1)))
