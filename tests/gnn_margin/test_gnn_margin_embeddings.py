@@ -233,3 +233,16 @@ try:
         assert float((f(B) - f(A)).norm()) <= f.graph_bound(A, len(flips)) * (1 + 1e-9)
 except ImportError:  # hypothesis absent: the seeded 1000-flip-set test above covers the property
     pass
+
+
+def test_gin_fused_fast_path_equals_reference():
+    torch.manual_seed(0)
+    fast = GIN(width=16, dtype=torch.float64)
+    ref = GIN(width=16, dtype=torch.float64, train_eps=True)
+    ref.load_state_dict(fast.state_dict())
+    with torch.no_grad():
+        for layer in (fast.layers[1], ref.layers[1]):
+            layer.eps.fill_(0.3)
+    A = np.stack(ATLAS6[:20])
+    torch.testing.assert_close(fast(A), ref(A), atol=1e-12, rtol=0)
+    assert not fast.layers[0].eps.requires_grad and ref.layers[0].eps.requires_grad

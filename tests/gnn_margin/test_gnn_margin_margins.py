@@ -21,8 +21,10 @@ from neurips26.gnn_margin.margins import (
     certified_radius,
     embedding_margin,
     identifiable,
+    is_noisy_expressive,
     lipschitz_hat,
     normalised_margin,
+    parallel_empirical_radius,
     radii,
     spearman,
 )
@@ -180,3 +182,31 @@ def test_bad_family_inputs():
         embedding_margin(make_embedding("gin"), [CB4[0], CB4[0]])
     with pytest.raises(ValueError, match="p must be in"):
         NoisySamples.draw(CB4, 1.5)
+
+
+def test_parallel_radius_search_equals_batched():
+    torch.manual_seed(0)
+    f = make_embedding("gin", dtype=torch.float64)
+    ref, _ = ExhaustivePerturbations.build(CB4, 2).empirical_radius(f)
+    np.testing.assert_array_equal(parallel_empirical_radius(f, CB4, 2, backend="serial"), ref)
+
+
+@pytest.mark.slow
+def test_parallel_radius_search_process_pool():
+    torch.manual_seed(0)
+    f = make_embedding("gin", dtype=torch.float64)
+    ref, _ = ExhaustivePerturbations.build(CB4, 2).empirical_radius(f)
+    np.testing.assert_array_equal(parallel_empirical_radius(f, CB4, 2, backend="process", workers=2), ref)
+
+
+def test_noisy_expressivity_generalises_isomorphism():
+    torch.manual_seed(0)
+    f = make_embedding("gin", dtype=torch.float64)
+    cb5 = F.codebook(6, 5)
+    gamma = embedding_margin(f, cb5)
+    assert is_noisy_expressive(f, cb5, 0) == bool((gamma > 0).all())
+    r_emp, _ = ExhaustivePerturbations.build(cb5, 2).empirical_radius(f)
+    for r in (1, 2):
+        assert is_noisy_expressive(f, cb5, r) == bool((r_emp >= r).all())
+    G, H = F.wl_equivalent_pairs()[0][1:]  # C6 vs 2 C3: never expressive, not even at r = 0
+    assert not is_noisy_expressive(f, [G, H], 0)

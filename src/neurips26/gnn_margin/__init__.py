@@ -55,8 +55,10 @@ from neurips26.gnn_margin.margins import (
     certified_radius,
     embedding_margin,
     identifiable,
+    is_noisy_expressive,
     lipschitz_hat,
     normalised_margin,
+    parallel_empirical_radius,
     radii,
 )
 from neurips26.gnn_margin.node_robustness import (
@@ -119,8 +121,10 @@ __all__ = [
     "certified_radius",
     "embedding_margin",
     "identifiable",
+    "is_noisy_expressive",
     "lipschitz_hat",
     "normalised_margin",
+    "parallel_empirical_radius",
     "radii",
     "NodeClassifier",
     "brute_force_bounds",

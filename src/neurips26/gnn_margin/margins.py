@@ -39,6 +39,7 @@ from neurips26.gnn_margin.graphs import (
     flip_mask_batch,
     stack_family,
 )
+from neurips26.harness.parallel import map_tasks
 from neurips26.harness.validation import check_choice, check_scalar
 
 NORMS = ("l2", "l1")
@@ -185,14 +186,21 @@ class ExhaustivePerturbations:
     ident: np.ndarray  # S bool
 
     @classmethod
-    def build(cls, family, r_max: int) -> "ExhaustivePerturbations":
+    def build(cls, family, r_max: int, sources: Sequence[int] | None = None) -> "ExhaustivePerturbations":
+        """All perturbations of the members ``sources`` (default: every member)."""
         fam = _family(family)
         n = fam.shape[-1]
         r_max = check_scalar(r_max, "r_max", int, min=0, max=n_pairs(n))
+        sources = (
+            range(len(fam))
+            if sources is None
+            else [check_scalar(k, "source", int, min=0, max=len(fam) - 1) for k in sources]
+        )
         gs, src, size = [], [], []
         for r in range(1, r_max + 1):
             sets = flip_sets(n_pairs(n), r)
-            for k, A in enumerate(fam):
+            for k in sources:
+                A = fam[k]
                 gs.append(flip_batch(A, sets))
                 src.append(np.full(len(sets), k))
                 size.append(np.full(len(sets), r))
@@ -221,6 +229,30 @@ class ExhaustivePerturbations:
             if bad.any():
                 r_emp[k] = int(self.size[bad].min()) - 1
         return r_emp, a
+
+
+def is_noisy_expressive(f, family, r: int) -> bool:
+    """Whether ``f`` is (family, r)-noisy-expressive: every identifiable ``G (+) F``, ``|F| <= r``, of every
+    member is aligned (exhaustive; r = 0 is the isomorphism limit ``gamma_f(family) > 0``)."""
+    r_emp, _ = ExhaustivePerturbations.build(family, r).empirical_radius(f)
+    return bool((r_emp >= r).all())
+
+
+def _radius_task(task: tuple) -> int:
+    """One member's r_emp (a module-level task for ``map_tasks``)."""
+    f, family, k, r_max = task
+    return int(ExhaustivePerturbations.build(family, r_max, sources=[k]).empirical_radius(f)[0][k])
+
+
+def parallel_empirical_radius(
+    f, family, r_max: int, backend: str = "auto", workers: int | None = None
+) -> np.ndarray:
+    """``r_emp`` of every member as independent tasks per graph (``harness.parallel.map_tasks``: a
+    process pool, or Ray when a cluster is running); equal to ``ExhaustivePerturbations.empirical_radius``
+    (each member's radius depends only on its own perturbations)."""
+    fam = list(_family(family))
+    tasks = [(f, fam, k, r_max) for k in range(len(fam))]
+    return np.array(map_tasks(_radius_task, tasks, backend=backend, workers=workers, desc="r_emp"))
 
 
 @dataclass
