@@ -111,3 +111,15 @@ def test_readme_code_blocks_run(k):
     blocks = _blocks()
     assert len(blocks) == 2
     exec(compile(blocks[k], f"README block {k}", "exec"), {})
+
+
+@pytest.mark.slow
+def test_x3_extra_sbm_graph_is_sound(tmp_path):
+    from neurips26.harness.run import RunContext
+
+    cfg = E.X3Config(objectives=("ce",), epochs=2, width=8, cert_r_max=1, greedy_budget=1, n0=5, n=10,
+                     extra_graphs=("sbm",))
+    out = E.run_x3(cfg, 0, RunContext(out_dir=tmp_path, progress=False))
+    sbm = out["extra"]["sbm"]["objectives"]["ce"]
+    assert out["extra"]["sbm"]["n_test"] == 120 - 3 * 4 and sbm["violations"] == 0
+    assert len(sbm["empirical_radius"]) == 108
