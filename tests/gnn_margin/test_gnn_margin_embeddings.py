@@ -246,3 +246,17 @@ def test_gin_fused_fast_path_equals_reference():
     A = np.stack(ATLAS6[:20])
     torch.testing.assert_close(fast(A), ref(A), atol=1e-12, rtol=0)
     assert not fast.layers[0].eps.requires_grad and ref.layers[0].eps.requires_grad
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_state_dict_roundtrip_and_deepcopy(arch, tmp_path):
+    import copy
+
+    f = _model(arch, "rwse", seed=2, jk=True)
+    torch.save(f.state_dict(), tmp_path / "f.pt")
+    g = _model(arch, "rwse", seed=5, jk=True)
+    g.load_state_dict(torch.load(tmp_path / "f.pt"))
+    A = np.stack(ATLAS6[:8])
+    torch.testing.assert_close(f(A), g(A), atol=0, rtol=0)
+    torch.testing.assert_close(copy.deepcopy(f)(A), f(A), atol=0, rtol=0)
+    assert f(A).shape == (8, f.out_dim) == (8, 3 * 32)
