@@ -114,7 +114,7 @@ def bench(ctx) -> list[BenchRow]:
             f"exact d_F all pairs, {len(fam)} six-node graphs ({pairs_n} pairs)",
             lambda: flip_distance_matrix(fam),
             None,
-            "none",
+            "no anchor tool",
             unit="s",
             rounds=rounds,
             missing="no tool computes exact edge-only d_F all-pairs (issue target <= 2 s)",

@@ -46,6 +46,7 @@ from neurips26.gnn_margin.node_robustness import (
     lipschitz_certificate,
     smoothing_certify,
 )
+from neurips26.gnn_margin.plots import plot_x2, plot_x3
 from neurips26.gnn_margin.training import TrainConfig, train_graph_embedding, train_node_classifier
 from neurips26.gnn_margin.wl import WLHistogram
 from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE, Claim, fmt_se, judge, mean_se, seed_values
@@ -411,54 +412,6 @@ def analyse_x5(x2: dict) -> dict:
             ys.append(float(np.mean(row["r_emp"])))
     rho, p = spearman(xs, ys)
     return {"rho": rho, "p": p, "n_variants": len(xs)}
-
-
-# ---------------------------------------------------------------------------- plots
-def plot_x2(x2: dict, ctx) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    rng = np.random.default_rng(0)
-    for book in x2["codebooks"].values():
-        for key, row in book["models"].items():
-            jitter = rng.uniform(-0.15, 0.15, len(row["r_emp"]))
-            axes[0].scatter(row["normalised"], np.asarray(row["r_emp"]) + jitter, s=10, label=key, alpha=0.6)
-    axes[0].set_xlabel("gamma / L1_hat")
-    axes[0].set_ylabel("r_emp (jittered; -1 = not aligned clean)")
-    axes[0].set_title("normalised margin vs empirical radius")
-    axes[0].legend(fontsize=5, ncol=2)
-    book = next(iter(x2["codebooks"].values()))
-    for key, row in book["models"].items():
-        ps = sorted(row["alpha"], key=float)
-        axes[1].plot(
-            [float(p) for p in ps], [row["alpha"][p]["alpha_mean"] for p in ps], marker="o", label=key
-        )
-    axes[1].set_xlabel("p")
-    axes[1].set_ylabel("alignment probability (mean)")
-    axes[1].set_title("alignment probability vs p (first codebook)")
-    axes[1].legend(fontsize=5, ncol=2)
-    ctx.save_plot(fig, "x2_margin_vs_radius.png")
-
-
-def plot_x3(x3: dict, ctx) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    styles = {"lipschitz": "-", "smoothing": "--", "attack": ":"}
-    for obj, row in x3["objectives"].items():
-        for kind, ls in styles.items():
-            ax.plot(row["curves"]["radius"], row["curves"][kind], ls, marker="o", label=f"{obj} {kind}")
-    ax.set_xlabel("radius r (flips)")
-    ax.set_ylabel("certified / robust accuracy")
-    ax.set_title("karate: certificates and attack upper curve")
-    ax.legend(fontsize=6)
-    ctx.save_plot(fig, "x3_certified_accuracy.png")
 
 
 # ---------------------------------------------------------------------------- claims
