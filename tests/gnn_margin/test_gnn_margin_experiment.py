@@ -42,7 +42,7 @@ def _m(
                 "violations": viol,
                 "binomial_bound_violations": 0,
                 "r_star_fraction_positive": 0.0,
-                "spearman": {"rho": rho, "p": p, "rho_positive_margin": rho},
+                "spearman": {"rho": rho, "p": p, "rho_positive_margin": rho, "rho_alpha": rho},
             },
         },
         "x3": {"objectives": {"ce": {"violations": 0}}},
@@ -117,8 +117,16 @@ def test_readme_code_blocks_run(k):
 def test_x3_extra_sbm_graph_is_sound(tmp_path):
     from neurips26.harness.run import RunContext
 
-    cfg = E.X3Config(objectives=("ce",), epochs=2, width=8, cert_r_max=1, greedy_budget=1, n0=5, n=10,
-                     extra_graphs=("sbm",))
+    cfg = E.X3Config(
+        objectives=("ce",),
+        epochs=2,
+        width=8,
+        cert_r_max=1,
+        greedy_budget=1,
+        n0=5,
+        n=10,
+        extra_graphs=("sbm",),
+    )
     out = E.run_x3(cfg, 0, RunContext(out_dir=tmp_path, progress=False))
     sbm = out["extra"]["sbm"]["objectives"]["ce"]
     assert out["extra"]["sbm"]["n_test"] == 120 - 3 * 4 and sbm["violations"] == 0
