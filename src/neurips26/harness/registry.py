@@ -53,7 +53,7 @@ PAPERS: tuple[Paper, ...] = (
     Paper("bip", "BIP: virtual face identities in the gaps of the real-face embedding manifold"),
     Paper("nas", "Navigate-and-Stop best-policy identification, non-asymptotic", "nas"),
     Paper("deconv", "convMMD density deconvolution and empirical-Bayes denoising", "deconv"),
-    Paper("gnn_margin", "Margin-based noisy expressivity of GNNs"),
+    Paper("gnn_margin", "Margin-based noisy expressivity of GNNs", "gnn_margin"),
     Paper("rlvr_noise", "Noisy data is destructive to RLVR"),
     Paper("smfsr", "SMFSR: noise-started one-step real-world super-resolution"),
     Paper("bridge", "2D-to-3D Schroedinger-bridge lift: KL = O(N sigma^2)"),
