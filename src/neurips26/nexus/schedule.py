@@ -70,8 +70,14 @@ class SourceSchedule:
         if forced:
             s = forced[0]
         elif others:
-            c = left[others].astype(float)
-            s = others[int(self.rng.choice(len(others), p=c / c.sum()))]
+            counts = [int(left[o]) for o in others]
+            u = self.rng.random() * sum(counts)
+            s, acc = others[-1], 0
+            for o, c in zip(others, counts):
+                acc += c
+                if u < acc:
+                    s = o
+                    break
         else:
             s = p
         left[s] -= 1
