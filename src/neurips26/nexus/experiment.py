@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from neurips26.harness import Claim
-from neurips26.harness.paper import INCONCLUSIVE, SeedMetrics, fmt_se, judge, mean_se, paired
+from neurips26.harness.paper import INCONCLUSIVE, SeedMetrics, judge, mean_se, paired
 from neurips26.harness.run import RunContext
 from neurips26.nexus import data
 from neurips26.nexus.measures import arithmetic_exact_match, batch_losses, closeness, gradient_similarity
@@ -78,7 +78,8 @@ class Config:
 
 
 CONFIGS = {
-    "smoke": Config(ModelConfig(16, 1, 2, 32, 16), TrainConfig(steps=6, k=4, micro_batch=2, methods=("adamw", "nexus")),
+    "smoke": Config(ModelConfig(16, 1, 2, 32, 16),
+                    TrainConfig(steps=6, k=4, micro_batch=2, methods=("adamw", "nexus")),
                     EvalConfig(gs_every=3, gs_batches=2, val_batches=2, ood_batches=2, arith_prompts=12,
                                closeness_steps=2), max_chars=20_000, threads=1),
     "quick": Config(),
@@ -171,9 +172,10 @@ def _train_and_measure(cfg: Config, setup: Mapping[str, Any], method: str, ratio
     arith = arithmetic_exact_match(model, voc.encode, voc.decode, fixed["arith"])
     finite_cos = [c for c in cos if math.isfinite(c)]
     out.update({
-        "val": {s: float(np.mean(v)) for s, v in val.items()}, "gs": float(np.mean(list(pair_units.values()))),
-        "gs_steps": gs_steps, "gs_curve": gs_curve, "consecutive_cos": float(np.mean(finite_cos)) if finite_cos
-        else math.nan, "c_dist": clo["c_dist"], "c_pair": clo["c_pair"], "dl": clo["dl"],
+        "val": {s: float(np.mean(v)) for s, v in val.items()},
+        "gs": float(np.mean(list(pair_units.values()))), "gs_steps": gs_steps, "gs_curve": gs_curve,
+        "consecutive_cos": float(np.mean(finite_cos)) if finite_cos else math.nan,
+        "c_dist": clo["c_dist"], "c_pair": clo["c_pair"], "dl": clo["dl"],
         "closeness": clo, "ood_loss": float(np.mean(ood)), "ood_arith": float(np.mean(arith)),
         "units": {"mix": mix_units, "gs": pair_units, "c_pair": clo["pair"], "dl": clo["dl_s"], "ood": ood,
                   "arith": arith},
@@ -206,7 +208,8 @@ _METRIC = {"mix": "mix_val_loss", "gs": "gs", "c_pair": "c_pair", "dl": "dl", "o
            "arith": "ood_arith"}
 
 
-def difference(metrics: Mapping[str, Any], unit: str, method: str = "nexus") -> tuple[float, float, int, float, str]:
+def difference(metrics: Mapping[str, Any], unit: str,
+               method: str = "nexus") -> tuple[float, float, int, float, str]:
     """(mean, se, n, k, over) of ``method - adamw`` for ``unit``: over seeds when there are >= 2, else
     over the run's measurement units. ``k`` is the noise band in s.e.: one seed std over seeds, 2 s.e.
     over units."""
@@ -219,16 +222,21 @@ def difference(metrics: Mapping[str, Any], unit: str, method: str = "nexus") -> 
     return float(c["mean"]), float(c["se"]), int(c["n"]), K_SINGLE, "units"
 
 
+def _fmt(mean: float, se: float, n: int, over: str, fmt: str) -> str:
+    se_text = fmt.format(se).lstrip("+") if math.isfinite(se) else "n/a"
+    return f"{fmt.format(mean)} ± {se_text} (n={n} {'seeds' if over == 'seeds' else 'eval units'})"
+
+
 def _better(metrics: Mapping[str, Any], unit: str, better: str, fmt: str = "{:+.4f}") -> tuple[str, str]:
     mean, se, n, k, over = difference(metrics, unit)
     v = judge(mean, se, n, 0.0, k=k, better=better)
-    return v, f"nexus - adamw = {fmt_se(mean, se, n, fmt)} over {n} {over} (band {k:.2g} s.e.)"
+    return v, f"nexus - adamw = {_fmt(mean, se, n, over, fmt)}, band {k:.2g} s.e."
 
 
 def check_same_loss(metrics: Mapping[str, Any]) -> tuple[str, str]:
     """holds: |difference| <= LOSS_TOL; fails: beyond LOSS_TOL by more than the noise band."""
     mean, se, n, k, over = difference(metrics, "mix")
-    text = f"mix val loss nexus - adamw = {fmt_se(mean, se, n, '{:+.4f}')} over {n} {over} (tol {LOSS_TOL})"
+    text = f"mix val loss nexus - adamw = {_fmt(mean, se, n, over, '{:+.4f}')} (tol {LOSS_TOL} nats/char)"
     if not math.isfinite(mean):
         return INCONCLUSIVE, text
     if abs(mean) <= LOSS_TOL:
@@ -258,12 +266,11 @@ def check_ood_arith(metrics: Mapping[str, Any]) -> tuple[str, str]:
     mean, se, n, k, over = difference(metrics, "arith")
     base = metrics["methods"]["adamw"]["ood_arith"]
     v = judge(mean, se, n, 0.0, k=k, better="higher")
-    return v, (f"exact match nexus - adamw = {fmt_se(mean, se, n, '{:+.3f}')} over {n} {over} "
-               f"(adamw {base:.3f})")
+    return v, f"exact match nexus - adamw = {_fmt(mean, se, n, over, '{:+.3f}')} (adamw {base:.3f})"
 
 
 CLAIMS = [
-    Claim("same_loss", f"Nexus reaches the same pretraining (mixture val) loss as AdamW (|diff| <= {LOSS_TOL})",
+    Claim("same_loss", f"Nexus reaches the same mixture val loss as AdamW (|diff| <= {LOSS_TOL} nats/char)",
           "same pretraining loss (130M-3B)", check_same_loss),
     Claim("higher_gs", "Nexus raises the gradient similarity GS between sources over AdamW",
           "maximizes gradient similarity", check_gs),

@@ -94,8 +94,8 @@ class Nexus(torch.optim.Optimizer):
         if isinstance(outer, str):
             outer = make_outer(outer, named, lr=outer_lr)
         self.outers = as_optimizers(outer)
-        super().__init__(params, dict(inner_lr_ratio=inner_lr_ratio, inner_lr=inner_lr, normalize=bool(normalize),
-                                      rescale=bool(rescale)))
+        super().__init__(params, dict(inner_lr_ratio=inner_lr_ratio, inner_lr=inner_lr,
+                                      normalize=bool(normalize), rescale=bool(rescale)))
         mine = {id(p) for g in self.param_groups for p in g["params"]}
         theirs = {id(p) for o in self.outers for g in o.param_groups for p in g["params"]}
         if mine != theirs:
@@ -180,7 +180,8 @@ class Nexus(torch.optim.Optimizer):
                                              f"micro-batch {k} (source {mb.source!r})")
                 if self.log_cos and K > 1:
                     if k > 0:
-                        dot = sum(float(torch.dot(a.reshape(-1), b.reshape(-1))) for a, b in zip(g, self._prev))
+                        dot = sum(float(torch.dot(a.reshape(-1), b.reshape(-1)))
+                                  for a, b in zip(g, self._prev))
                         coss.append(dot / (norm * norms[-1] + EPS_NORM))
                     torch._foreach_copy_(self._prev, g)
                 scale = 1.0 / (norm + EPS_NORM) if normalize else 1.0  # b. u_k
@@ -197,7 +198,8 @@ class Nexus(torch.optim.Optimizer):
                 torch.sub(th, p, out=p.grad)
                 p.grad.mul_(factor)
                 p.copy_(th)
-            if self.sync == "delta" and torch.distributed.is_available() and torch.distributed.is_initialized():
+            dist = torch.distributed
+            if self.sync == "delta" and dist.is_available() and dist.is_initialized():
                 ws = torch.distributed.get_world_size()
                 for p in params:
                     torch.distributed.all_reduce(p.grad)

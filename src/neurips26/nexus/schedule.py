@@ -112,7 +112,8 @@ class SourceSampler:
             raise ValueError(f"sources must have distinct names, got {names}")
         for s in self.sources:
             if len(s.train) <= ctx + 1:
-                raise ValueError(f"source {s.name!r} has no data (needs more than ctx + 1 = {ctx + 1} tokens)")
+                raise ValueError(f"source {s.name!r} has no data (needs more than ctx + 1 = {ctx + 1} "
+                                 f"tokens)")
         w = [1.0] * len(self.sources) if weights is None else weights
         self.weights = check_weights(w)
         if len(self.weights) != len(self.sources):
