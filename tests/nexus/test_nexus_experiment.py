@@ -18,8 +18,8 @@ def _metrics(d_mix=0.0, d_gs=0.05, d_pair=-0.1, d_dl=-0.02, d_ood=-0.02, d_arith
     nexus = {"mix_val_loss": 2.0 + d_mix, "gs": 0.1 + d_gs, "c_pair": 1.0 + d_pair, "dl": 0.1 + d_dl,
              "ood_loss": 3.0 + d_ood, "ood_arith": 0.1 + d_arith}
     return {"methods": {"adamw": base, "nexus": nexus},
-            "compare": {"nexus": {"mix": unit(d_mix), "gs": unit(d_gs), "c_pair": unit(d_pair), "dl": unit(d_dl),
-                                  "ood": unit(d_ood), "arith": unit(d_arith)}}}
+            "compare": {"nexus": {"mix": unit(d_mix), "gs": unit(d_gs), "c_pair": unit(d_pair),
+                                  "dl": unit(d_dl), "ood": unit(d_ood), "arith": unit(d_arith)}}}
 
 
 def _verdicts(m):
