@@ -18,6 +18,7 @@ with ``normalize=False`` is the Reptile-style variant. Muon is ``outer.make_oute
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, Callable, Iterable, Sequence
 
@@ -74,8 +75,9 @@ class GradAccumulation(_MicroBatchOptimizer):
     """Gradient accumulation over the K micro-batches (each loss / K), one outer step: the anchor."""
 
     def __init__(self, params: Iterable, outer: Any = "adamw", max_grad_norm: float | None = None,
-                 outer_lr: float = 1e-3, sources: Sequence[str] | None = None):
+                 outer_lr: float = 1e-3, sources: Sequence[str] | None = None, ddp: Any = None):
         super().__init__(params, outer, max_grad_norm, outer_lr, sources)
+        self.ddp = ddp  # a DistributedDataParallel model: the first K - 1 backwards run under no_sync
 
     def step(self, micro_batches: Sequence[MicroBatch],
              loss_fn: Callable | Sequence[Callable] | None = None) -> float:
@@ -84,9 +86,11 @@ class GradAccumulation(_MicroBatchOptimizer):
         for p in self.params:
             p.grad = None
         total = 0.0
-        for mb, fn in pairs:
-            loss = fn(mb.data)
-            (loss / K).backward()
+        for k, (mb, fn) in enumerate(pairs):
+            quiet = self.ddp is not None and k < K - 1
+            with self.ddp.no_sync() if quiet else contextlib.nullcontext():
+                loss = fn(mb.data)
+                (loss / K).backward()
             total += float(loss.detach())
         with torch.no_grad():
             gn = float(global_norm(collect_grads(self.params)))
