@@ -254,7 +254,7 @@ def tiny_llama(vocab_size: int, hidden: int = 64, layers: int = 2, heads: int = 
     cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                       num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=mlp,
                       max_position_embeddings=ctx, bos_token_id=0, eos_token_id=1, pad_token_id=1,
-                      tie_word_embeddings=False, attn_implementation="eager")
+                      tie_word_embeddings=False, attn_implementation="sdpa")
     return LlamaForCausalLM(cfg).to(dtype)
 
 

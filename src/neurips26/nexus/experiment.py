@@ -52,7 +52,7 @@ class TrainConfig:
     lr: float = 3e-3           # AdamW, constant, torch-default betas / weight decay
     clip: float = 1.0
     ratio: float = 0.1         # Nexus r
-    methods: tuple[str, ...] = ("adamw", "nexus", "nexus_raw")
+    methods: tuple[str, ...] = ("adamw", "nexus")
 
 
 @dataclass
@@ -73,7 +73,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     max_chars: int = 1_000_000  # per source
-    threads: int = 2
+    threads: int = 1            # torch threads; 1 on the shared 2-core box (2 spin-waits under load)
     seeds: tuple[int, ...] = (0,)
 
 
