@@ -103,3 +103,22 @@ def test_arithmetic_exact_match_scorer():
     right = arithmetic_exact_match(_Echo(v, "12"), v.encode, v.decode, [("5+8-1=", "12"), ("1+1+1=", "3")])
     assert right == [1, 0]
     assert np.mean(right) == 0.5
+
+
+def test_bpe_vocab_round_trips_and_counts_characters():
+    text = "the quick brown fox jumps over the lazy dog. " * 50 + "def f(x):\n    return x + 1\n" * 30
+    v = data.BPEVocab([text], vocab_size=300)
+    ids = v.encode(text[:200])
+    assert v.decode(ids) == text[:200]
+    assert float(v.token_chars[torch.from_numpy(ids)].sum()) == 200
+    assert len(ids) < 200  # merges happened
+
+
+def test_loss_per_char_equals_mean_loss_for_characters():
+    v = CharVocab(["abcdef"])
+    torch.manual_seed(0)
+    model = data.tiny_llama(len(v), hidden=16, layers=1, heads=2, mlp=32, ctx=8)
+    batch = torch.from_numpy(np.stack([v.encode("abcdefabc")] * 2))
+    with torch.no_grad():
+        per_char = float(data.loss_per_char(model, batch, v.token_chars))
+        assert per_char == pytest.approx(float(data.lm_loss(model, batch)))

@@ -200,6 +200,50 @@ class CharVocab:
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(self.itos[i] if i > 2 else "" for i in ids)
 
+    @property
+    def token_chars(self) -> torch.Tensor:
+        """Characters per token id (1; 0 for BOS/EOS; UNK stands for one character)."""
+        out = torch.ones(len(self.itos))
+        out[:2] = 0
+        return out
+
+
+class BPEVocab:
+    """A byte-level BPE of ``vocab_size`` tokens trained on the training texts (``tokenizers``; full scale).
+
+    ``token_chars`` gives the characters each token decodes to, so a summed token loss divided by the
+    characters of the targets is a loss in nats/char, comparable with the character vocabulary.
+    """
+
+    def __init__(self, texts: Sequence[str], vocab_size: int = 4096, sample_chars: int = 2_000_000):
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        vocab_size = check_scalar(vocab_size, "vocab_size", int, min=260)
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BOS, EOS, UNK],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      show_progress=False)
+        per = max(1, sample_chars // max(1, len(texts)))
+        tok.train_from_iterator([t[:per] for t in texts], trainer)
+        self.tok = tok
+        self.unk = 2
+
+    def __len__(self) -> int:
+        return self.tok.get_vocab_size()
+
+    def encode(self, text: str) -> np.ndarray:
+        return np.asarray(self.tok.encode(text).ids, dtype=np.int64)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tok.decode([int(i) for i in ids if i > 2])
+
+    @property
+    def token_chars(self) -> torch.Tensor:
+        n = len(self)
+        return torch.tensor([0.0 if i < 3 else float(len(self.tok.decode([i]))) for i in range(n)])
+
 
 # ----------------------------------------------------------------------------- sources
 
@@ -259,6 +303,14 @@ def tiny_llama(vocab_size: int, hidden: int = 64, layers: int = 2, heads: int = 
 
 
 def lm_loss(model, batch: torch.Tensor) -> torch.Tensor:
-    """Mean next-character cross-entropy (nats/char) of ``batch`` (B, ctx+1)."""
+    """Mean next-token cross-entropy of ``batch`` (B, ctx+1): nats/char for the character vocabulary."""
     logits = model(input_ids=batch[:, :-1]).logits
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+
+
+def loss_per_char(model, batch: torch.Tensor, token_chars: torch.Tensor) -> torch.Tensor:
+    """Summed next-token loss / characters of the targets (nats/char for any vocabulary)."""
+    logits = model(input_ids=batch[:, :-1]).logits
+    tgt = batch[:, 1:].reshape(-1)
+    total = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt, reduction="sum")
+    return total / token_chars[tgt].sum().clamp_min(1.0)

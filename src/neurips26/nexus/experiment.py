@@ -26,6 +26,7 @@ import torch
 from neurips26.harness import Claim
 from neurips26.harness.paper import INCONCLUSIVE, SeedMetrics, judge, mean_se, paired
 from neurips26.harness.run import RunContext
+from neurips26.harness.validation import check_choice
 from neurips26.nexus import data
 from neurips26.nexus.measures import arithmetic_exact_match, batch_losses, closeness, gradient_similarity
 from neurips26.nexus.methods import MIXED, build
@@ -73,6 +74,8 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     max_chars: int = 1_000_000  # per source
+    tokenizer: str = "char"     # "char", or "bpe" (byte-level BPE of bpe_vocab tokens; losses in nats/char)
+    bpe_vocab: int = 4096
     threads: int = 1            # torch threads; 1 on the shared 2-core box (2 spin-waits under load)
     seeds: tuple[int, ...] = (0,)
 
@@ -88,7 +91,7 @@ CONFIGS = {
                             "lookahead", "pcgrad", "gradvac")),
                    EvalConfig(gs_every=500, gs_batches=8, val_batches=32, ood_batches=64, arith_prompts=1000,
                               closeness_steps=100, sweep=(0.02, 0.1, 0.5)),
-                   max_chars=5_000_000, threads=8, seeds=(0, 1, 2)),
+                   max_chars=5_000_000, tokenizer="bpe", threads=8, seeds=(0, 1, 2)),
 }
 VOLATILE_METRICS = ("methods.*.seconds", "sweep.*.seconds")
 
@@ -116,7 +119,9 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
 
 def _setup(cfg: Config, seed: int) -> dict[str, Any]:
     texts, info = data.load_sources(cfg.max_chars, seed)
-    vocab = data.CharVocab(list(texts.values()))
+    check_choice(cfg.tokenizer, "tokenizer", ("char", "bpe"))
+    vocab = data.CharVocab(list(texts.values())) if cfg.tokenizer == "char" else \
+        data.BPEVocab(list(texts.values()), cfg.bpe_vocab)
     sources = data.make_sources(texts, vocab)
     which, ood = data.ood_text()
     info = dict(info, ood_text=which, vocab=len(vocab))
@@ -144,7 +149,8 @@ def _train_and_measure(cfg: Config, setup: Mapping[str, Any], method: str, ratio
     sampler = SourceSampler(setup["sources"], k=t.k, micro_batch=t.micro_batch, ctx=m.ctx, seed=seed,
                             mixed=method in MIXED)
     loss_fn = lambda batch: data.lm_loss(model, batch)  # noqa: E731
-    eval_loss = lambda mod, batch: data.lm_loss(mod, batch)  # noqa: E731
+    chars = setup["vocab"].token_chars
+    eval_loss = lambda mod, batch: data.loss_per_char(mod, batch, chars)  # noqa: E731
     fixed = setup["fixed"]
     curve, cos, gs_steps, gs_curve, gs_pairs = [], [], [], [], []
     t0 = time.perf_counter()
