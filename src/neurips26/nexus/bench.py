@@ -20,7 +20,7 @@ from neurips26.nexus.data import lm_loss, tiny_llama
 from neurips26.nexus.methods import build
 
 SIZES = {"smoke": dict(hidden=16, layers=1, heads=2, mlp=32, ctx=16, k=2, mb=2, rounds=3),
-         "quick": dict(hidden=64, layers=2, heads=4, mlp=256, ctx=64, k=4, mb=8, rounds=9)}
+         "quick": dict(hidden=64, layers=2, heads=4, mlp=256, ctx=64, k=4, mb=8, rounds=15)}
 VOCAB = 100
 SOURCES = ("drama", "poetry", "code", "math")
 
