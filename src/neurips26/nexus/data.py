@@ -288,7 +288,11 @@ def make_sources(texts: dict[str, str], vocab: CharVocab, val_fraction: float = 
 def tiny_llama(vocab_size: int, hidden: int = 64, layers: int = 2, heads: int = 4, mlp: int = 256,
                ctx: int = 64, dtype: torch.dtype = torch.float32):
     """A randomly initialised character-level ``LlamaForCausalLM`` (from a config, no download)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as e:  # the optional extra
+        raise ImportError("the Nexus reproduction's model needs transformers: pip install 'neurips26[nexus]' "
+                          "(transformers>=5, tokenizers>=0.20)") from e
 
     for name, v in (("vocab_size", vocab_size), ("hidden", hidden), ("layers", layers), ("heads", heads),
                     ("mlp", mlp), ("ctx", ctx)):
