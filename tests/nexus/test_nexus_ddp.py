@@ -100,3 +100,52 @@ def test_local_variant_all_reduces_delta_once():
     assert n0 == [0, 0]                       # no DDP reducer rounds: the one all-reduce is of Delta
     assert phi0[1] != phi1[1]                 # inner steps saw only local data
     assert th0 == pytest.approx(th1, abs=1e-9, rel=0)  # theta identical after the Delta all-reduce
+
+
+def _fsdp_worker(rank, world, port, out):
+    import copy
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from neurips26.nexus import MicroBatch
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    ref = copy.deepcopy(model)
+    fully_shard(model[0])
+    fully_shard(model[2])
+    fully_shard(model)
+    g = torch.Generator().manual_seed(1)
+    mbs = [MicroBatch(s, (torch.randn(4, 8, generator=g), torch.randn(4, 1, generator=g))) for s in "abc"]
+    errs = []
+    opt = Nexus(model.parameters(), outer=torch.optim.AdamW(model.parameters(), lr=1e-2), log_cos=False)
+    ropt = Nexus(ref.parameters(), outer=torch.optim.AdamW(ref.parameters(), lr=1e-2), log_cos=False)
+    for _ in range(3):
+        opt.step(mbs, lambda d: ((model(d[0]) - d[1]) ** 2).mean())
+        ropt.step(mbs, lambda d: ((ref(d[0]) - d[1]) ** 2).mean())
+        full = [p.full_tensor().detach() for p in model.parameters()]
+        errs.append(max(float((a - b.detach()).abs().max()) for a, b in zip(full, ref.parameters())))
+    local = sum(t.to_local().numel() for t in opt._theta)
+    total = sum(p.numel() for p in ref.parameters())
+    out.put((rank, errs, type(opt._theta[0]).__name__, local, total))
+    dist.destroy_process_group()
+
+
+def test_fsdp2_sharded_snapshot_matches_the_unsharded_step():
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    port = _port()
+    procs = [ctx.Process(target=_fsdp_worker, args=(r, 2, port, q)) for r in range(2)]
+    for p in procs:
+        p.start()
+    res = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    for rank, errs, kind, local, total in res:
+        assert max(errs) < 1e-5                 # fully_shard: same steps as one unsharded process
+        assert kind == "DTensor"                # theta is kept sharded: no unsharded copy exists
+        assert local < total                    # each rank holds only its shard of the snapshot
+    assert sum(r[3] for r in res) == res[0][4]

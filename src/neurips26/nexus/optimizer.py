@@ -162,7 +162,8 @@ class Nexus(torch.optim.Optimizer):
             if self._theta is None:
                 self._theta = [p.detach().clone() for p in params]
             else:
-                torch._foreach_copy_(self._theta, [p.detach() for p in params])
+                for th, p in zip(self._theta, params):  # per tensor: also for FSDP2's DTensor shards
+                    th.copy_(p.detach())
         if self.log_cos and self._prev is None and K > 1:
             self._prev = [torch.zeros_like(p) for p in params]
         losses, norms, coss = [], [], []
@@ -183,7 +184,8 @@ class Nexus(torch.optim.Optimizer):
                         dot = sum(float(torch.dot(a.reshape(-1), b.reshape(-1)))
                                   for a, b in zip(g, self._prev))
                         coss.append(dot / (norm * norms[-1] + EPS_NORM))
-                    torch._foreach_copy_(self._prev, g)
+                    for pv, gk in zip(self._prev, g):
+                        pv.copy_(gk)
                 scale = 1.0 / (norm + EPS_NORM) if normalize else 1.0  # b. u_k
                 torch._foreach_add_(params, g, alpha=-eta * scale)     # c. phi <- phi - eta u_k
             losses.append(float(loss.detach()))
