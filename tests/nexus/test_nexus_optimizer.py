@@ -127,6 +127,14 @@ def test_check5_bookkeeping(tiny64):
     assert sum(t.numel() for t in on._prev) == n_params and math.isfinite(on.last_stats["cos"])
 
 
+def test_inner_lr_defaults(tiny64):
+    model, _ = tiny64
+    default = Nexus(model.parameters(), outer=torch.optim.SGD(model.parameters(), lr=0.1))
+    assert default.defaults["inner_lr_ratio"] == 0.1
+    fixed = Nexus(model.parameters(), outer=torch.optim.SGD(model.parameters(), lr=0.1), inner_lr=0.3)
+    assert fixed.defaults["inner_lr_ratio"] is None and fixed.inner_lr() == 0.3
+
+
 def test_inner_lr_follows_outer_scheduler(tiny64):
     model, mbs = tiny64
     outer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -162,6 +170,7 @@ def test_muon_composite_and_state_dict_roundtrip(tiny64):
     (dict(inner_lr=float("nan")), ValueError, "inner_lr"),
     (dict(inner_lr_ratio=-1.0), ValueError, "inner_lr_ratio"),
     (dict(inner_lr_ratio=0.1, inner_lr=0.1), ValueError, "not both"),
+    (dict(inner_lr_ratio=None), ValueError, "got neither"),
     (dict(outer="adamax"), ValueError, "outer"),
     (dict(outer=object()), TypeError, "outer"),
 ])

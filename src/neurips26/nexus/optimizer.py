@@ -37,6 +37,8 @@ from neurips26.nexus.base import MicroBatch, check_step_inputs
 from neurips26.nexus.outer import as_optimizers, lr_source, make_outer
 
 EPS_NORM = 1e-12
+DEFAULT_RATIO = 0.1
+_UNSET: Any = object()  # inner_lr_ratio not given: 0.1 unless a fixed inner_lr is
 
 
 def global_norm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -55,8 +57,8 @@ class Nexus(torch.optim.Optimizer):
     params:           the trainable tensors (the same ones ``outer`` owns).
     outer:            a ``torch.optim.Optimizer``, a list (Muon + AdamW), or a name in
                       ``outer.OUTER_NAMES`` built with ``outer_lr``.
-    inner_lr_ratio:   r in eta_t = r * lr_t * sqrt(N) (default 0.1 when ``inner_lr`` is not given).
-    inner_lr:         a fixed eta instead of r (exactly one of the two).
+    inner_lr_ratio:   r in eta_t = r * lr_t * sqrt(N) (default 0.1 unless ``inner_lr`` is given).
+    inner_lr:         a fixed eta instead of r (exactly one of the two; both, or both None, is an error).
     normalize:        inner steps on globally normalised gradients (True; CWA) or raw (False; Reptile).
     rescale:          multiply Delta by mean ||g_k|| when normalised (gradient units).
     log_cos:          keep g_{k-1} to log consecutive cosines (a second parameter-sized buffer).
@@ -69,7 +71,7 @@ class Nexus(torch.optim.Optimizer):
     K = 1 or without ``log_cos``), ``delta_norm``, ``inner_lr`` and ``grad_norm``.
     """
 
-    def __init__(self, params: Iterable, outer: Any = "adamw", inner_lr_ratio: float | None = None,
+    def __init__(self, params: Iterable, outer: Any = "adamw", inner_lr_ratio: float | None = _UNSET,
                  inner_lr: float | None = None, normalize: bool = True, rescale: bool = True,
                  log_cos: bool = True, max_grad_norm: float | None = None,
                  sources: Sequence[str] | None = None, require_all_sources: bool = False,
@@ -79,10 +81,13 @@ class Nexus(torch.optim.Optimizer):
             named, params = params, [p for _, p in params]
         else:
             named = params
+        if inner_lr_ratio is _UNSET:
+            inner_lr_ratio = None if inner_lr is not None else DEFAULT_RATIO
         if inner_lr is not None and inner_lr_ratio is not None:
             raise ValueError("give inner_lr_ratio or inner_lr, not both")
         if inner_lr is None and inner_lr_ratio is None:
-            inner_lr_ratio = 0.1
+            raise ValueError("give exactly one of inner_lr_ratio (eta = r lr sqrt(N)) and inner_lr "
+                             "(fixed eta); got neither")
         if inner_lr is not None:
             inner_lr = check_scalar(inner_lr, "inner_lr", float, min=0, inclusive="neither")
         else:
