@@ -341,14 +341,18 @@ def _plots(ctx: RunContext, methods: Mapping[str, Any], sweep: Mapping[str, Any]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
+    fig, ax = plt.subplots(1, 3, figsize=(14, 3.5))
     for name, m in methods.items():
         c = np.asarray(m["curve"])
         w = max(1, len(c) // 20)
         ax[0].plot(np.convolve(c, np.ones(w) / w, mode="valid"), label=name)
-        ax[1].plot(m["gs_steps"], m["gs_curve"], marker="o", label=name)
-    ax[0].set(xlabel="outer step", ylabel="train loss (nats/char)", title="loss curves")
-    ax[1].set(xlabel="outer step", ylabel="GS", title="gradient similarity")
+        ax[1].plot(m["trajectory"]["step"], m["trajectory"]["mix"], marker=".", label=f"{name} mixture val")
+        ax[1].plot(m["trajectory"]["step"], m["trajectory"]["ood"], ls="--", label=f"{name} OOD")
+        ax[2].plot(m["gs_steps"], m["gs_curve"], marker="o", label=name)
+    ax[0].set(xlabel="outer step", ylabel="nats/char", title="train loss (Nexus: mean inner loss at phi)")
+    ax[1].set(xlabel="outer step", ylabel="nats/char", title="held-out losses")
+    ax[2].set(xlabel="outer step", ylabel="GS", title="gradient similarity")
+    ax[1].legend(fontsize=7)
     ax[0].legend()
     ctx.save_plot(fig, "loss_and_gs")
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
