@@ -149,3 +149,12 @@ def test_fsdp2_sharded_snapshot_matches_the_unsharded_step():
         assert kind == "DTensor"                # theta is kept sharded: no unsharded copy exists
         assert local < total                    # each rank holds only its shard of the snapshot
     assert sum(r[3] for r in res) == res[0][4]
+
+
+def test_reducer_rounds_counter_of_the_bench():
+    from neurips26.nexus.distributed import reducer_rounds
+
+    assert reducer_rounds("nexus", 3) == 3
+    assert reducer_rounds("adamw", 3) == 1
+    with pytest.raises(ValueError, match="method"):
+        reducer_rounds("sgd", 3)

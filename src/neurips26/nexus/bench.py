@@ -4,7 +4,8 @@ Rows: wall time per outer step (target ratio anchor/ours >= 1/1.15), tokens/s of
 the optimizer side holds (parameters + gradients + AdamW state + Nexus's snapshot; target: Nexus's
 extra <= 1.25x parameter bytes, no extra optimizer state), and PCGrad/GradVac's S gradient copies.
 The bench runs Nexus with ``log_cos=False`` (no second buffer). Timing goes through
-``harness.bench.compare`` (interleaved rounds, medians).
+``harness.bench.compare`` (interleaved rounds, medians). Under DDP (2 gloo processes) the reducer
+rounds per outer step are counted: synchronous Nexus K vs accumulation 1.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from neurips26.harness.bench import BenchRow, compare
 from neurips26.harness.run import RunContext
 from neurips26.nexus.base import MicroBatch
 from neurips26.nexus.data import lm_loss, tiny_llama
+from neurips26.nexus.distributed import reducer_rounds
 from neurips26.nexus.methods import build
 
 SIZES = {"smoke": dict(hidden=16, layers=1, heads=2, mlp=32, ctx=16, k=2, mb=2, rounds=3),
@@ -63,4 +65,14 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                          "PCGrad/GradVac (S=4 gradient copies)", "MB", "lower",
                          "surgery side counted (S flat per-source gradients + their combination), "
                          "not profiled"))
+    if ctx.scale == "smoke":
+        rows.append(BenchRow("DDP reducer rounds per outer step", float(k), None, "AdamW grad accumulation",
+                             "rounds", "lower", "not measured at smoke scale (starts 2 gloo processes); "
+                             "counted by construction: K for synchronous Nexus"))
+    else:
+        ours_r, anch_r = reducer_rounds("nexus", k), reducer_rounds("adamw", k)
+        rows.append(BenchRow("DDP reducer rounds per outer step", float(ours_r), float(anch_r),
+                             "AdamW grad accumulation (no_sync)", "rounds", "lower",
+                             f"2 gloo ranks, K={k}, tiny Llama in one bucket; counted with a DDP comm hook: "
+                             f"synchronous Nexus all-reduces every g_k, accumulation once"))
     return rows
