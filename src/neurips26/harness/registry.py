@@ -65,7 +65,7 @@ PAPERS: tuple[Paper, ...] = (
           "entropy_filter", "entropy-filter"),
     Paper("obsalign", "ObsAlign: observability-aware cross-modal alignment"),
     Paper("ftrl_surplus", "Strategic surplus against constant-step FTRL", "ftrl_surplus"),
-    Paper("nexus", "Nexus: optimizer wrapper steering pretraining to common minima"),
+    Paper("nexus", "Nexus: optimizer wrapper steering pretraining to common minima", "nexus"),
     Paper("nextlat", "NextLat: next-latent prediction and self-speculative decoding"),
     Paper("njord", "Njord: probabilistic latent GNN for ensemble ocean forecasting"),
     Paper("nitrobox", "NitroBox: daemon-less copy-on-write sandboxes for agentic RL", "nitrobox", "nitrobox"),

@@ -118,7 +118,7 @@ def _git_sha() -> str | None:
 
 _VERSIONED = ("neurips26", "numpy", "scipy", "torch", "matplotlib", "transformers", "cvxpy", "zuko",
               "libcachesim", "numba", "pydivsufsort", "nltk", "pyseccomp", "ray", "networkx",
-              "torch_geometric", "nashpy", "POT")
+              "torch_geometric", "nashpy", "POT", "tokenizers")
 
 
 def provenance() -> dict[str, Any]:
