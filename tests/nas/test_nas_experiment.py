@@ -51,7 +51,8 @@ def test_run_paper_end_to_end(tmp_path, monkeypatch):
     assert len(m["e1_nas_slope_over_Uo"]) == 2
     # determinism: same seed, same metrics
     res2 = run_paper("nas", "quick", seed=3, out=tmp_path / "again", progress=False)
-    strip = lambda mm: json.dumps({k: v for k, v in mm.items()}, sort_keys=True, default=str)
+    def strip(mm):
+        return json.dumps({k: v for k, v in mm.items()}, sort_keys=True, default=str)
     a = json.loads(strip(res["metrics"]))
     b = json.loads(strip(res2["metrics"]))
     for row_a, row_b in zip(a["E1"], b["E1"]):
@@ -77,7 +78,8 @@ def test_claims_on_synthetic_metrics():
                    "e2_runs_per_point": 10, "e3_spearman_lip_omega_excess_se": 0.05, "e3_runs_per_point": 10,
                    "e2_spearman_tmix_overhead": 0.9, "e2_spearman_Uo_overhead": 1.0,
                    "e3_spearman_lip_omega_excess": -0.2, "e3_spearman_lip_omega_overhead": None,
-                   "e3_lip_omega": [1, 2, 3], "e3_spearman_lip_U_overhead": 0.1, "e3_spearman_Uo_overhead": 0.5,
+                   "e3_lip_omega": [1, 2, 3], "e3_spearman_lip_U_overhead": 0.1,
+                   "e3_spearman_Uo_overhead": 0.5,
                    "e4_intercept_separation_z": [0.5]}
     v = {c.id: c.verdict for c in evaluate_all(experiment.CLAIMS, full)}
     assert v["E2-connectivity"] == "holds" and v["E3-curvature"] == "fails" and v["E4-schedules"] == "fails"
@@ -121,7 +123,8 @@ def test_e2_e3_e4_machinery(tmp_path):
                   e3_seeds=1, e4_instances=(("random", 2, 2, 2),), e4_seeds=2)
     ctx = RunContext(out_dir=tmp_path, seed=0, progress=False)
     m = experiment.run(cfg, ctx)
-    assert len(m["e2_t_mix"]) == 3 and len(m["e3_lip_omega"]) == 3 and len(m["e4_intercept_separation_z"]) == 1
+    assert len(m["e2_t_mix"]) == 3 and len(m["e3_lip_omega"]) == 3
+    assert len(m["e4_intercept_separation_z"]) == 1
     results = evaluate_all(experiment.CLAIMS, m)
     v = {c.id: c.verdict for c in results}
     for cid in ("E2-connectivity", "E3-curvature", "E4-schedules"):

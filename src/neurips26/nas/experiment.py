@@ -57,7 +57,7 @@ class Config:
     # instances with U_o >= 1e4 (RiverSwim, DoubleChain): fewer seeds and their own step cap
     heavy_seeds: int = 5
     heavy_t_max: int = 50_000_000
-    slope_band: tuple = (0.8, 3.0)
+    plots: bool = True                  # write the PNGs (smoke skips them: seconds)
     workers: int = 1                    # 0 = all CPUs
     backend: str = "auto"               # harness.parallel.map_tasks: 'auto' | 'process' | 'ray' | 'serial'
 
@@ -70,7 +70,7 @@ CONFIGS = {
         e1_instances=(QUICK_INSTANCES[0],), ring_S=2, ring_qs=(1.0, 0.2, 0.05), e2_delta=1e-2, e2_seeds=2,
         e3_instances=(("random", 2, 2, 2), ("random", 2, 2, 16), ("random", 2, 2, 30)), e3_seeds=2,
         e4_instances=(("random", 2, 2, 2),), e4_algorithms=("nas", "nas_practical"), e4_seeds=2,
-        workers=1, backend="serial"),
+        workers=1, backend="serial", plots=False),
     "quick": Config(),
     "full": Config(
         experiments=("E1", "E2", "E3", "E4"),
@@ -302,7 +302,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         metrics["e1_overhead_ratio_1e-3"] = overhead
         metrics["e1_Uo"] = [row["U_o"] for row in e1]
         metrics["e1_Uunif_over_Uo"] = [row["U_uniform"] / row["U_o"] for row in e1]
-        _plot_e1(e1, cfg, ctx)
+        if cfg.plots:
+            _plot_e1(e1, cfg, ctx)
     if "E2" in cfg.experiments:
         e2 = table("E2")
         metrics["E2"] = e2
@@ -328,7 +329,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             metrics[f"e2_spearman_{key}_excess_se"] = se
         metrics["e2_runs_per_point"] = min(len(s) for s in e2_samples)
         metrics["e2_spearman_Uo_overhead"] = _spearman([row["U_o"] for row in e2], ov)
-        _plot_e2(e2, metrics, ctx)
+        if cfg.plots:
+            _plot_e2(e2, metrics, ctx)
     if "E3" in cfg.experiments:
         e3 = table("E3")
         metrics["E3"] = e3
@@ -348,7 +350,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         metrics["e3_spearman_lip_omega_excess_se"] = se
         metrics["e3_runs_per_point"] = min(len(s) for s in e3_samples)
         metrics["e3_spearman_Uo_overhead"] = _spearman([row["U_o"] for row in e3], ov)
-        _plot_e3(metrics, ctx)
+        if cfg.plots:
+            _plot_e3(metrics, ctx)
     if "E4" in cfg.experiments:
         e4 = table("E4")
         metrics["E4"] = e4
@@ -362,7 +365,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
                 z = (ok[hi][0] - ok[lo][0]) / math.hypot(ok[hi][1], ok[lo][1])
                 sep.append(z)
         metrics["e4_intercept_separation_z"] = sep
-        _plot_e4(e4, ctx)
+        if cfg.plots:
+            _plot_e4(e4, ctx)
     return _clean(metrics)
 
 
