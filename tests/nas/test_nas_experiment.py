@@ -132,3 +132,17 @@ def test_e2_e3_e4_machinery(tmp_path):
     json.dumps(m)   # JSON-serialisable, no inf/nan
     assert {"e2_overhead_vs_connectivity.png", "e3_overhead_vs_curvature.png", "e4_schedules.png"} <= \
         set(p.name for p in tmp_path.iterdir())
+
+
+def test_build_instance_specs():
+    from neurips26.nas.instances import QUICK_INSTANCES, task_seed
+
+    assert build_instance(QUICK_INSTANCES[0]).S == 2 and build_instance(("riverswim", 3)).S == 3
+    assert build_instance(("double_chain", 1)).S == 3
+    ring = build_instance(("lazy_ring", 4, 0.2), ring_qs=(1.0, 0.2))
+    assert ring.S == 4 and np.allclose(ring.P.sum(axis=2), 1)
+    with pytest.raises(ValueError, match="instance kind"):
+        build_instance(("nope", 2))
+    with pytest.raises(TypeError, match="spec"):
+        build_instance("random")
+    assert task_seed(0, 1, 2) == task_seed(0, 1, 2) != task_seed(0, 1, 3)
