@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scipy.stats import rankdata
+from scipy.stats import rankdata, spearmanr
 
 from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
 from neurips26.harness.paper import judge
@@ -208,8 +208,6 @@ def _spearman(x, y) -> float | None:
     ok = np.isfinite(x) & np.isfinite(y)
     if ok.sum() < 3:
         return None
-    from scipy.stats import spearmanr
-
     rho = spearmanr(x[ok], y[ok]).statistic
     return None if not np.isfinite(rho) else float(rho)
 
