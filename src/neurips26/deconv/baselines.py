@@ -19,6 +19,7 @@ from scipy import optimize
 
 from neurips26.deconv._validation import check_noise, check_x
 from neurips26.harness.validation import check_scalar
+from neurips26.deconv.data import cdf_from_atoms
 from neurips26.deconv.noise import NoiseModel
 
 
@@ -283,7 +284,6 @@ class NPMLE:
 
     def cdf(self, grid) -> np.ndarray:
         """1-D CDF of the discrete NPMLE on ``grid``."""
-        from neurips26.deconv.data import cdf_from_atoms
         return cdf_from_atoms(self.atoms_[:, 0], self.weights_, np.asarray(grid).reshape(-1))
 
     def posterior_mean(self, x, noise) -> np.ndarray:

@@ -20,7 +20,8 @@ import torch
 
 from neurips26.deconv._validation import check_noise, check_x
 from neurips26.harness.validation import check_scalar
-from neurips26.deconv.noise import NoiseModel, torch_log_lik
+from neurips26.deconv.baselines import kde_score
+from neurips26.deconv.noise import NoiseModel, torch_log_lik, torch_noise
 
 _LOG2PI = math.log(2 * math.pi)
 
@@ -91,7 +92,6 @@ def tweedie_gmm(prior, x, noise) -> np.ndarray:
 
 def tweedie_kde(x, noise, bandwidth: float | None = None) -> np.ndarray:
     """f-modeling: Tweedie with a Gaussian KDE of the noisy x (Silverman bandwidth per coordinate)."""
-    from neurips26.deconv.baselines import kde_score
     xa = check_x(x)
     noise = check_noise(noise, xa)
     if noise.family != "gaussian" or not noise.homoscedastic:
@@ -125,7 +125,6 @@ def _prior_rsample(prior, n: int, g: torch.Generator) -> torch.Tensor:
 
 def _lik_sample(family: str, x: torch.Tensor, std: torch.Tensor, M: int, g: torch.Generator) -> torch.Tensor:
     """Draws from the likelihood as a density in z: x + eps (symmetric noise)."""
-    from neurips26.deconv.noise import torch_noise
     return x[:, None, :] + torch_noise(family, std[:, None, :].expand(-1, M, -1).contiguous(), g)
 
 

@@ -22,6 +22,7 @@ import torch
 
 from neurips26.deconv._validation import check_noise, check_x
 from neurips26.harness.validation import check_scalar
+from neurips26.deconv.denoise import posterior_mean
 from neurips26.deconv.loss import bandwidth_heuristic, check_bandwidths, check_kernel, mmd2_unbiased
 from neurips26.deconv.noise import NoiseModel, torch_noise
 from neurips26.deconv.sieves import FlowSieve, GMMSieve, stratified_gmm_loss
@@ -208,7 +209,6 @@ class _ConvMMDBase:
 
     def posterior_mean(self, x, noise, method: str = "auto", **kw) -> np.ndarray:
         """E_theta[Z | X = x_i] under the fitted prior (see :mod:`neurips26.deconv.denoise`)."""
-        from neurips26.deconv.denoise import posterior_mean
         return posterior_mean(self, x, noise, method=method, **kw)
 
 
