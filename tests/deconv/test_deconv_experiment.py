@@ -67,3 +67,42 @@ def test_run_paper_writes_result_json_and_is_deterministic(tmp_path, monkeypatch
     assert [c["id"] for c in data["claims"]] == [c["id"] for c in res["claims"]]
     verdicts = {c["id"]: c["verdict"] for c in data["claims"]}
     assert verdicts["rates"] == "inconclusive" and verdicts["beats_xd_2d"] == "inconclusive"
+
+
+def _seed_metrics(w1_convmmd, xd_minus=-0.05, regret=0.001):
+    """Synthetic per-seed metrics: classical best W1 0.2, ISE 0.01 (convMMD ISE 0.008)."""
+    from neurips26.harness.paper import SeedMetrics
+
+    runs = []
+    for w1 in w1_convmmd:
+        res = {"convmmd_gmm": {"ise": 0.008, "w1": w1}, "naive_kde": {"ise": 0.05, "w1": 0.4},
+               "decon_kde": {"ise": 0.01, "w1": 0.2}, "npmle": {"ise": None, "w1": 0.21},
+               "gmodel_c0_1": {"ise": 0.09, "w1": 0.7}}
+        den = {"mse": {"noisy": 0.6, "convmmd_gmm": 0.45, "oracle_bayes": 0.44},
+               "regret": {"convmmd_gmm": regret + 0.0001 * len(runs), "npmle": 0.01}}
+        runs.append({"n": 1000, "A_hetero_laplace": res, "denoise_A": den, "denoise_B": den,
+                     "2d": {"moons": {"convmmd_gmm": {"sliced_w1": 0.1 + xd_minus + 0.001 * len(runs)},
+                                      "xd": {"sliced_w1": 0.1}}}})
+    return SeedMetrics(list(range(len(runs))), runs)
+
+
+def test_seed_judged_claims():
+    claims = {c.id: c for c in exp.CLAIMS}
+    # seed 0 of the quick run fails (W1 ratio 1.58), seeds 1, 2 pass (0.78, 0.90): inside the noise
+    flip = _seed_metrics([0.2 * 1.58, 0.2 * 0.78, 0.2 * 0.90])
+    r = claims["competitive"].evaluate(flip)
+    assert r.verdict == "inconclusive" and "n=3 seeds" in r.measured and "1.58" in r.measured
+    assert claims["competitive"].evaluate(_seed_metrics([0.21, 0.22, 0.2])).verdict == "holds"
+    assert claims["competitive"].evaluate(_seed_metrics([0.5, 0.52, 0.49])).verdict == "fails"
+    # one seed: no standard error, so no verdict either way
+    one = _seed_metrics([0.21]).per_seed[0]
+    assert claims["competitive"].evaluate(one).verdict == "inconclusive"
+    assert claims["denoising"].evaluate(_seed_metrics([0.2] * 3)).verdict == "holds"
+    assert claims["denoising"].evaluate(_seed_metrics([0.2] * 3, regret=0.05)).verdict == "fails"
+    assert claims["beats_xd_2d"].evaluate(_seed_metrics([0.2] * 3)).verdict == "holds"
+    assert claims["beats_xd_2d"].evaluate(_seed_metrics([0.2] * 3, xd_minus=0.05)).verdict == "fails"
+
+
+def test_configs_smoke_single_seed_quick_three():
+    assert exp.CONFIGS["quick"].seeds == (0, 1, 2) and not exp.CONFIGS["smoke"].seeds
+    assert set(exp.CONFIGS) >= {"smoke", "quick", "full"}

@@ -71,8 +71,8 @@ def _est():
 @pytest.mark.parametrize("x,noise,exc,match", [
     (np.zeros(20), NoiseModel("gaussian", std=1.0), ValueError, "x must be 2-D"),
     (np.zeros((1, 1)), NoiseModel("gaussian", std=1.0), ValueError, "x needs at least 2"),
-    (np.array([[0.0], [np.nan], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "x contains NaN"),
-    (np.array([[0.0], [np.inf], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "x contains NaN"),
+    (np.array([[0.0], [np.nan], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "x must be finite"),
+    (np.array([[0.0], [np.inf], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "x must be finite"),
     (np.zeros((20, 1)), NoiseModel("gaussian", std=np.ones((19, 1))), ValueError, "noise"),
     (np.zeros((20, 2)), NoiseModel("gaussian", std=np.ones((20, 3))), ValueError, "noise"),
     (np.zeros((20, 1)), "gaussian", TypeError, "noise"),

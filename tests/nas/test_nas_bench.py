@@ -7,15 +7,16 @@ import sys
 import pytest
 
 from neurips26.nas import random_mdp
-from neurips26.nas.bench import time_solves, time_stop_check
+from neurips26.nas.bench import SOLVE_MODES, stop_check_fns, time_solves
 
 
 def test_bench_helpers_measure_and_agree():
     m = random_mdp(3, 2, seed=13)
-    tp, td, tr, gap = time_solves(m, n=2)
-    assert 0 < tp and 0 < td and 0 < tr and gap < 1e-5    # the three solve paths agree on U
-    to, ta = time_stop_check(m, n=3)
-    assert to > 0 and ta > 0
+    t, gap = time_solves(m, rounds=2)
+    assert set(t) == set(SOLVE_MODES) and all(t[k].n == 2 and t[k].median > 0 for k in SOLVE_MODES)
+    assert gap < 1e-5                                      # the three solve paths agree on U
+    ours, anchor = stop_check_fns(m)
+    assert ours() == anchor()                              # policy and value iteration: the same decision
 
 
 @pytest.mark.slow

@@ -3,13 +3,15 @@
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from neurips26.harness import RunContext, run_paper
 from neurips26.harness.paper import VERDICTS, evaluate_all
 from neurips26.harness.run import CLAIM_KEYS, RESULT_KEYS
+from neurips26.harness.parallel import map_tasks
 from neurips26.nas import experiment
-from neurips26.nas.parallel import map_tasks
+from neurips26.nas.instances import build_instance, run_task
 
 TINY = replace(experiment.CONFIGS["quick"], deltas=(1e-1, 1e-4), n_seeds=3,
                e1_instances=(("random", 2, 2, 2), ("random", 2, 2, 16)))
@@ -21,7 +23,7 @@ def test_quick_config_matches_spec():
     assert set(q.e1_algorithms) == {"nas", "uniform", "generative"} and q.K_s == 20
     from neurips26.nas import NavigationAllocator, bound_terms
     for spec in q.e1_instances:                       # frozen instances: U_o in [10, 100]
-        m = experiment.build_instance(spec)
+        m = build_instance(spec)
         a = NavigationAllocator(m.S, m.A).solve(m.P, bound_terms(m.P, m.r, m.gamma))
         assert 10 <= a.value <= 100 and m.S in (2, 3) and m.A == 2
     f = experiment.CONFIGS["full"]
@@ -29,7 +31,7 @@ def test_quick_config_matches_spec():
     specs = list(f.e1_instances) + list(f.e3_instances) + list(f.e4_instances) + \
         [("lazy_ring", f.ring_S, q) for q in f.ring_qs]
     for spec in specs:                                # every full-scale instance builds and is identifiable
-        experiment.build_instance(spec, f.gamma, f.ring_qs).require_identifiable()
+        build_instance(spec, f.gamma, f.ring_qs).require_identifiable()
 
 
 def test_run_paper_end_to_end(tmp_path, monkeypatch):
@@ -49,7 +51,8 @@ def test_run_paper_end_to_end(tmp_path, monkeypatch):
     assert len(m["e1_nas_slope_over_Uo"]) == 2
     # determinism: same seed, same metrics
     res2 = run_paper("nas", "quick", seed=3, out=tmp_path / "again", progress=False)
-    strip = lambda mm: json.dumps({k: v for k, v in mm.items()}, sort_keys=True, default=str)
+    def strip(mm):
+        return json.dumps({k: v for k, v in mm.items()}, sort_keys=True, default=str)
     a = json.loads(strip(res["metrics"]))
     b = json.loads(strip(res2["metrics"]))
     for row_a, row_b in zip(a["E1"], b["E1"]):
@@ -71,25 +74,46 @@ def test_claims_on_synthetic_metrics():
     assert v["E1-slope"] == v["correctness"] == v["E1-uniform"] == "fails"
     full = base | {"experiments_run": ["E1", "E2", "E3", "E4"], "e2_spearman_tmix_excess": 0.9,
                    "e2_spearman_inv_eta_excess": 0.9, "e2_excess_ratio": [1.1, 1.2],
+                   "e2_spearman_tmix_excess_se": 0.1, "e2_spearman_inv_eta_excess_se": 0.1,
+                   "e2_runs_per_point": 10, "e3_spearman_lip_omega_excess_se": 0.05, "e3_runs_per_point": 10,
                    "e2_spearman_tmix_overhead": 0.9, "e2_spearman_Uo_overhead": 1.0,
                    "e3_spearman_lip_omega_excess": -0.2, "e3_spearman_lip_omega_overhead": None,
-                   "e3_lip_omega": [1, 2, 3], "e3_spearman_lip_U_overhead": 0.1, "e3_spearman_Uo_overhead": 0.5,
+                   "e3_lip_omega": [1, 2, 3], "e3_spearman_lip_U_overhead": 0.1,
+                   "e3_spearman_Uo_overhead": 0.5,
                    "e4_intercept_separation_z": [0.5]}
     v = {c.id: c.verdict for c in evaluate_all(experiment.CLAIMS, full)}
     assert v["E2-connectivity"] == "holds" and v["E3-curvature"] == "fails" and v["E4-schedules"] == "fails"
-
-
-def _square(x):
-    return x * x
+    # inside the noise (E2: 0.9 - 0.5 < 2 s.e.; E3: |-0.2| < 2 s.e.) the verdicts are inconclusive
+    noisy = full | {"e2_spearman_inv_eta_excess_se": 0.3, "e3_spearman_lip_omega_excess_se": 0.2}
+    v = {c.id: c.verdict for c in evaluate_all(experiment.CLAIMS, noisy)}
+    assert v["E2-connectivity"] == v["E3-curvature"] == "inconclusive"
+    # clearly below the threshold on one axis: fails
+    low = full | {"e2_spearman_tmix_excess": -0.9}
+    assert {c.id: c.verdict for c in evaluate_all(experiment.CLAIMS, low)}["E2-connectivity"] == "fails"
 
 
 def test_process_pool_matches_serial():
-    assert map_tasks(_square, list(range(6)), workers=2, backend="process") == [x * x for x in range(6)]
-    assert map_tasks(_square, [3], workers=1) == [9]
-    with pytest.raises(ValueError, match="backend"):
-        map_tasks(_square, [1], backend="nope")
-    with pytest.raises(ValueError, match="workers"):
-        map_tasks(_square, [1], workers=-1)
+    """The runs through the harness task map: a process pool gives the same taus as a serial loop."""
+    base = dict(spec=("random", 2, 2, 14), gamma=0.5, ring_qs=(1.0,), alg="nas", deltas=(1e-1,), K_s=20,
+                t_max=100_000)
+    tasks = [base | dict(seed=s) for s in range(3)]
+    serial = map_tasks(run_task, tasks, backend="serial", progress=False)
+    pooled = map_tasks(run_task, tasks, backend="process", workers=2, progress=False)
+    assert [r["tau"] for r in serial] == [r["tau"] for r in pooled]
+    assert all(r["tau"][0] is not None and r["correct"][0] for r in serial)
+
+
+def test_bootstrap_spearman_is_noise_aware():
+    """A clear monotone trend has a small s.e.; points inside each other's noise have a large one."""
+    rng = np.random.default_rng(0)
+    x = [1.0, 2.0, 3.0, 4.0, 5.0]
+    clear = [list(10 * k + rng.normal(0, 0.1, 20)) for k in range(5)]
+    rho, se, n = experiment.bootstrap_spearman(x, clear, seed=1)
+    assert rho == pytest.approx(1.0) and se < 0.05 and n == 20
+    noisy = [list(1 + 0.01 * k + rng.normal(0, 1.0, 10)) for k in range(5)]
+    rho, se, n = experiment.bootstrap_spearman(x, noisy, seed=1)
+    assert se > 0.2 and n == 10
+    assert experiment.bootstrap_spearman(x[:2], clear[:2], seed=1) == (None, None, 0)
 
 
 def test_e2_e3_e4_machinery(tmp_path):
@@ -99,7 +123,8 @@ def test_e2_e3_e4_machinery(tmp_path):
                   e3_seeds=1, e4_instances=(("random", 2, 2, 2),), e4_seeds=2)
     ctx = RunContext(out_dir=tmp_path, seed=0, progress=False)
     m = experiment.run(cfg, ctx)
-    assert len(m["e2_t_mix"]) == 3 and len(m["e3_lip_omega"]) == 3 and len(m["e4_intercept_separation_z"]) == 1
+    assert len(m["e2_t_mix"]) == 3 and len(m["e3_lip_omega"]) == 3
+    assert len(m["e4_intercept_separation_z"]) == 1
     results = evaluate_all(experiment.CLAIMS, m)
     v = {c.id: c.verdict for c in results}
     for cid in ("E2-connectivity", "E3-curvature", "E4-schedules"):
@@ -107,3 +132,17 @@ def test_e2_e3_e4_machinery(tmp_path):
     json.dumps(m)   # JSON-serialisable, no inf/nan
     assert {"e2_overhead_vs_connectivity.png", "e3_overhead_vs_curvature.png", "e4_schedules.png"} <= \
         set(p.name for p in tmp_path.iterdir())
+
+
+def test_build_instance_specs():
+    from neurips26.nas.instances import QUICK_INSTANCES, task_seed
+
+    assert build_instance(QUICK_INSTANCES[0]).S == 2 and build_instance(("riverswim", 3)).S == 3
+    assert build_instance(("double_chain", 1)).S == 3
+    ring = build_instance(("lazy_ring", 4, 0.2), ring_qs=(1.0, 0.2))
+    assert ring.S == 4 and np.allclose(ring.P.sum(axis=2), 1)
+    with pytest.raises(ValueError, match="instance kind"):
+        build_instance(("nope", 2))
+    with pytest.raises(TypeError, match="spec"):
+        build_instance("random")
+    assert task_seed(0, 1, 2) == task_seed(0, 1, 2) != task_seed(0, 1, 3)

@@ -1,11 +1,15 @@
-"""Input checks at the API boundary (ValueError/TypeError naming the argument)."""
+"""Shape and noise-model checks at the API boundary (ValueError/TypeError naming the argument); scalar
+arguments are checked with the harness vocabulary (``neurips26.harness.validation.check_scalar``)."""
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 import torch
 
 from neurips26.deconv.noise import NoiseModel
+from neurips26.harness.validation import check_array, check_scalar
 
 
 def check_x(x, name: str = "x", min_rows: int = 2) -> np.ndarray:
@@ -14,10 +18,7 @@ def check_x(x, name: str = "x", min_rows: int = 2) -> np.ndarray:
         x = x.detach().cpu().numpy()
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name} must be an array of shape (n, d), got {type(x).__name__}")
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a numeric array of shape (n, d), got {type(x).__name__}") from None
+    arr = check_array(x, name, dtype=float, finite=False)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D of shape (n, d), got shape {arr.shape} "
                          f"(use {name}.reshape(-1, 1) for 1-D data)")
@@ -25,15 +26,13 @@ def check_x(x, name: str = "x", min_rows: int = 2) -> np.ndarray:
         raise ValueError(f"{name} needs at least {min_rows} rows, got n = {arr.shape[0]}")
     if arr.shape[1] < 1:
         raise ValueError(f"{name} must have at least one column")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf values")
-    return arr
+    return check_array(arr, name, finite=True)
 
 
 def check_noise(noise, x_arr: np.ndarray, x_raw=None, name: str = "noise") -> NoiseModel:
     """A NoiseModel that fits x (n, d); a float is read as homoscedastic Gaussian sd."""
-    if isinstance(noise, (int, float)) and not isinstance(noise, bool):
-        noise = NoiseModel("gaussian", std=float(noise))
+    if isinstance(noise, numbers.Real) and not isinstance(noise, (bool, np.bool_)):
+        noise = NoiseModel("gaussian", std=check_scalar(noise, name, float, min=0, inclusive="neither"))
     if not isinstance(noise, NoiseModel):
         raise TypeError(f"{name} must be a neurips26.deconv.NoiseModel (or a float sd for Gaussian noise), "
                         f"got {type(noise).__name__}")
@@ -44,19 +43,3 @@ def check_noise(noise, x_arr: np.ndarray, x_raw=None, name: str = "noise") -> No
         raise TypeError(f"{name}: dtype {nd} does not match x dtype {xd}")
     noise.check_data(x_arr, name)
     return noise
-
-
-def check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def check_positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be finite and > 0, got {value}")
-    return float(value)

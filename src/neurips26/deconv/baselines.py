@@ -17,7 +17,9 @@ import time
 import numpy as np
 from scipy import optimize
 
-from neurips26.deconv._validation import check_int, check_noise, check_positive, check_x
+from neurips26.deconv._validation import check_noise, check_x
+from neurips26.harness.validation import check_scalar
+from neurips26.deconv.data import cdf_from_atoms
 from neurips26.deconv.noise import NoiseModel
 
 
@@ -39,7 +41,7 @@ def naive_kde(data, grid, bandwidth: float | str = "silverman") -> np.ndarray:
     elif bandwidth == "scott":
         h = 1.06 * sd * n ** (-0.2)
     else:
-        h = check_positive(bandwidth, "bandwidth")
+        h = check_scalar(bandwidth, "bandwidth", float, min=0, inclusive="neither")
     g = np.asarray(grid, dtype=np.float64).reshape(-1)
     u = (g[:, None] - x[None]) / h
     return np.exp(-0.5 * u**2).sum(1) / (n * h * math.sqrt(2 * math.pi))
@@ -91,9 +93,9 @@ class DeconKDE:
 
     def __init__(self, bandwidth: float | str = "cv", n_t: int = 2049) -> None:
         if not (isinstance(bandwidth, str) and bandwidth in ("cv", "nr")):
-            check_positive(bandwidth, "bandwidth")
+            check_scalar(bandwidth, "bandwidth", float, min=0, inclusive="neither")
         self.bandwidth = bandwidth
-        self.n_t = check_int(n_t, "n_t", 3)
+        self.n_t = check_scalar(n_t, "n_t", int, min=3)
 
     def fit(self, x, noise) -> "DeconKDE":
         xa = check_x(x)
@@ -201,8 +203,8 @@ class NPMLE:
 
     def __init__(self, n_atoms: int = 300, max_iter: int = 2000, tol: float = 1e-8, solver: str = "em",
                  seed: int = 0) -> None:
-        self.n_atoms = check_int(n_atoms, "n_atoms", 2)
-        self.max_iter = check_int(max_iter, "max_iter", 1)
+        self.n_atoms = check_scalar(n_atoms, "n_atoms", int, min=2)
+        self.max_iter = check_scalar(max_iter, "max_iter", int, min=1)
         self.tol = tol
         if solver not in ("em", "exact"):
             raise ValueError(f"solver must be 'em' or 'exact', got {solver!r}")
@@ -282,7 +284,6 @@ class NPMLE:
 
     def cdf(self, grid) -> np.ndarray:
         """1-D CDF of the discrete NPMLE on ``grid``."""
-        from neurips26.deconv.data import cdf_from_atoms
         return cdf_from_atoms(self.atoms_[:, 0], self.weights_, np.asarray(grid).reshape(-1))
 
     def posterior_mean(self, x, noise) -> np.ndarray:
@@ -307,8 +308,8 @@ class ExtremeDeconvolution:
 
     def __init__(self, n_components: int = 6, max_iter: int = 500, tol: float = 1e-6, reg: float = 1e-6,
                  seed: int = 0) -> None:
-        self.n_components = check_int(n_components, "n_components", 1)
-        self.max_iter = check_int(max_iter, "max_iter", 1)
+        self.n_components = check_scalar(n_components, "n_components", int, min=1)
+        self.max_iter = check_scalar(max_iter, "max_iter", int, min=1)
         self.tol, self.reg, self.seed = tol, reg, seed
 
     def fit(self, x, noise, init: tuple | None = None) -> "ExtremeDeconvolution":
@@ -398,8 +399,8 @@ class GModel:
     alpha = 1, P_ij = f_{eps_i}(x_i - theta_j).  1-D only."""
 
     def __init__(self, n_atoms: int = 200, df: int = 5, c0: float = 1.0) -> None:
-        self.n_atoms = check_int(n_atoms, "n_atoms", 3)
-        self.df = check_int(df, "df", 1)
+        self.n_atoms = check_scalar(n_atoms, "n_atoms", int, min=3)
+        self.df = check_scalar(df, "df", int, min=1)
         self.c0 = float(c0)
         if self.c0 < 0:
             raise ValueError(f"c0 must be >= 0, got {c0}")

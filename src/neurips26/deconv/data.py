@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neurips26.deconv.loss import mmd2_unbiased
 from neurips26.deconv.noise import NoiseModel
 
 SQRT2 = math.sqrt(2.0)
@@ -155,7 +156,6 @@ def mmd_gaussian(a: np.ndarray, b: np.ndarray, max_n: int = 2000, seed: int = 0)
     """Unbiased Gaussian-kernel MMD^2 with the median-distance bandwidth (subsample to max_n)."""
     import torch
 
-    from neurips26.deconv.loss import mmd2_unbiased
     rng = np.random.default_rng(seed)
     a = a[rng.choice(len(a), min(len(a), max_n), replace=False)]
     b = b[rng.choice(len(b), min(len(b), max_n), replace=False)]

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from neurips26.deconv._validation import check_int, check_noise, check_positive, check_x
-from neurips26.deconv.noise import NoiseModel, torch_log_lik
+from neurips26.deconv._validation import check_noise, check_x
+from neurips26.harness.validation import check_scalar
+from neurips26.deconv.baselines import kde_score
+from neurips26.deconv.noise import NoiseModel, torch_log_lik, torch_noise
 
 _LOG2PI = math.log(2 * math.pi)
 
@@ -90,7 +92,6 @@ def tweedie_gmm(prior, x, noise) -> np.ndarray:
 
 def tweedie_kde(x, noise, bandwidth: float | None = None) -> np.ndarray:
     """f-modeling: Tweedie with a Gaussian KDE of the noisy x (Silverman bandwidth per coordinate)."""
-    from neurips26.deconv.baselines import kde_score
     xa = check_x(x)
     noise = check_noise(noise, xa)
     if noise.family != "gaussian" or not noise.homoscedastic:
@@ -124,7 +125,6 @@ def _prior_rsample(prior, n: int, g: torch.Generator) -> torch.Tensor:
 
 def _lik_sample(family: str, x: torch.Tensor, std: torch.Tensor, M: int, g: torch.Generator) -> torch.Tensor:
     """Draws from the likelihood as a density in z: x + eps (symmetric noise)."""
-    from neurips26.deconv.noise import torch_noise
     return x[:, None, :] + torch_noise(family, std[:, None, :].expand(-1, M, -1).contiguous(), g)
 
 
@@ -146,7 +146,7 @@ def importance_posterior_mean(prior, x, noise, n_samples: int = 8192, seed: int 
     log space with the mixture density r evaluated exactly.  The final draws are split in two halves;
     their means disagreeing by more than 5 estimated standard errors flags the point.
     """
-    n_samples = check_int(n_samples, "n_samples", 1)
+    n_samples = check_scalar(n_samples, "n_samples", int, min=1)
     if n_samples % 4 or not 128 <= n_samples <= 32768:
         raise ValueError(f"n_samples must be a multiple of 4 in [128, 32768], got {n_samples}")
     model = getattr(prior, "model_", prior)
@@ -231,9 +231,9 @@ def langevin_posterior_mean(prior, x, noise, step: float = 1e-2, n_chains: int =
     """ULA on log q(z) + log l_x(z): z <- z + h * cap(grad) + sqrt(2 h T) xi, with temperature T going
     linearly 2 -> 1 over the first half, score norm capped at 50, burn-in 60 %, thinning 2; the
     posterior mean is the average over chains and kept steps."""
-    check_positive(step, "step")
-    check_int(n_chains, "n_chains", 1)
-    check_int(n_steps, "n_steps", 2)
+    check_scalar(step, "step", float, min=0, inclusive="neither")
+    check_scalar(n_chains, "n_chains", int, min=1)
+    check_scalar(n_steps, "n_steps", int, min=2)
     xa = check_x(x, min_rows=1)
     noise = check_noise(noise, xa)
     model = getattr(prior, "model_", prior)

@@ -20,7 +20,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from neurips26.deconv._validation import check_int, check_noise, check_positive, check_x
+from neurips26.deconv._validation import check_noise, check_x
+from neurips26.harness.validation import check_scalar
+from neurips26.deconv.denoise import posterior_mean
 from neurips26.deconv.loss import bandwidth_heuristic, check_bandwidths, check_kernel, mmd2_unbiased
 from neurips26.deconv.noise import NoiseModel, torch_noise
 from neurips26.deconv.sieves import FlowSieve, GMMSieve, stratified_gmm_loss
@@ -75,9 +77,9 @@ class _ConvMMDBase:
     # -------------------------------------------------------------- validation
     def _check_config(self) -> TrainConfig:
         c = self.config
-        check_int(c.epochs, "epochs", 1)
-        check_int(c.batch_size, "batch_size", 2)
-        check_positive(c.lr, "lr")
+        check_scalar(c.epochs, "epochs", int, min=1)
+        check_scalar(c.batch_size, "batch_size", int, min=2)
+        check_scalar(c.lr, "lr", float, min=0, inclusive="neither")
         check_kernel(c.kernel)
         if c.bandwidths is not None:
             check_bandwidths(c.bandwidths)
@@ -85,7 +87,7 @@ class _ConvMMDBase:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {c.dtype!r}")
         if c.loss_method not in ("auto", "dense", "fast"):
             raise ValueError(f"loss_method must be 'auto', 'dense' or 'fast', got {c.loss_method!r}")
-        check_int(c.patience, "patience", 1)
+        check_scalar(c.patience, "patience", int, min=1)
         return c
 
     # -------------------------------------------------------------- fit
@@ -200,14 +202,13 @@ class _ConvMMDBase:
     def sample(self, n: int, seed: int | None = 0) -> np.ndarray:
         """n draws from the fitted latent law, shape (n, d)."""
         self._check_fitted()
-        check_int(n, "n", 1)
+        check_scalar(n, "n", int, min=1)
         g = torch.Generator().manual_seed(0 if seed is None else int(seed))
         with torch.no_grad():
             return self.model_.rsample(n, g).double().numpy()
 
     def posterior_mean(self, x, noise, method: str = "auto", **kw) -> np.ndarray:
         """E_theta[Z | X = x_i] under the fitted prior (see :mod:`neurips26.deconv.denoise`)."""
-        from neurips26.deconv.denoise import posterior_mean
         return posterior_mean(self, x, noise, method=method, **kw)
 
 
@@ -220,9 +221,9 @@ class ConvMMDGMM(_ConvMMDBase):
 
     def __init__(self, n_components: int = 6, samples_per_component: int = 32,
                  config: TrainConfig | None = None, init_lloyd_iters: int = 0) -> None:
-        self.n_components = check_int(n_components, "n_components", 1)
-        self.init_lloyd_iters = check_int(init_lloyd_iters, "init_lloyd_iters", 0)
-        self.samples_per_component = check_int(samples_per_component, "samples_per_component", 2)
+        self.n_components = check_scalar(n_components, "n_components", int, min=1)
+        self.init_lloyd_iters = check_scalar(init_lloyd_iters, "init_lloyd_iters", int, min=0)
+        self.samples_per_component = check_scalar(samples_per_component, "samples_per_component", int, min=2)
         super().__init__(config)
 
     @staticmethod
@@ -286,13 +287,13 @@ class ConvMMDFlow(_ConvMMDBase):
     def _build(self, x, noise, dtype, rng):
         d = x.shape[1]
         f = self.flow
-        check_int(f.blocks, "blocks", 1)
+        check_scalar(f.blocks, "blocks", int, min=1)
         bins = f.bins if f.bins is not None else (16 if d == 1 else 8)
         hidden = f.hidden if f.hidden is not None else (32 if d == 1 else 64)
         tail = f.tail_bound if f.tail_bound is not None else (30.0 if d == 1 else 3.0)
-        check_int(bins, "bins", 2)
-        check_int(hidden, "hidden", 1)
-        check_positive(tail, "tail_bound")
+        check_scalar(bins, "bins", int, min=2)
+        check_scalar(hidden, "hidden", int, min=1)
+        check_scalar(tail, "tail_bound", float, min=0, inclusive="neither")
         self.architecture_ = {"blocks": f.blocks, "bins": bins, "hidden": hidden, "tail_bound": tail}
         return FlowSieve(d, f.blocks, bins, hidden, f.layers, tail, f.d_min, f.d_max,
                          loc=x.mean(0), scale=x.std(0), dtype=dtype)

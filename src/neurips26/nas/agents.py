@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.nas.allocation import NavigationAllocator
 from neurips26.nas.bound import generative_optimum
 from neurips26.nas.connectivity import is_communicating
@@ -45,18 +46,14 @@ class NaSConfig:
     m: int | None = None                # path length for 'theory'; None: from the MDP's support graph
 
     def __post_init__(self) -> None:
-        if self.exploration not in EXPLORATION:
-            raise ValueError(f"exploration must be one of {EXPLORATION}, got {self.exploration!r}")
-        if not (isinstance(self.epsilon, (int, float)) and 0.0 <= self.epsilon <= 1.0):
-            raise ValueError(f"epsilon must lie in [0, 1] (an exploration probability), got {self.epsilon!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if isinstance(self.K_omega, bool) or not isinstance(self.K_omega, int) or self.K_omega < 1:
-            raise ValueError(f"K_omega must be an int >= 1, got {self.K_omega!r}")
-        if not self.ratio > 1:
-            raise ValueError(f"ratio must be > 1, got {self.ratio!r}")
-        if self.m is not None and (not isinstance(self.m, int) or self.m < 1):
-            raise ValueError(f"m must be None or an int >= 1, got {self.m!r}")
+        check_choice(self.exploration, "exploration", EXPLORATION)
+        check_scalar(self.epsilon, "epsilon", float, min=0.0, max=1.0)   # an exploration probability
+        check_choice(self.schedule, "schedule", SCHEDULES)
+        check_scalar(self.K_omega, "K_omega", int, min=1)
+        check_scalar(self.ratio, "ratio", float, min=1.0, inclusive="neither")
+        check_scalar(self.geometric_dense_until, "geometric_dense_until", int, min=0)
+        if self.m is not None:
+            check_scalar(self.m, "m", int, min=1)
 
 
 class OracleSchedule:

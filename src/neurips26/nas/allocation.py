@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neurips26.nas.bound import BoundTerms, generative_optimum
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.nas.bound import BoundTerms, generative_optimum, terms_of
 from neurips26.nas.connectivity import stationary_state_action
 
 log = logging.getLogger(__name__)
@@ -113,11 +114,8 @@ class NavigationAllocator:
 
     def __init__(self, S: int, A: int, mode: str = "parametric", scale: bool = True,
                  solver: str = "CLARABEL", fallback: str | None = "SCS"):
-        if mode not in ("parametric", "dpp", "rebuild"):
-            raise ValueError(f"mode must be 'parametric', 'dpp' or 'rebuild', got {mode!r}")
-        for name, v in (("S", S), ("A", A)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
-                raise ValueError(f"{name} must be an int >= 2, got {v!r}")
+        check_choice(mode, "mode", ("parametric", "dpp", "rebuild"))
+        S, A = check_scalar(S, "S", int, min=2), check_scalar(A, "A", int, min=2)
         self.S, self.A, self.mode, self.scale = int(S), int(A), mode, scale
         self.solvers = [solver] + ([fallback] if fallback else [])
         self._problems: dict[str, tuple] = {}
@@ -281,9 +279,7 @@ class _AffineClarabel:
 
 def optimal_allocation(mdp, bound: str = "primary", solver: str = "CLARABEL") -> Allocation:
     """U_o(M) and omega*(M) for a user MDP (validated: pi* must be unique)."""
-    from neurips26.nas.bound import _terms_of
-
-    terms = _terms_of(mdp, bound)
+    terms = terms_of(mdp, bound)
     return NavigationAllocator(mdp.S, mdp.A, solver=solver).solve(mdp.P, terms)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neurips26.harness.validation import check_choice
 from neurips26.nas.mdp import MDP, TIE_TOL, Solution, solve_mdp
 
 BOUNDS = ("primary", "klbts_random", "mrnas")
@@ -78,8 +79,7 @@ def bound_terms(P: np.ndarray, r: np.ndarray, gamma: float, bound: str = "primar
     mrnas (MR-NaS code): H_sa = 2 g^2 MD_sa^2 / Delta_sa^2,
       H* = min(139 (1+g)^2/(1-g)^3, max((4 g Var_max/(1-g))^2, 6 (g MD_max (1+g)/(1-g))^{4/3})) / Dm^2.
     """
-    if bound not in BOUNDS:
-        raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
+    check_choice(bound, "bound", BOUNDS)
     if sol is None:
         sol = solve_mdp(P, r, gamma)
     S, A, _ = P.shape
@@ -123,7 +123,7 @@ def bound_terms(P: np.ndarray, r: np.ndarray, gamma: float, bound: str = "primar
     return BoundTerms(c, d, sol, var, md, g, bound)
 
 
-def _terms_of(mdp_or_terms, bound: str) -> BoundTerms:
+def terms_of(mdp_or_terms, bound: str) -> BoundTerms:
     if isinstance(mdp_or_terms, BoundTerms):
         return mdp_or_terms
     if isinstance(mdp_or_terms, MDP):
@@ -148,7 +148,7 @@ def validate_allocation(omega, S: int, A: int, name: str = "omega") -> np.ndarra
 
 def U(mdp, omega, bound: str = "primary") -> float:
     """U(M, omega) for a user MDP (validated) and a strictly positive allocation summing to 1."""
-    terms = _terms_of(mdp, bound)
+    terms = terms_of(mdp, bound)
     return terms.value(validate_allocation(omega, terms.S, terms.A))
 
 

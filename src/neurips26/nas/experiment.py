@@ -12,9 +12,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neurips26.harness import INCONCLUSIVE, Claim, RunContext, verdict
+from scipy.stats import rankdata, spearmanr
+
+from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.harness.paper import judge
+from neurips26.harness.parallel import map_tasks
+from neurips26.nas.diagnostics import instance_summary
+from neurips26.nas.instances import DEFAULT_RING_QS, QUICK_INSTANCES, build_instance, run_task, task_seed
 
 # --------------------------------------------------------------------------- configs
+
+SLOPE_BAND = (0.8, 3.0)          # E1-slope: NaS slope / U_o within this band
+E2_RHO_MIN = 0.5                 # E2: Spearman(connectivity, tau/(U_o beta)) must exceed this ...
+E3_RHO_MIN = 0.0                 # E3: Spearman(Lip_omega, tau/(U_o beta)) must exceed this ...
+K_SE = 2.0                       # ... by K_SE bootstrap standard errors (inside: inconclusive)
+E4_Z_MIN = 2.0                   # E4: some intercept gap between schedules beyond this many s.e.
+BOOTSTRAP_RESAMPLES = 1000
+EXPERIMENTS = ("E1", "E2", "E3", "E4")
 
 
 @dataclass
@@ -26,11 +40,11 @@ class Config:
     K_s: int = 20
     t_max: int = 2_000_000
     # E1: random instances (S, A, seed), frozen by a seed search with U_o in [10, 100]
-    e1_instances: tuple = (("random", 2, 2, 14), ("random", 3, 2, 13))
+    e1_instances: tuple = QUICK_INSTANCES
     e1_algorithms: tuple = ("nas", "uniform", "generative")
     # E2: lazy ring connectivity family
     ring_S: int = 6
-    ring_qs: tuple = (1.0, 0.5, 0.2, 0.1, 0.05)
+    ring_qs: tuple = DEFAULT_RING_QS
     e2_delta: float = 1e-3
     e2_seeds: int = 10
     # E3: curvature across random instances (S, A, seed)
@@ -43,13 +57,20 @@ class Config:
     # instances with U_o >= 1e4 (RiverSwim, DoubleChain): fewer seeds and their own step cap
     heavy_seeds: int = 5
     heavy_t_max: int = 50_000_000
-    slope_band: tuple = (0.8, 3.0)
+    plots: bool = True                  # write the PNGs (smoke skips them: seconds)
     workers: int = 1                    # 0 = all CPUs
-    backend: str = "process"            # 'process' | 'ray' | 'auto' | 'serial'
+    backend: str = "auto"               # harness.parallel.map_tasks: 'auto' | 'process' | 'ray' | 'serial'
 
 
 _FULL_RANDOM = tuple(("random", S, A, k) for S in (3, 5, 8) for A in (2, 3) for k in (0,))
 CONFIGS = {
+    # seconds: every experiment and claim path once, on 2-3 state instances at delta 1e-1, 1e-2
+    "smoke": Config(
+        experiments=("E1", "E2", "E3", "E4"), deltas=(1e-1, 1e-2), n_seeds=2,
+        e1_instances=(QUICK_INSTANCES[0],), ring_S=2, ring_qs=(1.0, 0.2, 0.05), e2_delta=1e-2, e2_seeds=2,
+        e3_instances=(("random", 2, 2, 2), ("random", 2, 2, 16), ("random", 2, 2, 30)), e3_seeds=2,
+        e4_instances=(("random", 2, 2, 2),), e4_algorithms=("nas", "nas_practical"), e4_seeds=2,
+        workers=1, backend="serial", plots=False),
     "quick": Config(),
     "full": Config(
         experiments=("E1", "E2", "E3", "E4"),
@@ -91,53 +112,6 @@ MID = Config(
 )
 CONFIGS["mid"] = MID
 
-# --------------------------------------------------------------------------- instances and tasks
-
-
-def build_instance(spec: tuple, gamma: float = 0.5, ring_qs: tuple = (1.0, 0.5, 0.2, 0.1, 0.05)):
-    from neurips26.nas.mdp import lazy_ring, lazy_ring_rewards, random_mdp, riverswim
-
-    kind = spec[0]
-    if kind == "random":                       # ("random", S, A, seed[, support])
-        S, A, seed = spec[1:4]
-        return random_mdp(S, A, gamma=gamma, seed=seed, support=spec[4] if len(spec) > 4 else None)
-    if kind == "riverswim":
-        return riverswim(spec[1], gamma)
-    if kind == "double_chain":
-        from neurips26.nas.mdp import double_chain
-
-        return double_chain(spec[1], gamma=gamma)
-    if kind == "lazy_ring":
-        _, S, q = spec
-        # one reward table shared across q, with Delta_min >= 0.05 at every q of the family
-        r = lazy_ring_rewards(S, tuple(sorted(set(ring_qs) | {q})), gamma)
-        return lazy_ring(S, q, r, gamma)
-    raise ValueError(f"unknown instance kind {kind!r}")
-
-
-def run_task(task: dict) -> dict:
-    """One identification run (top-level so process pools and Ray can pickle it)."""
-    from neurips26.nas.identify import identify
-
-    mdp = build_instance(task["spec"], task["gamma"], task["ring_qs"])
-    res = identify(mdp, task["alg"], task["deltas"], seed=task["seed"], K_s=task["K_s"],
-                   t_max=task["t_max"])
-    return {
-        "exp": task["exp"], "inst": task["inst"], "alg": task["alg"], "seed": task["seed"],
-        "steps": res.steps, "seconds": res.seconds, "n_oracle_solves": res.n_oracle_solves,
-        "delta": [o.delta for o in res.outcomes],
-        "tau": [o.tau for o in res.outcomes],
-        "correct": [o.correct for o in res.outcomes],
-        "U_hat": [o.U_hat for o in res.outcomes],
-        "beta": [o.beta for o in res.outcomes],
-        "freq": [o.freq for o in res.outcomes],
-    }
-
-
-def _task_seed(base: int, *keys: int) -> int:
-    return int(np.random.SeedSequence([base, *keys]).generate_state(1)[0])
-
-
 # --------------------------------------------------------------------------- aggregation
 
 
@@ -174,7 +148,6 @@ def summarise(runs: list[dict], U_ref: float) -> dict:
             slopes.append(a)
             icepts.append(b)
     out = {"per_delta": per_delta, "n_runs": len(runs),
-           "seconds_mean": float(np.mean([r["seconds"] for r in runs])),
            "oracle_solves_mean": float(np.mean([r["n_oracle_solves"] for r in runs]))}
     if slopes:
         k = len(slopes)
@@ -182,12 +155,14 @@ def summarise(runs: list[dict], U_ref: float) -> dict:
             "slope": float(np.mean(slopes)), "slope_se": float(np.std(slopes, ddof=1) / np.sqrt(k)) if k > 1
             else None, "intercept": float(np.mean(icepts)),
             "intercept_se": float(np.std(icepts, ddof=1) / np.sqrt(k)) if k > 1 else None,
-            "slope_over_U": float(np.mean(slopes)) / U_ref, "intercept_over_U": float(np.mean(icepts)) / U_ref,
+            "slope_over_U": float(np.mean(slopes)) / U_ref,
+            "intercept_over_U": float(np.mean(icepts)) / U_ref,
             "n_fit": k,
         })
     # split of U_hat * beta at stopping (smallest delta): log(1/delta) part vs model-size part
     j = len(deltas) - 1
-    parts = [(r["U_hat"][j] * math.log(1 / deltas[j]), r["U_hat"][j] * (r["beta"][j] - math.log(1 / deltas[j])))
+    log_d = math.log(1 / deltas[j])
+    parts = [(r["U_hat"][j] * log_d, r["U_hat"][j] * (r["beta"][j] - log_d))
              for r in runs if r["tau"][j] is not None]
     if parts:
         out["Ubeta_log_delta_part"] = float(np.mean([p[0] for p in parts]))
@@ -195,13 +170,44 @@ def summarise(runs: list[dict], U_ref: float) -> dict:
     return out
 
 
+def _excess_samples(runs: list[dict], U_ref: float, j: int) -> list[float]:
+    """Per run: tau / (U_o beta(N(tau), delta)) at delta index j (uncensored runs only)."""
+    return [r["tau"][j] / (U_ref * r["beta"][j]) for r in runs if r["tau"][j] is not None]
+
+
+def bootstrap_spearman(x, samples: list[list[float]], seed: int, n_boot: int = BOOTSTRAP_RESAMPLES):
+    """Spearman of ``x`` against the mean of each point's ``samples``, and its bootstrap standard error.
+
+    Each point's runs are resampled with replacement (runs are independent across points), the
+    point means recomputed and the rank correlation redone; the s.e. is the standard deviation of
+    the ``n_boot`` resampled correlations. Returns (rho, se, least runs per point); rho None with
+    fewer than 3 points with runs.
+    """
+    x = np.asarray(x, float)
+    keep = [i for i, s in enumerate(samples) if len(s) > 0 and np.isfinite(x[i])]
+    if len(keep) < 3:
+        return None, None, 0
+    x = x[keep]
+    samples = [np.asarray(samples[i], float) for i in keep]
+    rho = _spearman(x, [s.mean() for s in samples])
+    if rho is None:
+        return None, None, min(len(s) for s in samples)
+    rng = np.random.default_rng(seed)
+    means = np.stack([s[rng.integers(len(s), size=(n_boot, len(s)))].mean(axis=1) for s in samples], axis=1)
+    rx = rankdata(x)
+    ry = rankdata(means, axis=1)
+    rxc = rx - rx.mean()
+    ryc = ry - ry.mean(axis=1, keepdims=True)
+    den = np.sqrt((rxc ** 2).sum() * (ryc ** 2).sum(axis=1))
+    boots = np.where(den > 0, (ryc @ rxc) / np.where(den > 0, den, 1.0), 0.0)
+    return rho, float(np.std(boots, ddof=1)), min(len(s) for s in samples)
+
+
 def _spearman(x, y) -> float | None:
     x, y = np.asarray(x, float), np.asarray(y, float)
     ok = np.isfinite(x) & np.isfinite(y)
     if ok.sum() < 3:
         return None
-    from scipy.stats import spearmanr
-
     rho = spearmanr(x[ok], y[ok]).statistic
     return None if not np.isfinite(rho) else float(rho)
 
@@ -210,9 +216,6 @@ def _spearman(x, y) -> float | None:
 
 
 def run(cfg: Config, ctx: RunContext) -> dict:
-    from neurips26.nas.diagnostics import instance_summary
-    from neurips26.nas.parallel import map_tasks
-
     tasks: list[dict] = []
     base = dict(gamma=cfg.gamma, ring_qs=cfg.ring_qs, K_s=cfg.K_s, t_max=cfg.t_max)
     inst: dict[tuple, dict] = {}           # (exp, i) -> summary
@@ -227,7 +230,7 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             for k in range(n_seeds):
                 tasks.append(base | dict(exp=exp, inst=i, spec=spec, alg=alg, deltas=tuple(deltas),
                                          t_max=cfg.heavy_t_max if heavy else cfg.t_max,
-                                         seed=_task_seed(ctx.seed, ["E1", "E2", "E3", "E4"].index(exp), i, ai, k)))
+                                         seed=task_seed(ctx.seed, EXPERIMENTS.index(exp), i, ai, k)))
 
     if "E1" in cfg.experiments:
         for i, spec in enumerate(cfg.e1_instances):
@@ -243,8 +246,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             add("E4", i, spec, cfg.e4_algorithms, cfg.e4_seeds, cfg.deltas)
     ctx.log(f"nas: {len(tasks)} runs ({', '.join(cfg.experiments)}), workers={cfg.workers}, "
             f"backend={cfg.backend}")
-    results = map_tasks(run_task, tasks, cfg.workers, cfg.backend,
-                        progress=lambda it: ctx.track(it, desc="nas runs", total=len(tasks)))
+    results = map_tasks(run_task, tasks, backend=cfg.backend, workers=cfg.workers or None, desc="nas runs",
+                        progress=ctx.progress)
 
     groups: dict[tuple, list] = {}
     for r in results:
@@ -259,11 +262,14 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             for j, d in enumerate(r["delta"]):
                 n_cens += r["tau"][j] is None
                 n_err += r["correct"][j] is False
+    seconds: dict = {}                     # wall clock, kept apart from the deterministic tables
     for (exp, i, alg), runs in groups.items():
+        seconds.setdefault(exp, {}).setdefault(str(i), {})[alg] = float(np.mean([r["seconds"] for r in runs]))
         s = summarise(runs, inst[(exp, i)]["U_o"])
         for pd in s["per_delta"]:
             max_rate_over_delta = max(max_rate_over_delta, pd["error_rate"] / pd["delta"])
         inst[(exp, i)].setdefault("algorithms", {})[alg] = s
+    metrics["seconds_mean"] = seconds
     metrics["errors_total"] = n_err
     metrics["censored_total"] = n_cens
     metrics["max_error_rate_over_delta"] = max_rate_over_delta
@@ -284,7 +290,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             if "uniform" in algs and "slope" in algs["uniform"]:
                 unif_ratio.append(algs["uniform"]["slope"] / row["U_uniform"])
             if "nas" in algs and "uniform" in algs:
-                tn, tu = algs["nas"]["per_delta"][-1]["tau_mean"], algs["uniform"]["per_delta"][-1]["tau_mean"]
+                tn = algs["nas"]["per_delta"][-1]["tau_mean"]
+                tu = algs["uniform"]["per_delta"][-1]["tau_mean"]
                 if tn and tu:
                     speedup.append(tu / tn)
         metrics["e1_nas_slope_over_Uo"] = nas_ratio
@@ -293,7 +300,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         metrics["e1_overhead_ratio_1e-3"] = overhead
         metrics["e1_Uo"] = [row["U_o"] for row in e1]
         metrics["e1_Uunif_over_Uo"] = [row["U_uniform"] / row["U_o"] for row in e1]
-        _plot_e1(e1, cfg, ctx)
+        if cfg.plots:
+            _plot_e1(e1, cfg, ctx)
     if "E2" in cfg.experiments:
         e2 = table("E2")
         metrics["E2"] = e2
@@ -310,10 +318,17 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         metrics["e2_spearman_tmix_overhead"] = _spearman(metrics["e2_t_mix"], ov)
         metrics["e2_spearman_inv_eta_overhead"] = _spearman(metrics["e2_inv_eta"], ov)
         metrics["e2_spearman_diameter_overhead"] = _spearman(metrics["e2_diameter"], ov)
-        metrics["e2_spearman_tmix_excess"] = _spearman(metrics["e2_t_mix"], ex)
-        metrics["e2_spearman_inv_eta_excess"] = _spearman(metrics["e2_inv_eta"], ex)
+        # noise-aware: the same Spearman with a bootstrap s.e. over each q's runs
+        e2_samples = [_excess_samples(groups[("E2", i, "nas")], inst[("E2", i)]["U_o"], j)
+                      for i in range(len(cfg.ring_qs))]
+        for key, axis in (("tmix", "e2_t_mix"), ("inv_eta", "e2_inv_eta")):
+            rho, se, n = bootstrap_spearman(metrics[axis], e2_samples, task_seed(ctx.seed, 2, 1000))
+            metrics[f"e2_spearman_{key}_excess"] = rho
+            metrics[f"e2_spearman_{key}_excess_se"] = se
+        metrics["e2_runs_per_point"] = min(len(s) for s in e2_samples)
         metrics["e2_spearman_Uo_overhead"] = _spearman([row["U_o"] for row in e2], ov)
-        _plot_e2(e2, metrics, ctx)
+        if cfg.plots:
+            _plot_e2(e2, metrics, ctx)
     if "E3" in cfg.experiments:
         e3 = table("E3")
         metrics["E3"] = e3
@@ -326,9 +341,15 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         metrics["e3_excess_ratio"] = ex
         metrics["e3_spearman_lip_omega_overhead"] = _spearman(metrics["e3_lip_omega"], ov)
         metrics["e3_spearman_lip_U_overhead"] = _spearman(metrics["e3_lip_U_rel"], ov)
-        metrics["e3_spearman_lip_omega_excess"] = _spearman(metrics["e3_lip_omega"], ex)
+        e3_samples = [_excess_samples(groups[("E3", i, "nas")], inst[("E3", i)]["U_o"], j3)
+                      for i in range(len(cfg.e3_instances))]
+        rho, se, _ = bootstrap_spearman(metrics["e3_lip_omega"], e3_samples, task_seed(ctx.seed, 3, 1000))
+        metrics["e3_spearman_lip_omega_excess"] = rho
+        metrics["e3_spearman_lip_omega_excess_se"] = se
+        metrics["e3_runs_per_point"] = min(len(s) for s in e3_samples)
         metrics["e3_spearman_Uo_overhead"] = _spearman([row["U_o"] for row in e3], ov)
-        _plot_e3(metrics, ctx)
+        if cfg.plots:
+            _plot_e3(metrics, ctx)
     if "E4" in cfg.experiments:
         e4 = table("E4")
         metrics["E4"] = e4
@@ -342,7 +363,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
                 z = (ok[hi][0] - ok[lo][0]) / math.hypot(ok[hi][1], ok[lo][1])
                 sep.append(z)
         metrics["e4_intercept_separation_z"] = sep
-        _plot_e4(e4, ctx)
+        if cfg.plots:
+            _plot_e4(e4, ctx)
     return _clean(metrics)
 
 
@@ -453,7 +475,7 @@ def _check_slope(m):
     r = m["e1_nas_slope_over_Uo"]
     if not r:
         return INCONCLUSIVE, "no NaS slope (censored runs)"
-    lo, hi = 0.8, 3.0
+    lo, hi = SLOPE_BAND
     return verdict(all(lo <= x <= hi for x in r)), \
         "NaS slope / U_o = " + ", ".join(f"{x:.2f}" for x in r) + f" (band [{lo}, {hi}])"
 
@@ -489,28 +511,55 @@ def _fmt(x):
     return "n/a" if x is None else f"{x:.2f}"
 
 
+def _judge_rho(rho, se, n, threshold):
+    """holds/fails only when the Spearman is beyond ``threshold`` by K_SE bootstrap s.e."""
+    if rho is None or se is None:
+        return INCONCLUSIVE
+    return judge(rho, se, n, threshold, k=K_SE, better="higher")
+
+
+def _combine(verdicts) -> str:
+    """All hold: holds; any fails: fails; otherwise inconclusive."""
+    if all(v == HOLDS for v in verdicts):
+        return HOLDS
+    return FAILS if FAILS in verdicts else INCONCLUSIVE
+
+
+def _rho_text(rho, se) -> str:
+    return "n/a" if rho is None else f"{rho:.2f} ± {se:.2f}"
+
+
 def _check_e2(m):
     """Verdict on the excess tau / (U_o beta(N(tau), delta)), which removes both U_o and the
-    threshold's model-size term (the raw b/U_o grows with log tau, hence with U_o: confounded)."""
+    threshold's model-size term (the raw b/U_o grows with log tau, hence with U_o: confounded).
+    Noise-aware: each Spearman carries a bootstrap s.e. over the runs of every q; inside K_SE s.e.
+    of E2_RHO_MIN the verdict is inconclusive."""
     if "E2" not in m["experiments_run"]:
         return INCONCLUSIVE, _NOT_RUN.format("E2")
     rt, re = m["e2_spearman_tmix_excess"], m["e2_spearman_inv_eta_excess"]
     if rt is None or re is None:
         return INCONCLUSIVE, "too few finite overheads"
-    return verdict(rt > 0.5 and re > 0.5), (
-        f"Spearman(t_mix, tau/(U_o beta)) = {rt:.2f}, Spearman(1/eta, tau/(U_o beta)) = {re:.2f} (needs both "
-        f"> 0.5); tau/(U_o beta) = {', '.join(_fmt(x) for x in m['e2_excess_ratio'])}; raw b/U_o: "
-        f"Spearman with t_mix {_fmt(m['e2_spearman_tmix_overhead'])}, with U_o {_fmt(m['e2_spearman_Uo_overhead'])}")
+    st, se_ = m["e2_spearman_tmix_excess_se"], m["e2_spearman_inv_eta_excess_se"]
+    n = m["e2_runs_per_point"]
+    v = _combine([_judge_rho(rt, st, n, E2_RHO_MIN), _judge_rho(re, se_, n, E2_RHO_MIN)])
+    return v, (
+        f"Spearman(t_mix, tau/(U_o beta)) = {_rho_text(rt, st)}, Spearman(1/eta, tau/(U_o beta)) = "
+        f"{_rho_text(re, se_)} (bootstrap s.e. over {n} runs per q; needs both > {E2_RHO_MIN} by {K_SE:g} "
+        f"s.e.); "
+        f"tau/(U_o beta) = {', '.join(_fmt(x) for x in m['e2_excess_ratio'])}; raw b/U_o: "
+        f"Spearman with t_mix {_fmt(m['e2_spearman_tmix_overhead'])}, "
+        f"with U_o {_fmt(m['e2_spearman_Uo_overhead'])}")
 
 
 def _check_e3(m):
     if "E3" not in m["experiments_run"]:
         return INCONCLUSIVE, _NOT_RUN.format("E3")
-    r = m["e3_spearman_lip_omega_excess"]
+    r, se, n = m["e3_spearman_lip_omega_excess"], m["e3_spearman_lip_omega_excess_se"], m["e3_runs_per_point"]
     if r is None:
         return INCONCLUSIVE, "too few instances"
-    return verdict(r > 0), (
-        f"Spearman(Lip_omega, tau/(U_o beta)) = {r:.2f} over {len(m['e3_lip_omega'])} instances (needs > 0); "
+    return _judge_rho(r, se, n, E3_RHO_MIN), (
+        f"Spearman(Lip_omega, tau/(U_o beta)) = {_rho_text(r, se)} over {len(m['e3_lip_omega'])} instances "
+        f"(bootstrap s.e. over {n} runs each; needs > {E3_RHO_MIN:g} by {K_SE:g} s.e.); "
         f"raw b/U_o: Spearman with Lip_omega {_fmt(m['e3_spearman_lip_omega_overhead'])}, with Lip_U/U_o "
         f"{_fmt(m['e3_spearman_lip_U_overhead'])}, with U_o {_fmt(m['e3_spearman_Uo_overhead'])}")
 
@@ -521,13 +570,13 @@ def _check_e4(m):
     z = m["e4_intercept_separation_z"]
     if not z:
         return INCONCLUSIVE, "no fits"
-    return verdict(max(z) > 2), "largest intercept gap between schedules in s.e. units: " + \
-        ", ".join(f"{x:.1f}" for x in z) + " (needs > 2 on some instance)"
+    return verdict(max(z) > E4_Z_MIN), "largest intercept gap between schedules in s.e. units: " + \
+        ", ".join(f"{x:.1f}" for x in z) + f" (needs > {E4_Z_MIN:g} on some instance)"
 
 
 CLAIMS = [
     Claim("E1-slope", "NaS's sample complexity grows with log(1/delta) at a rate set by the characteristic "
-          "time: slope of E[tau] within [0.8, 3] x U_o",
+          f"time: slope of E[tau] within [{SLOPE_BAND[0]}, {SLOPE_BAND[1]}] x U_o",
           "limsup tau/log(1/delta) <= c U_o(M) (c = 1 or 2)", _check_slope),
     Claim("E1-uniform", "Tracking the optimal allocation beats uniform exploration (whose slope follows "
           "U(omega_u) >= U_o)", "sample complexity depends on the characteristic time", _check_uniform),
@@ -537,10 +586,15 @@ CLAIMS = [
     Claim("correctness", "Every run identifies the optimal policy at the stated confidence (error rate "
           "<= delta, no censoring)", "delta-PAC", _check_correct),
     Claim("E2-connectivity", "The overhead grows with worse connectivity (mixing time, 1/eta) beyond what "
-          "U_o predicts", "bound depends on the connectivity of the MDP", _check_e2),
-    Claim("E3-curvature", "The overhead grows with the curvature (local sensitivity) of U_o, omega*",
+          f"U_o predicts: Spearman of tau/(U_o beta) with t_mix and with 1/eta > {E2_RHO_MIN} by {K_SE:g} "
+          "bootstrap s.e.", "bound depends on the connectivity of the MDP", _check_e2),
+    Claim("E3-curvature", "The overhead grows with the curvature (local sensitivity) of U_o, omega*: "
+          f"Spearman of tau/(U_o beta) with Lip_omega > {E3_RHO_MIN:g} by {K_SE:g} bootstrap s.e.",
           "bound depends on the curvature of the optimal characteristic time", _check_e3),
     Claim("E4-schedules", "The exploration schedule changes the finite-delta overhead",
           "(forced-exploration rate enters the bound)", _check_e4),
 ]
 
+
+#: wall-clock metrics (differ between two runs of the same seed)
+VOLATILE_METRICS = ("seconds_mean.*",)

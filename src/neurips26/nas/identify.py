@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.nas.agents import (
     BPIUCRLSampler,
     GenerativeTracker,
@@ -26,7 +27,7 @@ from neurips26.nas.bound import BOUNDS
 from neurips26.nas.connectivity import path_length_m
 from neurips26.nas.env import TabularEnv
 from neurips26.nas.mdp import MDP
-from neurips26.nas.stopping import EmpiricalModel, _check_delta, stopping_statistic, threshold
+from neurips26.nas.stopping import EmpiricalModel, check_delta, stopping_statistic, threshold
 
 ALGORITHMS = ("nas", "nas_no_avg", "nas_fixed_eps", "nas_practical", "nas_ergodic", "uniform",
               "generative", "bpi_ucrl", "psrl")
@@ -95,18 +96,15 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
     deltas: confidence levels; the run continues until every one has stopped or t = t_max
       (censored: ``stopped=False``, never a silent answer).
     """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    check_choice(algorithm, "algorithm", ALGORITHMS)
     if isinstance(deltas, (int, float)):
         deltas = (deltas,)
-    deltas = sorted({_check_delta(d) for d in deltas}, reverse=True)
+    deltas = sorted({check_delta(d) for d in deltas}, reverse=True)
     if not deltas:
         raise ValueError("deltas must hold at least one confidence level in (0, 1)")
-    for name, v in (("K_s", K_s), ("t_max", t_max)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-    if bound not in BOUNDS:
-        raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
+    K_s = check_scalar(K_s, "K_s", int, min=1)
+    t_max = check_scalar(t_max, "t_max", int, min=1)
+    check_choice(bound, "bound", BOUNDS)
     mdp = None
     if isinstance(env, MDP):
         mdp = env
@@ -122,8 +120,7 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
     else:
         if gamma is None:
             raise ValueError("gamma must be given for a user environment (it has no .mdp)")
-        if not 0 < float(gamma) < 1:
-            raise ValueError(f"gamma must lie in (0, 1), got {gamma}")
+        gamma = check_scalar(gamma, "gamma", float, min=0.0, max=1.0, inclusive="neither")
         pi_star, m = None, None
     if S < 2 or A < 2:
         raise ValueError(f"env needs S >= 2 states and A >= 2 actions, got S={S}, A={A}")

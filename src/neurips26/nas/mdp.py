@@ -11,18 +11,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from neurips26.harness.validation import check_scalar
+from neurips26.nas.connectivity import is_communicating
+
 STOCH_TOL = 1e-9          # rows of P must sum to 1 within this
 TIE_TOL = 1e-10           # Delta_min below this: optimal policy not unique ("BPI is ill-posed")
 BELLMAN_TOL = 1e-10       # policy iteration: Bellman residual of the returned V*
 
 
 def _check_prob(x: float, name: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a float in (0, 1), got {type(x).__name__}")
-    x = float(x)
-    if not (0.0 < x < 1.0):
-        raise ValueError(f"{name} must lie in (0, 1), got {x}")
-    return x
+    return check_scalar(x, name, float, min=0.0, max=1.0, inclusive="neither")
 
 
 def validate_transitions(P: np.ndarray, name: str = "P") -> np.ndarray:
@@ -96,8 +94,6 @@ class MDP:
         if sol.delta_min < TIE_TOL:
             raise ValueError(f"mdp: optimal policy is not unique (Delta_min = {sol.delta_min:.3g} < "
                              f"{TIE_TOL}); BPI is ill-posed")
-        from neurips26.nas.connectivity import is_communicating
-
         if not is_communicating(self.P):
             raise ValueError("mdp: MDP is not communicating (some state cannot reach another under any "
                              "policy); online BPI needs a communicating MDP")
@@ -181,16 +177,12 @@ def random_mdp(S: int, A: int, alpha: float = 1.0, gamma: float = 0.5, seed: int
     """p_sa ~ Dirichlet(alpha 1_S), r ~ U[0, 1]; reject unless pi* unique, Delta_min >= min_gap and M
     communicating. Deterministic in ``seed`` (numpy Generator). ``support=k`` draws each p_sa on k
     random next states only (sparse support graph, so m can exceed 1)."""
-    from neurips26.nas.connectivity import is_communicating
-
-    for arg, v in (("S", S), ("A", A)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
-            raise ValueError(f"{arg} must be an int >= 2, got {v!r}")
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
+    S = check_scalar(S, "S", int, min=2)
+    A = check_scalar(A, "A", int, min=2)
+    check_scalar(alpha, "alpha", float, min=0, inclusive="neither")
     _check_prob(gamma, "gamma")
-    if support is not None and not (isinstance(support, int) and 1 <= support <= S):
-        raise ValueError(f"support must be None or an int in [1, S={S}], got {support!r}")
+    if support is not None:
+        support = check_scalar(support, "support", int, min=1, max=S)
     rng = np.random.default_rng(seed)
     for _ in range(max_tries):
         if support is None or support == S:
@@ -212,8 +204,7 @@ def random_mdp(S: int, A: int, alpha: float = 1.0, gamma: float = 0.5, seed: int
 
 def riverswim(n: int, gamma: float = 0.5) -> MDP:
     """RiverSwim with n states: action 0 = left, 1 = right (MR-BPI code's dynamics); start at 0."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 3:
-        raise ValueError(f"n must be an int >= 3, got {n!r}")
+    n = check_scalar(n, "n", int, min=3)
     P = np.zeros((n, 2, n))
     r = np.zeros((n, 2))
     for s in range(n):
@@ -234,10 +225,8 @@ def double_chain(L: int, p: float = 0.7, gamma: float = 0.5) -> MDP:
     L+1..2L). Action 0 moves towards the left end, action 1 towards the right end; a move succeeds
     w.p. p, else the agent stays. The left end pays 0.1 (small, close), the right end pays 1 (far).
     """
-    if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
-        raise ValueError(f"L must be an int >= 1, got {L!r}")
-    if not 0 < p <= 1:
-        raise ValueError(f"p must lie in (0, 1], got {p}")
+    L = check_scalar(L, "L", int, min=1)
+    p = check_scalar(p, "p", float, min=0, max=1, inclusive="right")
     S = 2 * L + 1
     # position on a line: left end -L ... centre 0 ... right end +L
     pos_to_state = {0: 0}
@@ -263,10 +252,8 @@ def lazy_ring(S: int, q: float, rewards: np.ndarray | None = None, gamma: float 
     """Connectivity family: a=0 steps back, a=1 steps forward around a ring w.p. 1-q, teleports
     uniformly w.p. q. Rewards are one seeded U[0,1] draw per pair (``reward_seed``) unless given, so
     the same rewards are shared across q; q -> 0 lengthens diameter and mixing time."""
-    if isinstance(S, bool) or not isinstance(S, (int, np.integer)) or S < 2:
-        raise ValueError(f"S must be an int >= 2, got {S!r}")
-    if not 0 < q <= 1:
-        raise ValueError(f"q must lie in (0, 1], got {q}")
+    S = check_scalar(S, "S", int, min=2)
+    q = check_scalar(q, "q", float, min=0, max=1, inclusive="right")
     if rewards is None:
         rewards = np.random.default_rng(reward_seed).uniform(0, 1, size=(S, 2))
     P = np.full((S, 2, S), q / S)

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from neurips26.harness.validation import check_scalar
 from neurips26.nas.bound import BoundTerms, bound_terms
 from neurips26.nas.mdp import TIE_TOL, solve_mdp
 
 
-def _check_delta(delta) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)):
-        raise TypeError(f"delta must be a float in (0, 1), got {type(delta).__name__}")
-    delta = float(delta)
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
-    return delta
+def check_delta(delta) -> float:
+    return check_scalar(delta, "delta", float, min=0.0, max=1.0, inclusive="neither")
 
 
 def threshold(N: np.ndarray, delta: float) -> float:
     """beta(N, delta) = log(1/delta) + (S-1) sum_{s,a} log(e (1 + N_sa/(S-1))); N has shape (S, A)."""
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     N = np.asarray(N, dtype=float)
     if N.ndim != 2 or N.shape[0] < 2:
         raise ValueError(f"N must be an (S, A) count array with S >= 2, got shape {N.shape}")
