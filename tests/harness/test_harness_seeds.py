@@ -94,3 +94,15 @@ def test_cli_seeds(toy_paper, tmp_path, capsys):
     assert json.loads((tmp_path / "result.json").read_text())["seeds"] == [0, 1, 2]
     assert main(["run", "toy_paper", "--seeds", "2-1"]) == 2
     assert "range must go up" in capsys.readouterr().err
+
+
+def test_a_papers_own_error_reaches_the_caller_as_itself(toy_paper, tmp_path, monkeypatch):
+    exp = sys.modules["neurips26.toy_paper.experiment"]
+
+    def bad(cfg, ctx):
+        raise RunSetupError("corpus missing: run the fetch command")
+
+    monkeypatch.setattr(exp, "run", bad)
+    for seeds in ([0], [0, 1]):
+        with pytest.raises(RunSetupError, match="corpus missing"):
+            run_paper("toy_paper", "smoke", seeds=seeds, out=tmp_path, progress=False)

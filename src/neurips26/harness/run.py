@@ -36,7 +36,7 @@ from typing import Any, Iterable, Iterator, Mapping, TypeVar
 from neurips26.harness import registry
 from neurips26.harness.bench import BenchRow  # noqa: F401  (re-exported: the row lives in harness.bench)
 from neurips26.harness.paper import SeedMetrics, evaluate_all
-from neurips26.harness.parallel import map_tasks
+from neurips26.harness.parallel import map_tasks, resolve_backend
 
 REQUIRED_SCALES = ("smoke", "quick", "full")
 SCALES = REQUIRED_SCALES  # the scales every paper has; a paper may add more (nas: "mid")
@@ -257,8 +257,12 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
     jobs = [(slug, cfg, scale, s, str(_seed_dir(out_dir, chosen, s)), progress) for s in chosen]
     prov = provenance()  # before the work: a commit made during a long run must not relabel it
     t0 = time.perf_counter()
-    runs = map_tasks(_run_one_seed, jobs, backend=backend, workers=workers, desc=f"{slug} seeds",
-                     progress=progress and len(jobs) > 1)
+    if resolve_backend(backend, len(jobs), workers, None) == "serial":
+        # in this process: a paper's own error (a missing corpus, a bad config) reaches the caller as itself
+        runs = [_run_one_seed(job) for job in jobs]
+    else:
+        runs = map_tasks(_run_one_seed, jobs, backend=backend, workers=workers, desc=f"{slug} seeds",
+                         progress=progress)
     seconds = time.perf_counter() - t0
     per_seed = [m for m, _, _ in runs]
     plots = [os.path.relpath(_seed_dir(out_dir, chosen, s) / p, out_dir)
