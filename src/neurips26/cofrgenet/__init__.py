@@ -25,13 +25,15 @@ from neurips26.cofrgenet.layers import (
     count_params,
     matched_width,
 )
+# eager, not lazy: the name ``train`` is also the submodule's, which an import of the submodule would
+# otherwise bind on the package in place of the function
+from neurips26.cofrgenet.train import TrainConfig, param_groups, train
 
 GatedCoFrFFN = GatedCF  # the name DESIGN.md uses
 
 _LAZY = {
     "swap_ffn": "hf", "add_mamba2_ffn": "hf", "Mamba2WithFFN": "hf", "build_model": "hf", "tiny_config": "hf",
     "ffn_factory": "hf", "FAMILIES": "hf",
-    "TrainConfig": "train", "train": "train", "param_groups": "train",
     "load_corpus": "data", "fetch_corpus": "data", "Corpus": "data", "CorpusUnavailableError": "data",
 }
 

@@ -35,34 +35,14 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from neurips26.harness.validation import check_choice, check_scalar
+
 DIVISIONS = ("clamp", "logexp", "logspace")
 TINY = 1e-30  # floor inside every log|.|: log|0| = -inf would give NaN gradients
 DEFAULT_SHARPNESS = 8.0
 
 
 # ----------------------------------------------------------------------------- validation helpers
-
-def check_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-    return value
-
-
-def check_eps(value: object, name: str = "eps") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a positive finite float, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite float, got {value!r}")
-    return float(value)
-
-
-def check_division(division: object) -> str:
-    if division not in DIVISIONS:
-        raise ValueError(f"division must be one of {DIVISIONS}, got {division!r}")
-    return str(division)
-
 
 def check_float_tensor(name: str, x: object) -> Tensor:
     if not isinstance(x, Tensor):
@@ -157,8 +137,8 @@ def bounded_reciprocal(den: Tensor, eps: float = 0.01, division: str = "logexp",
                        sharpness: float = DEFAULT_SHARPNESS) -> Tensor:
     """The bounded reciprocal R(D) of back-end ``division`` ('clamp' or 'logexp'); |R| <= 1/eps."""
     check_float_tensor("den", den)
-    eps = check_eps(eps)
-    division = check_division(division)
+    eps = check_scalar(eps, "eps", float, min=0, inclusive="neither")
+    division = check_choice(division, "division", DIVISIONS)
     if division == "clamp":
         return reciprocal_clamp(den, eps)
     # 'logspace' has no separate reciprocal: on a plain D it is the logexp reciprocal
@@ -276,9 +256,9 @@ def cf_signed(a: Tensor, eps: float = 0.01, division: str = "logexp",
     autograd) or 'logspace' (continuants as sign + log-magnitude; finite for any depth).
     """
     terms = _terms(a)
-    eps = check_eps(eps)
-    division = check_division(division)
-    check_eps(sharpness, "sharpness")
+    eps = check_scalar(eps, "eps", float, min=0, inclusive="neither")
+    division = check_choice(division, "division", DIVISIONS)
+    check_scalar(sharpness, "sharpness", float, min=0, inclusive="neither")
     f, _ = signed_ladder(terms, eps, division, sharpness)
     return f
 

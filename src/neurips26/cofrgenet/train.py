@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neurips26.cofrgenet.continued_fraction import check_positive_int
 from neurips26.cofrgenet.data import Corpus
 from neurips26.cofrgenet.layers import Cffn, DyadicSchedule, GatedCF
+from neurips26.harness.validation import check_scalar
 
 
 @dataclass
@@ -44,17 +44,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "ctx", "eval_every", "n_val_windows", "log_every"):
-            check_positive_int(name, getattr(self, name))
+            check_scalar(getattr(self, name), name, int, min=1)
         for name in ("lr", "grad_clip"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-        if not 0 <= self.warmup_frac < 1:
-            raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
-        if not 0 <= self.min_lr_frac <= 1:
-            raise ValueError(f"min_lr_frac must be in [0, 1], got {self.min_lr_frac}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+            check_scalar(getattr(self, name), name, float, min=0, inclusive="neither")
+        check_scalar(self.warmup_frac, "warmup_frac", float, min=0, max=1, inclusive="left")
+        check_scalar(self.min_lr_frac, "min_lr_frac", float, min=0, max=1)
+        check_scalar(self.weight_decay, "weight_decay", float, min=0)
+        if self.time_limit_s is not None:
+            check_scalar(self.time_limit_s, "time_limit_s", float, min=0)
+        check_scalar(self.checkpoint_every, "checkpoint_every", int, min=0)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

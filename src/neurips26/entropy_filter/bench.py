@@ -3,46 +3,59 @@ definition, ProcessEntropy's numba PythonOnly path, pydivsufsort (overlap), zlib
 
 Data: 1,000 documents of 1,500 fast tokens sampled from the seeded generation-0 quick generator
 (the pydoc_data corpus has only ~65.7k fast tokens), a 200k-token stream of distinct such documents
-concatenated (never copies), and period-3 sequences for the periodic target. Every path is timed
-best-of-3 after a warm-up call; tokenisation is timed separately. Targets (work order): SAM ≥ 1×
-LCSFinder on natural text, ≥ 5× on periodic text, ≥ 100× the naive definition (median over 50
-documents at N = 1,500), time(200k)/time(20k) ≤ 15.
+concatenated (never copies), and period-3 sequences for the periodic target. Every row is timed by
+``harness.bench.time_interleaved`` (ours and the anchor in interleaved rounds after a warm-up round;
+medians, p90 and n in the row's note); tokenisation is timed separately. Targets (work order): SAM ≥ 1×
+LCSFinder on natural text, ≥ 5× on periodic text, ≥ 100× the naive definition (at N = 1,500),
+time(200k)/time(20k) ≤ 15. ``ctx.scale == "smoke"``: 20 documents of 300 tokens, a 6k stream (seconds).
+The anchors that are pip packages come with ``pip install 'neurips26[bench]'``; a row whose anchor is
+not installed names it.
 """
 
 from __future__ import annotations
 
-import gc
-import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from neurips26.harness import BenchRow, RunContext
+from neurips26.entropy_filter.collapse import prompts
+from neurips26.entropy_filter.corpus import N_DOMAINS, pydoc_topics
+from neurips26.entropy_filter.count_lm import TrigramLM, pretraining_docs
 from neurips26.entropy_filter.estimators import entropy_rate
 from neurips26.entropy_filter.filters import gopher_pass, zlib_ratio
 from neurips26.entropy_filter.match_lengths import HAVE_NUMBA, lpf_lambdas, match_lengths, naive_lambdas
 from neurips26.entropy_filter.tokenize import dense_ids, fast_tokenize, hashed_ids, reported_tokenize
+from neurips26.harness import BenchRow, RunContext
+from neurips26.harness.bench import Timing, stat_note, time_interleaved
 
-N_DOCS, DOC_TOKENS, STREAM, PERIODIC_N, N_PERIODIC, N_NAIVE = 1000, 1500, 200_000, 3000, 100, 50
-
-
-def _best(fn: Callable[[], Any], repeats: int = 3) -> float:
-    fn()  # warm-up (JIT compile, caches)
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+BENCH_EXTRA = "pip install 'neurips26[bench]'"
+LCS_NAME = "ProcessEntropy+LCSFinder"
 
 
-def make_documents(n_docs: int = N_DOCS, n_tokens: int = DOC_TOKENS, seed: int = 0) -> list[str]:
+@dataclass(frozen=True)
+class Sizes:
+    """The bench's workload: documents, their length, the stream, periodic sequences, naive documents,
+    the subset for the slower paths, and the timed rounds."""
+
+    n_docs: int = 1000
+    doc_tokens: int = 1500
+    stream: int = 200_000
+    periodic_n: int = 3000
+    n_periodic: int = 100
+    n_naive: int = 50
+    n_sub: int = 200          # documents for the pure-Python SAM, overlap, tokenisation and scoring rows
+    n_slow: int = 20          # documents / sequences for LCSFinder's periodic and the PythonOnly rows
+    rounds: int = 3
+
+
+QUICK = Sizes()
+SMOKE = Sizes(n_docs=20, doc_tokens=300, stream=6000, periodic_n=300, n_periodic=5, n_naive=3, n_sub=10,
+              n_slow=3, rounds=2)
+
+
+def make_documents(n_docs: int = QUICK.n_docs, n_tokens: int = QUICK.doc_tokens, seed: int = 0) -> list[str]:
     """``n_docs`` texts of at least ``n_tokens`` fast tokens from the seeded generation-0 generator."""
-    from neurips26.entropy_filter.collapse import prompts
-    from neurips26.entropy_filter.corpus import N_DOMAINS, pydoc_topics
-    from neurips26.entropy_filter.count_lm import TrigramLM, pretraining_docs
-
     topics = pydoc_topics()
     vocab, docs = pretraining_docs(topics, 120, N_DOMAINS, 1500)
     lm = TrigramLM(vocab, N_DOMAINS).fit(docs)
@@ -67,8 +80,9 @@ def _lcsfinder() -> tuple[Any, str]:
 
         return self_entropy_rate, ""
     except Exception as e:  # ImportError, or LCSFinder's C++ build missing
-        return None, f"ProcessEntropy/LCSFinder not importable ({type(e).__name__}: {e}); pip install " \
-                     f"processentropy lcsfinder (LCSFinder needs CXXFLAGS='-include limits' on GCC 12+)"
+        return None, (f"ProcessEntropy/LCSFinder not importable ({type(e).__name__}: {e}); {BENCH_EXTRA} "
+                      f"(ProcessEntropy>=1.1, LCSFinder>=1.1; LCSFinder builds with CPPFLAGS='-include limits' "
+                      f"on GCC 12+)")
 
 
 def _python_only() -> tuple[Any, str]:
@@ -77,124 +91,149 @@ def _python_only() -> tuple[Any, str]:
 
         return get_all_lambdas, ""
     except Exception as e:
-        return None, f"ProcessEntropy PythonOnly path not importable ({type(e).__name__}: {e})"
+        return None, (f"ProcessEntropy PythonOnly path not importable ({type(e).__name__}: {e}); "
+                      f"{BENCH_EXTRA} (ProcessEntropy>=1.1)")
 
 
-def bench(ctx: RunContext) -> list[BenchRow]:
-    rows: list[BenchRow] = []
-    backend = "numba" if HAVE_NUMBA else "python"
-    ctx.log(f"entropy_filter bench: sampling {N_DOCS} documents (SAM backend: {backend})")
-    texts = make_documents()
-    toks = [fast_tokenize(t, DOC_TOKENS) for t in texts]
-    docs = [dense_ids(tk) for tk in toks]
-    n_tok = sum(d.size for d in docs)
-    lcs, lcs_note = _lcsfinder()
-
-    # tokenisation (reported separately: it can dominate)
-    t_fast = _best(lambda: [dense_ids(fast_tokenize(t, DOC_TOKENS)) for t in texts[:200]], 1) / 200
-    t_rep = _best(lambda: [hashed_ids(reported_tokenize(t)[:DOC_TOKENS]) for t in texts[:200]], 1) / 200
-    rows.append(BenchRow("tokenisation: fast path vs reported path (TweetTokenizer + FNV)", 1 / t_fast,
-                         1 / t_rep, "reported tokenisation", "docs/s", "higher",
-                         "per 1,500-token document; not included in the match-length rows"))
-
-    # (a) vs (c): natural documents
-    t_sam = _best(lambda: [entropy_rate(d, backend=backend) for d in docs])
-    note = "" if lcs else lcs_note
-    t_lcs = _best(lambda: [lcs(d) for d in docs]) if lcs else None
-    rows.append(BenchRow(f"Ĥ_K of 1,000 docs × 1,500 tokens: SAM ({backend}) vs ProcessEntropy+LCSFinder",
-                         N_DOCS / t_sam, N_DOCS / t_lcs if t_lcs else None, "ProcessEntropy+LCSFinder",
-                         "docs/s", "higher", note or "target >= 1x"))
-    rows.append(BenchRow("same, in tokens/s", n_tok / t_sam, n_tok / t_lcs if t_lcs else None,
-                         "ProcessEntropy+LCSFinder", "tokens/s", "higher", note))
-    if backend == "numba":
-        t_py = _best(lambda: [entropy_rate(d, backend="python") for d in docs[:200]], 1) * N_DOCS / 200
-        rows.append(BenchRow("pure-Python SAM backend (no numba) vs ProcessEntropy+LCSFinder", N_DOCS / t_py,
-                             N_DOCS / t_lcs if t_lcs else None, "ProcessEntropy+LCSFinder", "docs/s", "higher",
-                             note or "the fallback when numba is absent"))
-
-    # periodic text
-    per = [np.tile(np.random.default_rng(k).permutation(3), PERIODIC_N // 3) for k in range(N_PERIODIC)]
-    t_sam_p = _best(lambda: [entropy_rate(p, backend=backend) for p in per])
-    t_lcs_p = _best(lambda: [lcs(p) for p in per[:20]], 1) * N_PERIODIC / 20 if lcs else None
-    rows.append(BenchRow(f"Ĥ_K of period-3 sequences × {PERIODIC_N} tokens: SAM vs LCSFinder",
-                         t_sam_p / N_PERIODIC * 1e3, t_lcs_p / N_PERIODIC * 1e3 if t_lcs_p else None,
-                         "ProcessEntropy+LCSFinder", "ms/sequence", "lower", note or "target >= 5x"))
-
-    # (b) naive definition, median per document at N = 1,500 over 50 documents
-    ctx.log("entropy_filter bench: naive definition on 50 documents")
-    sam_t, naive_t = [], []
-    for d in ctx.track(docs[:N_NAIVE], desc="naive", total=N_NAIVE):
-        sam_t.append(_best(lambda: match_lengths(d, backend=backend), 3))
-        t = time.perf_counter()
-        naive_lambdas(d)
-        naive_t.append(time.perf_counter() - t)
-    ratios = np.array(naive_t) / np.array(sam_t)
-    rows.append(BenchRow("match lengths at N = 1,500 (median of 50 docs): SAM vs naive definition",
-                         float(np.median(sam_t)) * 1e3, float(np.median(naive_t)) * 1e3,
-                         "naive pure-Python definition", "ms/doc", "lower",
-                         f"per-document naive/SAM ratio {np.percentile(ratios, 5):.0f}-"
-                         f"{np.percentile(ratios, 95):.0f}x (5-95%); target >= 100x"))
-
-    # (d) ProcessEntropy's numba PythonOnly path
-    po, po_note = _python_only()
-    if po is not None:
-        def run_po(xs: list[np.ndarray]) -> None:
-            for x in xs:
-                n = x.size
-                po(x, x, np.arange(n), np.zeros(n))
-        t_po = _best(lambda: run_po(docs[:20]), 1) * N_DOCS / 20
-    rows.append(BenchRow("Ĥ_K of 1,000 docs: SAM vs ProcessEntropy numba PythonOnly lambdas", N_DOCS / t_sam,
-                         N_DOCS / t_po if po is not None else None, "ProcessEntropy PythonOnly (numba)",
-                         "docs/s", "higher", po_note or "timed on 20 documents, scaled to 1,000"))
-
-    # 200k-token stream of distinct documents, and linear scaling
-    stream = dense_ids([w for tk in toks[:STREAM // DOC_TOKENS + 1] for w in tk])[:STREAM]
-    if stream.size < STREAM:
-        raise RuntimeError(f"bench stream has only {stream.size} tokens")
-    t200 = _best(lambda: entropy_rate(stream, backend=backend))
-    t20 = _best(lambda: entropy_rate(stream[:STREAM // 10], backend=backend))
-    t100 = _best(lambda: entropy_rate(stream[:STREAM // 2], backend=backend))
-    l200 = _best(lambda: lcs(stream), 1) if lcs else None
-    l20 = _best(lambda: lcs(stream[:STREAM // 10]), 1) if lcs else None
-    rows.append(BenchRow("Ĥ_K of a 200k-token stream: SAM vs LCSFinder", t200, l200, "ProcessEntropy+LCSFinder",
-                         "s", "lower", note))
-    rows.append(BenchRow("linear scaling: time(200k) / time(20k)", t200 / t20, l200 / l20 if lcs else None,
-                         "ProcessEntropy+LCSFinder", "x time for 10x tokens", "lower",
-                         note or "target <= 15 (10 = linear)"))
-    rows.append(BenchRow("scaling past the cache cliff: time(200k) / time(100k), SAM only", t200 / t100, None,
-                         "—", "x time for 2x tokens", "lower",
-                         "diagnostic: 2 = linear; the 20k working set (~2 MB) fits in L2, 100k/200k do not"))
-
-    # overlap variant vs pydivsufsort (SA + Kasai LCP + LPF)
-    try:
-        t_lpf = _best(lambda: [lpf_lambdas(d) for d in docs[:200]], 1)
-        lpf_note = "overlapping matches (LZ77 longest previous factor), 200 documents"
-    except ImportError as e:
-        t_lpf, lpf_note = None, f"pydivsufsort not installed ({e})"
-    t_ov = _best(lambda: [match_lengths(d, overlap=True, backend=backend) for d in docs[:200]], 1)
-    rows.append(BenchRow("overlap=True: SAM vs pydivsufsort longest_previous_factor", 200 / t_ov,
-                         200 / t_lpf if t_lpf else None, "pydivsufsort", "docs/s", "higher", lpf_note))
-
-    # model-free anchors on the same texts (tokenisation included for all three)
-    sub = texts[:200]
-    t_hk_full = _best(lambda: [entropy_rate(dense_ids(fast_tokenize(t, DOC_TOKENS)), backend=backend)
-                               for t in sub], 1)
-    t_zlib = _best(lambda: [zlib_ratio(t) for t in sub], 1)
-    rows.append(BenchRow("document scoring incl. tokenisation: Ĥ_K vs zlib ratio", 200 / t_hk_full,
-                         200 / t_zlib, "zlib compression ratio (level 9)", "docs/s", "higher"))
-    gopher, g_name = _gopher()
-    t_gop = _best(lambda: [gopher(t) for t in sub], 1)
-    rows.append(BenchRow("document scoring incl. tokenisation: Ĥ_K vs Gopher repetition rules", 200 / t_hk_full,
-                         200 / t_gop, g_name, "docs/s", "higher"))
-    return rows
-
-
-def _gopher() -> tuple[Callable[[str], Any], str]:
+def _gopher() -> tuple[Callable[[str], Any], str, str]:
+    """(scorer, anchor name, note): datatrove's GopherRepetitionFilter, or our rules when it is absent."""
     try:
         from datatrove.data import Document
         from datatrove.pipeline.filters import GopherRepetitionFilter
 
         f = GopherRepetitionFilter()
-        return (lambda t: f.filter(Document(text=t, id="0"))), "datatrove GopherRepetitionFilter"
+        return (lambda t: f.filter(Document(text=t, id="0"))), "datatrove GopherRepetitionFilter", ""
     except Exception:
-        return gopher_pass, "Gopher repetition rules (our implementation; datatrove not installed)"
+        return gopher_pass, "Gopher repetition rules (our implementation)", \
+            "datatrove not installed (pip install datatrove): anchored on our own Gopher rules"
+
+
+_SCALE = {"s": 1.0, "ms": 1e3}
+
+
+def _row(name: str, ours: Timing, anchor: Timing | None, anchor_name: str, unit: str, per: float = 1.0,
+         throughput: bool = False, missing: str = "", note: str = "") -> BenchRow:
+    """A row from interleaved Timings: ``per / median`` items/s (throughput) or ``median / per`` in
+    ``unit`` (``s``/``ms`` per item); the statistic and n in the note, and why the anchor is missing."""
+    def value(t: Timing | None) -> float | None:
+        if t is None:
+            return None
+        return per / t.median if throughput else t.median / per * _SCALE.get(unit.split("/")[0], 1.0)
+
+    text = stat_note(ours, anchor, "ms")
+    if anchor is None and missing:
+        text = f"{anchor_name} not run: {missing}; {text}"
+    if note:
+        text = f"{note}; {text}"
+    return BenchRow(name, value(ours), value(anchor), anchor_name, unit,  # type: ignore[arg-type]
+                    "higher" if throughput else "lower", text)
+
+
+def bench(ctx: RunContext) -> list[BenchRow]:
+    z = SMOKE if ctx.scale == "smoke" else QUICK
+    rows: list[BenchRow] = []
+    backend = "numba" if HAVE_NUMBA else "python"
+    ctx.log(f"entropy_filter bench: sampling {z.n_docs} documents (SAM backend: {backend})")
+    texts = make_documents(z.n_docs, z.doc_tokens)
+    toks = [fast_tokenize(t, z.doc_tokens) for t in texts]
+    docs = [dense_ids(tk) for tk in toks]
+    n_tok = sum(d.size for d in docs)
+    lcs, lcs_note = _lcsfinder()
+    sub, slow = docs[:z.n_sub], docs[:z.n_slow]
+    R = z.rounds
+
+    def run_all(f: Callable[[Any], Any], xs: list[Any]) -> Callable[[], None]:
+        return lambda: [f(x) for x in xs] and None
+
+    # tokenisation (reported separately: it can dominate)
+    t_fast, t_rep = time_interleaved(run_all(lambda t: dense_ids(fast_tokenize(t, z.doc_tokens)), texts[:z.n_sub]),
+                                     run_all(lambda t: hashed_ids(reported_tokenize(t)[:z.doc_tokens]),
+                                             texts[:z.n_sub]), rounds=R)
+    rows.append(_row("tokenisation: fast path vs reported path (TweetTokenizer + FNV)", t_fast, t_rep,
+                     "reported tokenisation", "docs/s", z.n_sub, True,
+                     note=f"per {z.doc_tokens:,}-token document; not included in the match-length rows"))
+
+    # (a) vs (c): natural documents
+    sam = lambda d: entropy_rate(d, backend=backend)  # noqa: E731
+    t_sam, t_lcs = time_interleaved(run_all(sam, docs), run_all(lcs, docs) if lcs else None, rounds=R)
+    rows.append(_row(f"Ĥ_K of {z.n_docs:,} docs × {z.doc_tokens:,} tokens: SAM ({backend}) vs {LCS_NAME}",
+                     t_sam, t_lcs, LCS_NAME, "docs/s", z.n_docs, True, lcs_note, "target >= 1x"))
+    rows.append(_row("same, in tokens/s", t_sam, t_lcs, LCS_NAME, "tokens/s", n_tok, True, lcs_note))
+    if backend == "numba":
+        py = lambda d: entropy_rate(d, backend="python")  # noqa: E731
+        t_py, t_lcs_sub = time_interleaved(run_all(py, sub), run_all(lcs, sub) if lcs else None, rounds=R)
+        rows.append(_row(f"pure-Python SAM backend (no numba) vs {LCS_NAME}", t_py, t_lcs_sub, LCS_NAME,
+                         "docs/s", len(sub), True, lcs_note,
+                         f"the fallback when numba is absent; {len(sub)} documents"))
+
+    # periodic text
+    per = [np.tile(np.random.default_rng(k).permutation(3), z.periodic_n // 3) for k in range(z.n_periodic)]
+    t_sam_p, t_lcs_p = time_interleaved(run_all(sam, per[:z.n_slow]), run_all(lcs, per[:z.n_slow]) if lcs else None,
+                                        rounds=R)
+    rows.append(_row(f"Ĥ_K of period-3 sequences × {z.periodic_n} tokens: SAM vs LCSFinder", t_sam_p, t_lcs_p,
+                     LCS_NAME, "ms/sequence", z.n_slow, missing=lcs_note,
+                     note=f"target >= 5x; {z.n_slow} sequences"))
+
+    # (b) the naive definition on n_naive documents at N = doc_tokens (one warm-up, one timed round: slow)
+    ctx.log(f"entropy_filter bench: naive definition on {z.n_naive} documents")
+    naive_docs = docs[:z.n_naive]
+    t_ml, t_naive = time_interleaved(run_all(lambda d: match_lengths(d, backend=backend), naive_docs),
+                                     run_all(naive_lambdas, naive_docs), rounds=1, warmup=0)
+    rows.append(_row(f"match lengths at N = {z.doc_tokens:,} ({z.n_naive} docs): SAM vs naive definition", t_ml,
+                     t_naive, "naive pure-Python definition", "ms/doc", z.n_naive,
+                     note="target >= 100x; one round (the naive definition is quadratic)"))
+
+    # (d) ProcessEntropy's numba PythonOnly path
+    po, po_note = _python_only()
+
+    def run_po() -> None:
+        for x in slow:
+            n = x.size
+            po(x, x, np.arange(n), np.zeros(n))
+    t_sam_s, t_po = time_interleaved(run_all(sam, slow), run_po if po is not None else None, rounds=R)
+    rows.append(_row(f"Ĥ_K of {len(slow)} docs: SAM vs ProcessEntropy numba PythonOnly lambdas", t_sam_s, t_po,
+                     "ProcessEntropy PythonOnly (numba)", "docs/s", len(slow), True, po_note))
+
+    # the stream of distinct documents, and linear scaling
+    stream = dense_ids([w for tk in toks[:z.stream // z.doc_tokens + 1] for w in tk])[:z.stream]
+    if stream.size < z.stream:
+        raise RuntimeError(f"bench stream has only {stream.size} tokens")
+    s20, s100 = stream[:z.stream // 10], stream[:z.stream // 2]
+    t200, t20, t100, l200, l20 = time_interleaved(
+        lambda: sam(stream), lambda: sam(s20), lambda: sam(s100),
+        (lambda: lcs(stream)) if lcs else None, (lambda: lcs(s20)) if lcs else None, rounds=R)
+    k, k10, k2 = (f"{n / 1000:g}k" for n in (z.stream, z.stream // 10, z.stream // 2))
+    rows.append(_row(f"Ĥ_K of a {k}-token stream: SAM vs LCSFinder", t200, l200, LCS_NAME, "s", missing=lcs_note))
+    ratio_note = stat_note(t200, l200, "ms")
+    rows.append(BenchRow(f"linear scaling: time({k}) / time({k10})", t200.median / t20.median,
+                         l200.median / l20.median if l200 and l20 else None, LCS_NAME, "x time for 10x tokens",
+                         "lower", (f"target <= 15 (10 = linear); ratio of medians; {ratio_note}" if lcs else
+                                   f"{LCS_NAME} not run: {lcs_note}; {ratio_note}")))
+    rows.append(BenchRow(f"scaling past the cache cliff: time({k}) / time({k2}), SAM only",
+                         t200.median / t100.median, None, "—", "x time for 2x tokens", "lower",
+                         f"diagnostic, no anchor: 2 = linear; the 20k working set (~2 MB) fits in L2, 100k/200k "
+                         f"do not; ratio of medians; {stat_note(t200, t100, 'ms')}"))
+
+    # overlap variant vs pydivsufsort (SA + Kasai LCP + LPF)
+    try:
+        lpf_lambdas(sub[0])
+        lpf, lpf_missing = run_all(lpf_lambdas, sub), ""
+    except ImportError as e:
+        lpf, lpf_missing = None, f"pydivsufsort not installed ({e}); pip install 'neurips26[entropy_filter]'"
+    t_ov, t_lpf = time_interleaved(run_all(lambda d: match_lengths(d, overlap=True, backend=backend), sub), lpf,
+                                   rounds=R)
+    rows.append(_row("overlap=True: SAM vs pydivsufsort longest_previous_factor", t_ov, t_lpf, "pydivsufsort",
+                     "docs/s", len(sub), True, lpf_missing,
+                     f"overlapping matches (LZ77 longest previous factor), {len(sub)} documents"))
+
+    # model-free anchors on the same texts (tokenisation included for all three)
+    tsub = texts[:z.n_sub]
+    score = lambda t: entropy_rate(dense_ids(fast_tokenize(t, z.doc_tokens)), backend=backend)  # noqa: E731
+    gopher, g_name, g_note = _gopher()
+    t_hk, t_zlib, t_gop = time_interleaved(run_all(score, tsub), run_all(zlib_ratio, tsub), run_all(gopher, tsub),
+                                           rounds=R)
+    rows.append(_row("document scoring incl. tokenisation: Ĥ_K vs zlib ratio", t_hk, t_zlib,
+                     "zlib compression ratio (level 9)", "docs/s", len(tsub), True))
+    rows.append(_row("document scoring incl. tokenisation: Ĥ_K vs Gopher repetition rules", t_hk, t_gop, g_name,
+                     "docs/s", len(tsub), True, note=g_note))
+    return rows

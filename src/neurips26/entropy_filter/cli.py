@@ -24,6 +24,7 @@ from collections import deque
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
 
+from neurips26.entropy_filter.corpus import iter_scores
 from neurips26.entropy_filter.estimators import ESTIMATORS, hk
 from neurips26.entropy_filter.filters import per_domain_k
 from neurips26.entropy_filter.tokenize import TOKENIZERS
@@ -134,8 +135,6 @@ def _records(path: str, text_field: str) -> Iterator[tuple[int, str, dict[str, A
 
 def _scored(args: argparse.Namespace) -> Iterator[tuple[int, dict[str, Any], float | None]]:
     """Stream (line number, record, score), in order, scoring in ``args.jobs`` processes."""
-    from neurips26.entropy_filter.corpus import iter_scores
-
     kw = dict(tokenizer=args.tokenizer, n_trunc=args.n_trunc, min_tokens=args.min_tokens,
               estimator=args.estimator, overlap=args.overlap)
     try:

@@ -31,6 +31,7 @@ from neurips26.entropy_filter.count_lm import Doc
 from neurips26.entropy_filter.estimators import entropy_rate, hk
 from neurips26.entropy_filter.filters import CONDITIONS, gopher_score, select, zlib_ratio
 from neurips26.entropy_filter.metrics import METRICS, diversity_metrics
+from neurips26.harness.validation import check_choice
 
 COMPARED = ("hk", "distinct_2", "distinct_3", "rep_4", "vocabulary", "ttr_500")
 LOWER_IS_BETTER = {"rep_4"}
@@ -105,17 +106,16 @@ def condition_scores(condition: str, recs: list[dict[str, Any]]) -> list[float |
         return [gopher_score(r["text"]) for r in recs]
     if condition == "random":
         return None
-    raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+    check_choice(condition, "condition", CONDITIONS)
+    raise AssertionError(f"condition {condition!r} has no scores")  # pragma: no cover - CONDITIONS covered
 
 
 def run_lineage(base: Any, condition: str, cfg: LoopConfig, gen0: list[dict[str, Any]],
                 gen0_ids: np.ndarray, domains: np.ndarray, topics: np.ndarray, rng: np.random.Generator,
                 progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """One single-lineage run of ``cfg.generations`` generations under ``condition``; all records."""
-    if condition not in CONDITIONS:
-        raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
-    if cfg.hl_scorer not in ("base", "current"):
-        raise ValueError(f"hl_scorer must be 'base' or 'current', got {cfg.hl_scorer!r}")
+    check_choice(condition, "condition", CONDITIONS)
+    check_choice(cfg.hl_scorer, "hl_scorer", ("base", "current"))
     record_self = cfg.record_self or cfg.hl_scorer == "current"
     records = [dict(r, condition=condition) for r in gen0]
     prev = [dict(r) for r in records]

@@ -4,8 +4,12 @@
 English prose); fallback when the module is absent: docstrings of stdlib modules (``inspect.getdoc``).
 Topic i goes to domain i mod 4.
 
-``score_corpus(texts, n_jobs)``: Ĥ_K of every document, embarrassingly parallel over a
-``concurrent.futures.ProcessPoolExecutor`` (order preserved, streamed in chunks).
+``score_corpus(texts, n_jobs)`` / ``iter_scores``: Ĥ_K of every document, embarrassingly parallel over a
+``concurrent.futures.ProcessPoolExecutor`` (order preserved, streamed in chunks). This is the one place
+the folder does not use ``harness.parallel.map_tasks``: ``map_tasks`` takes the whole task list and
+returns every result at the end, while ``iter_scores`` must *stream* (``neurips26 entropy-filter score``
+reads a JSONL corpus of any size and writes each scored record as soon as its chunk is done, holding at
+most ``2 * n_jobs`` chunks in memory). The worker count follows the harness's ``default_workers``.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
-import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from typing import Any, Iterable, Iterator
+
+from neurips26.entropy_filter.estimators import hk
+from neurips26.harness.parallel import default_workers
+from neurips26.harness.validation import check_scalar
 
 N_DOMAINS = 4
 DOMAIN_NAMES = ("encyclopedic", "creative", "scientific", "conversational")  # labels only
@@ -76,8 +83,6 @@ def domain_of(topic_index: int) -> int:
 # --------------------------------------------------------------------------------------------------
 
 def _score_one(text: Any, **kw: Any) -> float | None:
-    from neurips26.entropy_filter.estimators import hk
-
     return hk(text, **kw)
 
 
@@ -100,12 +105,11 @@ def iter_scores(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64,
 
     hk_kwargs go to ``hk`` (tokenizer, n_trunc, min_tokens, estimator, overlap, ...).
     """
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-        raise ValueError(f"n_jobs must be a positive int or -1 (all cores), got {n_jobs!r}")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    if n_jobs != -1:
+        check_scalar(n_jobs, "n_jobs (a positive int, or -1 for all cores)", int, min=1)
+    check_scalar(chunk_size, "chunk_size", int, min=1)
     if n_jobs == -1:
-        n_jobs = os.cpu_count() or 1
+        n_jobs = default_workers()
     # validate the options once, up front, on a dummy document
     _score_one("", **hk_kwargs)
     if n_jobs == 1:

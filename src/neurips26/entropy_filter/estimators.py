@@ -21,14 +21,13 @@ import numpy as np
 from neurips26.entropy_filter.match_lengths import (as_token_array, check_window, match_lengths,
                                                     window_lambdas)
 from neurips26.entropy_filter.tokenize import check_text, check_tokenizer, token_ids, tokenize
+from neurips26.harness.validation import check_choice, check_scalar
 
 ESTIMATORS = ("paper", "increasing_window", "sliding_window", "gao")
 
 
 def check_estimator(estimator: object) -> str:
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    return estimator  # type: ignore[return-value]
+    return check_choice(estimator, "estimator", ESTIMATORS)
 
 
 def entropy_rate(x: object, estimator: str = "paper", overlap: bool = False, window: int | None = None,
@@ -65,16 +64,6 @@ def entropy_rate(x: object, estimator: str = "paper", overlap: bool = False, win
     return float(np.mean(log_past / lam))
 
 
-def _check_count(value: object, name: str, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int{' or None' if allow_none else ''}, got {type(value).__name__}")
-    if value < 2:
-        raise ValueError(f"{name} must be >= 2, got {value}")
-    return int(value)
-
-
 def hk(text: str, tokenizer: str = "fast", n_trunc: int | None = 1500, min_tokens: int = 50,
        estimator: str = "paper", overlap: bool = False, window: int | None = None,
        backend: str = "auto") -> float | None:
@@ -86,8 +75,8 @@ def hk(text: str, tokenizer: str = "fast", n_trunc: int | None = 1500, min_token
     """
     check_text(text)
     check_tokenizer(tokenizer)
-    n_trunc = _check_count(n_trunc, "n_trunc", allow_none=True)
-    min_tokens = _check_count(min_tokens, "min_tokens")
+    n_trunc = None if n_trunc is None else check_scalar(n_trunc, "n_trunc", int, min=2)
+    min_tokens = check_scalar(min_tokens, "min_tokens", int, min=2)
     check_estimator(estimator)
     if estimator == "sliding_window" and overlap:
         raise ValueError("overlap=True is not defined for estimator='sliding_window'")

@@ -1,9 +1,14 @@
 """Reproduction: the six-generation collapse loop on CPython's pydoc_data prose, the proxy regression
-and the collapse detector (``neurips26 run entropy_filter [--scale quick|full]``).
+and the collapse detector (``neurips26 run entropy_filter [--scale smoke|quick|full] [--seeds 0,1,2]``).
 
-quick: the interpolated trigram count LM (fine-tune = re-estimate counts), 80 docs/generation.
+smoke: the trigram count LM, 16 docs/generation, 2 generations, 1 seed (seconds; every claim's code path).
+quick: the interpolated trigram count LM (fine-tune = re-estimate counts), 80 docs/generation, seeds 0-2.
 full:  a small neural LM (PyTorch fixed-window MLP LM, fine-tuned from the previous weights each
-       generation), 160 docs/generation, 3 seeds.
+       generation), 160 docs/generation, seeds 0-2.
+
+One run of ``run`` is one seed (the harness runs the config's ``seeds``); every claim is judged on every
+seed and holds or fails only when all seeds agree (otherwise ``inconclusive``); the generation-6 Ĥ_K
+ordering is judged on the paired differences between conditions over seeds (``harness.paper.paired``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from neurips26.harness import INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, verdict
+from neurips26.harness.paper import judge, paired
 from neurips26.entropy_filter.collapse import (LoopConfig, generation_comparison, prompts, proxy_regression,
                                                record_docs, run_lineage, run_rephrase_lineage, spearman,
                                                trajectories)
@@ -43,15 +49,18 @@ class Config:
     rephrase: bool = True
     record_self: bool = True                 # also record each generator's own H_L (detector_self)
     rephrase_lam: float = 0.5
-    n_seeds: int = 1                         # seeds ctx.seed, ctx.seed + 1, ...
+    seeds: tuple[int, ...] = (0, 1, 2)       # the run's default seeds (the harness runs each)
     neural: dict[str, Any] = field(default_factory=dict)   # NeuralLMConfig overrides (full)
 
 
 CONFIGS = {
+    "smoke": Config(n_per_topic=1, topics_per_domain=4, doc_len=80, generations=2, vocab_size=400,
+                    proxy_temperatures=(0.6, 1.0), proxy_n_per_topic=1, seeds=(0,)),
     "quick": Config(),
-    "full": Config(generator="neural", n_per_topic=4, n_seeds=3, proxy_n_per_topic=2,
-                   neural={"epochs_per_generation": 3}),
+    "full": Config(generator="neural", n_per_topic=4, proxy_n_per_topic=2, neural={"epochs_per_generation": 3}),
 }
+
+ORDER_K = 2.0   # the Ĥ_K ordering claim holds/fails only beyond this many standard errors over seeds
 
 
 def _build_base(cfg: Config, seed: int, ctx: RunContext) -> Any:
@@ -60,7 +69,7 @@ def _build_base(cfg: Config, seed: int, ctx: RunContext) -> Any:
     if cfg.generator == "count":
         return TrigramLM(vocab, N_DOMAINS, CountLMConfig(vocab_size=cfg.vocab_size, eta=cfg.eta)).fit(docs), topics
     if cfg.generator == "neural":
-        from neurips26.entropy_filter.neural_lm import NeuralLM, NeuralLMConfig
+        from neurips26.entropy_filter.neural_lm import NeuralLM, NeuralLMConfig  # needs torch (optional)
 
         ncfg = NeuralLMConfig(**cfg.neural)
         ctx.log(f"entropy_filter: pre-training the neural LM ({ncfg.pretrain_epochs} epochs)")
@@ -126,29 +135,16 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
-    per_seed = []
-    for s in range(cfg.n_seeds):
-        per_seed.append(_one_seed(cfg, ctx, ctx.seed + s))
-    main = per_seed[0]
-    m: dict[str, Any] = {"seeds": [ctx.seed + s for s in range(cfg.n_seeds)], "generator": cfg.generator}
+    main = _one_seed(cfg, ctx, ctx.seed)
+    m: dict[str, Any] = {"seed": ctx.seed, "generator": cfg.generator}
     m.update({k: v for k, v in main.items() if k != "proxy_points"})
     traj = main["trajectories"]
     m["unfiltered_hk_gen0"] = traj["unfiltered"]["hk"][0]
     m["unfiltered_hk_final"] = traj["unfiltered"]["hk"][-1]
     m["unfiltered_hk_lm_gen0"] = traj["unfiltered"]["hk_lm"][0]
     m["unfiltered_hk_lm_final"] = traj["unfiltered"]["hk_lm"][-1]
-    G = cfg.generations
-    for cond in cfg.conditions:
-        if cond != "unfiltered":
-            for met in ("distinct_3", "vocabulary", "rep_4", "hk"):
-                c = main["final"][cond][met]
-                m[f"{cond}.{met}.pct"] = c["pct"]
-                m[f"{cond}.{met}.p_welch"] = c["p_welch"]
-                m[f"{cond}.{met}.p_student"] = c["p_student"]
-    if cfg.n_seeds > 1:
-        m["per_seed_final"] = [ps["final"] for ps in per_seed]
-        m["per_seed_detector"] = [ps["detector"] for ps in per_seed]
-    _plots(cfg, ctx, main, G)
+    m["final_hk"] = {cond: traj[cond]["hk"][-1] for cond in cfg.conditions}   # generation-G Ĥ_K
+    _plots(cfg, ctx, main, cfg.generations)
     return m
 
 
@@ -188,21 +184,27 @@ def _plots(cfg: Config, ctx: RunContext, main: dict[str, Any], G: int) -> None:
 # claims (verdicts computed from the metrics)
 # --------------------------------------------------------------------------------------------------
 
+def _final(m: dict[str, Any], cond: str, metric: str) -> dict[str, Any]:
+    return m["final"][cond][metric]
+
+
 def _improves(metric: str, paper: str) -> Any:
     def check(m: dict[str, Any]) -> tuple[str, str]:
-        pct, p = m[f"hk_filter.{metric}.pct"], m[f"hk_filter.{metric}.p_welch"]
+        c = _final(m, "hk_filter", metric)
+        pct, p = c["pct"], c["p_welch"]
         if pct is None or p is None:
             return INCONCLUSIVE, f"{metric}: not enough documents"
         raw = -pct if metric == "rep_4" else pct  # the metric's own change (Rep-4: lower is better)
         return verdict(pct > 0 and p < 1e-3), (f"{raw:+.1f}% vs unfiltered, Welch p = {p:.2g}, "
-                                               f"Student p = {m[f'hk_filter.{metric}.p_student']:.2g}")
+                                               f"Student p = {c['p_student']:.2g}")
     return check
 
 
 def _hl_no_benefit(m: dict[str, Any]) -> tuple[str, str]:
     parts, any_sig = [], False
     for met in ("distinct_3", "vocabulary", "rep_4"):
-        pct, p = m[f"hl_filter.{met}.pct"], m[f"hl_filter.{met}.p_welch"]
+        c = _final(m, "hl_filter", met)
+        pct, p = c["pct"], c["p_welch"]
         if pct is None or p is None:
             return INCONCLUSIVE, f"{met}: not enough documents"
         any_sig |= pct > 0 and p < 0.05
@@ -214,7 +216,7 @@ def _hl_no_benefit(m: dict[str, Any]) -> tuple[str, str]:
 def _hk_beats_hl(m: dict[str, Any]) -> tuple[str, str]:
     parts, ok = [], True
     for met in ("distinct_3", "vocabulary", "rep_4"):
-        a, b = m[f"hk_filter.{met}.pct"], m[f"hl_filter.{met}.pct"]
+        a, b = _final(m, "hk_filter", met)["pct"], _final(m, "hl_filter", met)["pct"]
         if a is None or b is None:
             return INCONCLUSIVE, f"{met}: not enough documents"
         ok &= a > b
@@ -252,31 +254,59 @@ def _rephrase(m: dict[str, Any]) -> tuple[str, str]:
     return verdict(r < 0), f"rephrasing ρ = {r:+.3f} (fine-tuning ρ = {f:+.3f}); paper: negative"
 
 
+def _every_seed(check: Any) -> Any:
+    """A single-seed check judged on every seed of the run: its verdict when all seeds agree, else
+    ``inconclusive``; the measured text is the first seed's, with the count of seeds that hold."""
+    def combined(m: dict[str, Any]) -> tuple[str, str]:
+        runs = getattr(m, "per_seed", None) or [m]
+        results = [check(r) for r in runs]
+        verdicts = [v for v, _ in results]
+        if len(runs) == 1:
+            return verdicts[0], f"{results[0][1]} (1 seed)"
+        v = verdicts[0] if all(x == verdicts[0] for x in verdicts) else INCONCLUSIVE
+        held = sum(x == HOLDS for x in verdicts)
+        return v, f"seed {m.seeds[0]}: {results[0][1]}; holds in {held}/{len(runs)} seeds"  # type: ignore[attr-defined]
+    return combined
+
+
 def _ordering(m: dict[str, Any]) -> tuple[str, str]:
-    t = m["trajectories"]
-    u, h, k = t["unfiltered"]["hk"][-1], t["hl_filter"]["hk"][-1], t["hk_filter"]["hk"][-1]
-    return verdict(k > h > u), f"generation-6 Ĥ_K: unfiltered {u:.2f}, H_L filter {h:.2f}, Ĥ_K filter {k:.2f}"
+    """Generation-6 Ĥ_K: Ĥ_K filter > H_L filter > unfiltered, each step a paired difference over seeds
+    beyond ORDER_K standard errors (inconclusive inside the noise or with one seed)."""
+    try:
+        steps = [paired(m, "final_hk.hk_filter", "final_hk.hl_filter"),
+                 paired(m, "final_hk.hl_filter", "final_hk.unfiltered")]
+    except TypeError:  # a condition without any scored document at generation 6
+        return INCONCLUSIVE, "a condition has no scored document at the last generation"
+    verdicts = [judge(mean, se, n, 0.0, ORDER_K, "higher") for mean, se, n in steps]
+    v = FAILS if FAILS in verdicts else HOLDS if all(x == HOLDS for x in verdicts) else INCONCLUSIVE
+    f = m["final_hk"]
+    (d1, s1, n), (d2, s2, _) = steps
+    se = (lambda s: f" ± {s:.2f}" if n > 1 else "")
+    return v, (f"seed {getattr(m, 'seeds', [m.get('seed', 0)])[0]}: unfiltered {f['unfiltered']:.2f}, "
+               f"H_L filter {f['hl_filter']:.2f}, Ĥ_K filter {f['hk_filter']:.2f}; over {n} seed(s): "
+               f"Ĥ_K − H_L filter {d1:+.2f}{se(s1)}, H_L filter − unfiltered {d2:+.2f}{se(s2)} bits/word "
+               f"(each needs > 0 by {ORDER_K:g} s.e.)")
 
 
 CLAIMS = [
     Claim("collapse", "Unfiltered fine-tuning on own samples collapses diversity (Ĥ_K falls)",
-          "Table 1: unfiltered Ĥ_K 0.79 bits/word at gen 6", _collapse),
+          "Table 1: unfiltered Ĥ_K 0.79 bits/word at gen 6", _every_seed(_collapse)),
     Claim("hk_distinct3", "Ĥ_K filtering raises Distinct-3 vs unfiltered at gen 6 (p < 0.001)",
-          "+42% (***)", _improves("distinct_3", "+42%")),
+          "+42% (***)", _every_seed(_improves("distinct_3", "+42%"))),
     Claim("hk_vocab", "Ĥ_K filtering raises vocabulary vs unfiltered at gen 6 (p < 0.001)",
-          "+30% (***)", _improves("vocabulary", "+30%")),
+          "+30% (***)", _every_seed(_improves("vocabulary", "+30%"))),
     Claim("hk_rep4", "Ĥ_K filtering lowers Rep-4 vs unfiltered at gen 6 (p < 0.001)",
-          "−19% (***)", _improves("rep_4", "-19%")),
+          "−19% (***)", _every_seed(_improves("rep_4", "-19%"))),
     Claim("hl_no_benefit", "Log-prob (H_L) filtering gives no significant diversity benefit",
-          "+7% / +4% / −3%, all p > 0.23", _hl_no_benefit),
+          "+7% / +4% / −3%, all p > 0.23", _every_seed(_hl_no_benefit)),
     Claim("hk_beats_hl", "Ĥ_K filter beats the H_L filter on Distinct-3, vocabulary and Rep-4",
-          "+42/+30/−19% vs +7/+4/−3%", _hk_beats_hl),
+          "+42/+30/−19% vs +7/+4/−3%", _every_seed(_hk_beats_hl)),
     Claim("hk_ordering", "Generation-6 Ĥ_K ordering: Ĥ_K filter > H_L filter > unfiltered",
           "1.43 > 1.16 > 0.79 bits/word", _ordering),
     Claim("proxy", "Ĥ_K tracks H_L across domains and temperatures (OLS of Ĥ_K bits/token on H_L)",
-          "β = 0.924, R² = 0.746", _proxy),
+          "β = 0.924, R² = 0.746", _every_seed(_proxy)),
     Claim("detector", "Ĥ_K detects collapse: Spearman ρ(Ĥ_K, H_L) > 0 over the fine-tuning lineage",
-          "ρ = +0.454, p < 0.0001", _detector),
+          "ρ = +0.454, p < 0.0001", _every_seed(_detector)),
     Claim("rephrase_negative", "In a rephrasing lineage (no weight update) ρ(Ĥ_K, H_L) is negative",
-          "ρ = −0.175", _rephrase),
+          "ρ = −0.175", _every_seed(_rephrase)),
 ]

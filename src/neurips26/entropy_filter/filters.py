@@ -25,15 +25,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from neurips26.harness.validation import check_scalar
+
 CONDITIONS = ("unfiltered", "random", "hl_filter", "hl_surprisal", "hk_filter", "zlib", "gopher_rep")
 
 
 def _check_keep_frac(keep_frac: object) -> float:
-    if isinstance(keep_frac, bool) or not isinstance(keep_frac, (int, float, np.floating, np.integer)):
-        raise TypeError(f"keep_frac must be a number in (0, 1], got {type(keep_frac).__name__}")
-    if not (0.0 < float(keep_frac) <= 1.0):
-        raise ValueError(f"keep_frac must be in (0, 1], got {keep_frac}")
-    return float(keep_frac)
+    return check_scalar(keep_frac, "keep_frac", float, min=0, max=1, inclusive="right")
 
 
 def _check_scores(scores: Sequence[Any], n: int) -> list[float | None]:
@@ -44,11 +42,10 @@ def _check_scores(scores: Sequence[Any], n: int) -> list[float | None]:
         if s is None:
             out.append(None)
             continue
-        if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)):
-            raise TypeError(f"scores[{i}] must be a number or None, got {type(s).__name__}")
-        if math.isnan(float(s)):
+        s = check_scalar(s, f"scores[{i}]", float, finite=False)
+        if math.isnan(s):
             raise ValueError(f"scores[{i}] is NaN; use None for a document without a score")
-        out.append(float(s))
+        out.append(s)
     return out
 
 
@@ -96,8 +93,7 @@ def select(docs: Sequence[Any], scores: Sequence[Any] | None, domains: Sequence[
 
 def zlib_ratio(text: str, level: int = 9) -> float | None:
     """Compressed bytes / raw bytes (higher = less redundant); None for empty text."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_scalar(text, "text", str)
     raw = text.encode("utf-8")
     if not raw:
         return None
@@ -162,8 +158,7 @@ def gopher_violations(text: str, rules: GopherRules = GopherRules()) -> list[tup
     Line/paragraph duplicate fractions, the character fraction of the most frequent 2/3/4-gram and
     the character fraction covered by duplicated 5..10-grams (words = whitespace split).
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_scalar(text, "text", str)
     out: list[tuple[str, float, float]] = []
     n_chars = max(len(text), 1)
     paras = _PARA.split(text.strip())

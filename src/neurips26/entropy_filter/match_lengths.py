@@ -27,6 +27,8 @@ from typing import Iterator
 
 import numpy as np
 
+from neurips26.harness.validation import check_choice, check_scalar
+
 BACKENDS = ("auto", "numba", "python")
 
 # optional accelerator, imported (and its kernels compiled) on first use only
@@ -83,8 +85,7 @@ def _keyable(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_choice(backend, "backend", BACKENDS)
     if backend == "numba" and not HAVE_NUMBA:
         raise ValueError("backend='numba' needs the numba package (pip install numba)")
     if backend == "auto":
@@ -189,8 +190,7 @@ def match_lengths(x: object, overlap: bool = False, backend: str = "auto") -> np
     backend: ``auto`` (numba when installed), ``numba`` or ``python``. Linear time via the SAM.
     """
     arr = as_token_array(x)
-    if not isinstance(overlap, (bool, np.bool_)):
-        raise TypeError(f"overlap must be a bool, got {type(overlap).__name__}")
+    check_scalar(overlap, "overlap", (bool, np.bool_))
     be = _check_backend(backend)
     if arr.size < 2:
         return np.empty(0, dtype=np.int64)
@@ -233,11 +233,8 @@ def naive_lambdas(x: object, overlap: bool = False) -> np.ndarray:
 
 
 def check_window(window: object, n: int) -> int:
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
-        raise TypeError(f"window must be an int, got {type(window).__name__}")
-    if window < 2 or window >= n:
-        raise ValueError(f"window must satisfy 2 <= window < N = {n} (log2 of window=1 is 0), got {window}")
-    return int(window)
+    """The window W of the sliding-window estimator: an int with 2 <= W < N (log2 of W=1 is 0)."""
+    return check_scalar(window, f"window (N = {n})", int, min=2, max=n, inclusive="left")
 
 
 def window_lambdas(x: object, window: int, backend: str = "auto") -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from neurips26.entropy_filter.tokenize import words as _words
+from neurips26.harness.validation import check_scalar
 
 MIN_WORDS = 10
 METRICS = ("distinct_2", "distinct_3", "rep_4", "vocabulary", "ttr_500")
@@ -24,8 +25,7 @@ def _ngrams(ws: list[str], n: int) -> list[tuple[str, ...]]:
 
 def distinct_n(text: str, n: int) -> float | None:
     """|unique n-grams| / |n-grams| of the lowercased whitespace words; None below 10 words."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_scalar(n, "n", int, min=1)
     ws = _words(text)
     if len(ws) < MIN_WORDS:
         return None

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from neurips26.entropy_filter.estimators import hk
 from neurips26.entropy_filter.filters import _check_scores, per_domain_k
+from neurips26.harness.validation import check_scalar
 
 
 def domain_thresholds(scores: Sequence[float | None], domains: Sequence[Any] | None,
@@ -62,10 +63,13 @@ class HKDocumentFilter:
             if domain_key is None:
                 raise ValueError("domain_key is required when thresholds is a per-domain mapping")
             for d, t in thresholds.items():
-                if not isinstance(t, (int, float)) or math.isnan(t):
-                    raise ValueError(f"thresholds[{d!r}] must be a number, got {t!r}")
-        elif isinstance(thresholds, bool) or not isinstance(thresholds, (int, float)) or math.isnan(thresholds):
-            raise TypeError(f"thresholds must be a number or a mapping domain -> number, got {thresholds!r}")
+                check_scalar(t, f"thresholds[{d!r}]", float, finite=False)     # inf: keep nothing
+                if math.isnan(t):
+                    raise ValueError(f"thresholds[{d!r}] must be a number, got NaN")
+        else:
+            check_scalar(thresholds, "thresholds (a number or a mapping domain -> number)", float, finite=False)
+            if math.isnan(thresholds):
+                raise ValueError("thresholds must be a number, got NaN")
         hk("", **hk_kwargs)  # validate the options now, not on the first document
         self.thresholds, self.domain_key = thresholds, domain_key
         self.keep_unscored, self.hk_kwargs = keep_unscored, hk_kwargs

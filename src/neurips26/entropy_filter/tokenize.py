@@ -21,6 +21,8 @@ from typing import Iterable
 
 import numpy as np
 
+from neurips26.harness.validation import check_choice, check_scalar
+
 TOKENIZERS = ("fast", "reported")
 
 _ALNUM_RUN = re.compile(r"[a-z0-9]+")
@@ -31,15 +33,11 @@ _MASK32 = 2**32
 
 
 def check_text(text: object, name: str = "text") -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-    return text
+    return check_scalar(text, name, str)
 
 
 def check_tokenizer(tokenizer: object) -> str:
-    if tokenizer not in TOKENIZERS:
-        raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {tokenizer!r}")
-    return tokenizer  # type: ignore[return-value]
+    return check_choice(tokenizer, "tokenizer", TOKENIZERS)
 
 
 def fast_tokenize(text: str, limit: int | None = None) -> list[str]:
