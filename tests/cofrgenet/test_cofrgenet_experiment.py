@@ -216,8 +216,6 @@ def test_every_variant_and_family_of_full_builds_and_trains(tmp_path):
         assert c.evaluate(m).verdict in (HOLDS, FAILS, INCONCLUSIVE)
 
 
-@pytest.mark.xfail(strict=True, reason="harness: run_paper runs seeds through map_tasks, which wraps the "
-                   "run's RunSetupError in a TaskError (exit 1 with a traceback); fix proposed to the lead")
 def test_cli_missing_corpus_one_line_exit_2(tmp_path):
     import os
 
