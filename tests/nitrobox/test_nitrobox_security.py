@@ -68,6 +68,11 @@ except OSError as e:
 out["sysrq"] = try_open("/proc/sysrq-trigger") if os.path.exists("/proc/sysrq-trigger") else "absent"
 out["sentinel"] = os.path.exists("SENTINEL")
 out["kcore"] = os.stat("/proc/kcore").st_size if os.path.exists("/proc/kcore") else 0
+# issue 28 item 3: Docker's masked paths, io_uring denied, no host path in mountinfo
+out["firmware"] = sorted(os.listdir("/sys/firmware")) if os.path.isdir("/sys/firmware") else []
+out["acpi"] = sorted(os.listdir("/proc/acpi")) if os.path.isdir("/proc/acpi") else []
+out["io_uring_setup"] = sc(425, 1, ctypes.create_string_buffer(120))
+out["mountinfo"] = open("/proc/self/mountinfo").read()
 print(json.dumps(out))
 ''')
 
@@ -84,7 +89,7 @@ def _isolation_checks(state_root: str, port: int, sentinel: str, spawn_mode: str
             "threads": sb.exec("python3 -c 'import threading; t=threading.Thread(target=print, args=(7,)); "
                                "t.start(); t.join()'").output,
         }
-        return {"probe": r.output, "code": r.exit_code, **shell}
+        return {"probe": r.output, "code": r.exit_code, "state_root": state_root, **shell}
     finally:
         sb.delete(wait=True)
 
@@ -107,6 +112,9 @@ def _assert_isolated(res: dict) -> None:
     assert out["sysrq"] in ("absent", "EROFS", "EACCES", "EPERM")
     assert out["sentinel"] is False
     assert out["kcore"] == 0
+    assert out["firmware"] == [] and out["acpi"] == []
+    assert out["io_uring_setup"] == 1  # EPERM, as Docker's default profile
+    assert res["state_root"] not in out["mountinfo"] and "/dev/shm/" not in out["mountinfo"]
     assert res["unshare_cli"] != 0 and res["mount_cli"] != 0
     assert res["threads"] == "7\n"  # clone3 -> ENOSYS keeps pthread_create working
 

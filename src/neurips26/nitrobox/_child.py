@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass, field
 
 try:  # loaded as part of the package
-    from neurips26.nitrobox import _sys
-except ImportError:  # loaded by file path inside the zygote (``_sys`` injected first)
+    from neurips26.nitrobox import _sys, agent
+except ImportError:  # loaded by file path inside the zygote (``_sys``, ``agent`` injected first)
     import _nbx_sys as _sys  # type: ignore[no-redef]
+    import _nbx_agent as agent  # type: ignore[no-redef]
 
 # Docker's default capability keep-list; every other cap is dropped from the bounding set.
 KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
@@ -32,6 +33,8 @@ KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
 
 PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 PROC_NULL = ("kcore", "keys", "timer_list", "sched_debug", "latency_stats")
+PROC_EMPTY = ("acpi", "scsi")                              # Docker's masked dirs: an empty ro tmpfs
+SYS_EMPTY = ("firmware", "devices/virtual/powercap")      # ACPI tables, RAPL energy counters
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 SIOCSIFFLAGS = 0x8914
 IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
@@ -41,10 +44,7 @@ IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 class ChildSpec:
     """Everything the children need, computed by the client before fork (no work after fork)."""
 
-    sock: int                      # child end of the control socketpair (CLOEXEC)
-    stdin_r: int
-    out_w: int
-    status_w: int
+    sock: int                      # child end of the control socketpair (SEQPACKET, CLOEXEC)
     parent_pid: int
     map_by_parent: bool            # rootful (0 0 65536) or rootless subuid: the client writes maps
     uid: int
@@ -54,6 +54,7 @@ class ChildSpec:
     pdeathsig_b: bool = True
     merged: str = ""
     overlay_data: str = ""
+    overlay_cwd: str = "/"         # the layer paths in overlay_data are relative to it (no host path in mountinfo)
     host_usr: bool = True
     disk_dir: str | None = None    # tmpfs mount point holding upper/work when disk_limit is set
     disk_size: int = 0
@@ -63,8 +64,7 @@ class ChildSpec:
     rlimits: list = field(default_factory=list)
     cap_last: int = 40
     seccomp: object = None         # _sys.SeccompProgram
-    shell: str = "/bin/bash"
-    argv: list = field(default_factory=lambda: ["bash", "--noprofile", "--norc"])
+    shells: tuple = ("/bin/bash", "/bin/sh")
     env: dict = field(default_factory=dict)
     usr_flags: int = 0             # locked flags of the host /usr mount, translated ST_ -> MS_
     trace: bool = False            # B reports per-step timings ("T:" line) before exec (diagnostics)
@@ -88,7 +88,7 @@ def run_a(s: ChildSpec) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         except ValueError:
             pass
-        _sys.close_all_except([s.sock, s.stdin_r, s.out_w, s.status_w])
+        _sys.close_all_except([s.sock])
         step = "A:cgroup"
         me = str(os.getpid()).encode()
         for procs in s.cgroup_procs:  # step 2: join the sandbox's cgroup(s)
@@ -132,8 +132,7 @@ def run_a(s: ChildSpec) -> None:
             run_b(s)
         # From here on A's root follows B's pivot_root: no filesystem access.
         _send(s.sock, f"P:{pid}\n" + (f"D:{os.getpid()},{keep}\n" if keep is not None else ""))
-        for fd in (s.sock, s.stdin_r, s.out_w, s.status_w):
-            os.close(fd)
+        os.close(s.sock)
         while True:
             try:
                 _, status = os.waitpid(pid, 0)
@@ -158,6 +157,21 @@ def _mkfile(path: str) -> None:
     os.close(fd)
 
 
+def _mask_dir(path: str) -> None:
+    """Hide a directory behind an empty read-only tmpfs (Docker's masked paths)."""
+    if os.path.isdir(path):
+        _sys.mount("tmpfs", path, "tmpfs", _sys.MS_RDONLY | _sys.MS_NOSUID | _sys.MS_NODEV | _sys.MS_NOEXEC,
+                   "size=0,mode=555")
+
+
+def _executable(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_mode & 0o170000) == 0o100000 and bool(st.st_mode & 0o111)
+
+
 def run_b(s: ChildSpec) -> None:
     """Child B = pid 1 of the sandbox: steps 5-10. Never returns."""
     step = "B:start"
@@ -173,6 +187,7 @@ def run_b(s: ChildSpec) -> None:
         step = "B:overlay"
         if s.trace:
             marks.append((step, clock()))
+        os.chdir(s.overlay_cwd)
         _sys.mount("overlay", m, "overlay", 0, s.overlay_data)  # step 5
         if s.host_usr:
             step = "B:usr"
@@ -198,6 +213,8 @@ def run_b(s: ChildSpec) -> None:
             p = m + "/proc/" + name
             if os.path.exists(p):
                 _sys.mount("/dev/null", p, None, _sys.MS_BIND)
+        for name in PROC_EMPTY:
+            _mask_dir(m + "/proc/" + name)
         step = "B:dev"
         if s.trace:
             marks.append((step, clock()))
@@ -223,6 +240,8 @@ def run_b(s: ChildSpec) -> None:
         sflags = _sys.MS_RDONLY | _sys.MS_NOSUID | _sys.MS_NODEV | _sys.MS_NOEXEC
         if s.network_none:
             _sys.mount("sysfs", m + "/sys", "sysfs", sflags)
+            for name in SYS_EMPTY:
+                _mask_dir(m + "/sys/" + name)
         else:
             _sys.mount("tmpfs", m + "/sys", "tmpfs", sflags, "size=4k")
         step = "B:net"
@@ -243,11 +262,6 @@ def run_b(s: ChildSpec) -> None:
         _sys.pivot_root(".", ".")
         _sys.umount2(".", _sys.MNT_DETACH)
         os.chdir("/")
-        step = "B:rlimits"
-        if s.trace:
-            marks.append((step, clock()))  # spec step 9
-        for res, soft, hard in s.rlimits:
-            resource.setrlimit(res, (soft, hard))
         step = "B:caps"
         if s.trace:
             marks.append((step, clock()))
@@ -260,22 +274,30 @@ def run_b(s: ChildSpec) -> None:
             marks.append((step, clock()))
         if s.seccomp is not None:
             s.seccomp.load()
-        step = "B:exec"
+        step = "B:shell"  # the agent runs every command with the first executable shell
+        shells = tuple(sh for sh in s.shells if _executable(sh))
+        if not shells:
+            raise FileNotFoundError(2, "no executable shell in the image", " or ".join(s.shells))
+        step = "B:agent"
         if s.trace:
-            marks.append((step, clock()))  # spec step 10
-        srcs = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (s.stdin_r, s.out_w, s.status_w, s.sock)]
-        os.dup2(srcs[0], 0)
-        os.dup2(srcs[1], 1)
-        os.dup2(srcs[1], 2)
-        os.dup2(srcs[2], 3)
-        sock = srcs[3]
-        _sys.close_all_except([0, 1, 2, 3, sock])
+            marks.append((step, clock()))  # spec step 10: the agent instead of a shell
+        _sys.prctl(_sys.PR_SET_DUMPABLE, 0)  # /proc/1/* unreachable for every command
+        sock = fcntl.fcntl(s.sock, fcntl.F_DUPFD_CLOEXEC, 10)
+        _sys.close_all_except([sock])
         s.sock = sock
+        null = os.open("/dev/null", os.O_RDWR)  # fd 0
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.dup2(sock, 3, inheritable=False)  # fixed fd 3 for the agent's socket (CRIU finds it there)
+        os.close(sock)
+        s.sock = 3
         if s.trace:
             marks.append(("B:end", clock()))
             _send(s.sock, "T:" + ",".join(f"{a}={(t2 - t1) * 1e3:.3f}" for (a, t1), (_, t2)
                                           in zip(marks, marks[1:])) + "\n")
-        os.execve(s.shell, s.argv, s.env)
+        _send(s.sock, "R\n")
+        agent.serve(s.sock, s.env, s.rlimits, shells, sum(1 << c for c in KEEP_CAPS))
+        os._exit(0)
     except BaseException as e:  # noqa: BLE001
         _send(s.sock, f"F:{step}: {_describe(e)}\n")
         os._exit(127)

@@ -46,6 +46,8 @@ class SandboxConfig:
     memory/pids/cpu/disk_limit: limits; ``None`` = unlimited. ``strict_limits=True`` raises
                   ``LimitsUnavailableError`` if the active backend cannot enforce one.
     exec_timeout: default per-exec timeout (s), ``None`` = none.
+    max_output_bytes / max_file_bytes: caps on one exec's captured output (head + tail kept) and on
+                  one file read by the files API.
     max_lifetime: watchdog (s) that deletes the sandbox after this wall time, ``None`` = none.
     state_root:   where state dirs live (default ``$NEURIPS26_NBX_STATE`` or
                   ``/dev/shm/neurips26-nbx-<uid>``).
@@ -69,6 +71,7 @@ class SandboxConfig:
     exec_timeout: float | None = None
     max_lifetime: float | None = None
     max_output_bytes: int = 1 << 20
+    max_file_bytes: int = 256 << 20
     start_timeout: float = 10.0
     stateful: bool = False
     state_root: str | None = None
@@ -140,6 +143,9 @@ class SandboxConfig:
         if isinstance(self.max_output_bytes, bool) or not isinstance(self.max_output_bytes, int) \
                 or self.max_output_bytes < 64:
             raise ValueError(f"max_output_bytes must be an int >= 64, got {self.max_output_bytes!r}")
+        if isinstance(self.max_file_bytes, bool) or not isinstance(self.max_file_bytes, int) \
+                or self.max_file_bytes < 1:
+            raise ValueError(f"max_file_bytes must be an int >= 1, got {self.max_file_bytes!r}")
         if self.spawn_mode not in ("auto", "direct", "zygote"):
             raise ValueError(f"spawn_mode must be 'auto', 'direct' or 'zygote', got {self.spawn_mode!r}")
         for flag in ("strict_limits", "stateful", "subuid", "criu"):

@@ -10,8 +10,9 @@ create, delete is kill + rename(state dir) with the unlinking done by a backgrou
 from __future__ import annotations
 
 import errno
-import fcntl
+import marshal
 import os
+import secrets
 import resource  # noqa: F401 - imported before any fork: the child must import nothing new
 import selectors
 import shlex
@@ -24,21 +25,27 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from neurips26.nitrobox import _child, _sys, limits as _limits, runtime
+from neurips26.nitrobox.agent import TIMEOUT_CODE, _kind
 from neurips26.nitrobox.config import SandboxConfig, check_env, check_path_text, check_timeout
 from neurips26.nitrobox.errors import (LimitsUnavailableError, SandboxClosedError, SandboxError,
                                        SandboxStartError, SnapshotNotFoundError)
 from neurips26.nitrobox.image import Image, dir_image, host_image
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_RESOLVE = _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS
 
 
 @dataclass
 class ExecResult:
-    """Result of ``Sandbox.exec``: merged stdout+stderr in order, exit code, timing, flags."""
+    """Result of ``Sandbox.exec``.
+
+    ``output``: stdout and stderr in order (one pipe by default; with ``merge_stderr=False`` the two
+    pipes interleaved in arrival order), ``stdout``/``stderr``: the streams (with the default merged
+    pipe, ``stdout`` is ``output`` and ``stderr`` is empty). ``exit_code`` is the kernel's
+    (``waitpid``): the code, ``128 + signal``, or 124 with ``timed_out``.
+    """
 
     exit_code: int
     output: str
@@ -46,6 +53,16 @@ class ExecResult:
     duration_s: float = 0.0
     timed_out: bool = False
     truncated: bool = False
+    stdout_bytes: bytes = field(default=b"", repr=False)
+    stderr_bytes: bytes = field(default=b"", repr=False)
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode(errors="replace")
 
     def __iter__(self):  # ``code, out = sb.exec(...)`` and ``== (0, "hi\n")`` comparisons
         return iter((self.exit_code, self.output))
@@ -57,6 +74,57 @@ class ExecResult:
             return (self.exit_code, self.output_bytes, self.timed_out, self.truncated) == (
                 other.exit_code, other.output_bytes, other.timed_out, other.truncated)
         return NotImplemented
+
+
+class FileInfo(tuple):
+    """``Sandbox.stat`` result: mode, size, mtime_ns, uid, gid (inside the sandbox), symlink target."""
+
+    __slots__ = ()
+    _fields = ("mode", "size", "mtime_ns", "uid", "gid", "target")
+
+    def __new__(cls, mode: int, size: int, mtime_ns: int, uid: int, gid: int, target: str = ""):
+        return super().__new__(cls, (mode, size, mtime_ns, uid, gid, target))
+
+    mode = property(lambda self: self[0])
+    size = property(lambda self: self[1])
+    mtime_ns = property(lambda self: self[2])
+    uid = property(lambda self: self[3])
+    gid = property(lambda self: self[4])
+    target = property(lambda self: self[5])
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def is_file(self) -> bool:
+        return stat.S_ISREG(self.mode)
+
+    @property
+    def is_symlink(self) -> bool:
+        return stat.S_ISLNK(self.mode)
+
+
+class ExecStream:
+    """Iterator over ``(stream, bytes)`` chunks of a running exec (``"stdout"``/``"stderr"``);
+    ``result`` holds the ``ExecResult`` once the iteration has ended."""
+
+    def __init__(self, gen):
+        self._gen = gen
+        self.result: ExecResult | None = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._gen)
+        except StopIteration as stop:
+            self.result = stop.value
+            raise
+
+    def close(self) -> None:
+        self._gen.close()
 
 
 @dataclass
@@ -82,46 +150,66 @@ class Snapshot:
 
 
 class BackgroundJob:
-    """A command started with ``exec(..., background=True)`` under ``setsid nohup``."""
+    """A command started with ``exec(..., background=True)``: its own session, output to a log file.
 
-    def __init__(self, sandbox: "Sandbox", job_id: str, pid: int):
+    The exit code comes from the sandbox's agent (``waitpid``), never from a file the job could write.
+    """
+
+    def __init__(self, sandbox: "Sandbox", job_id: str, pid: int, generation: int):
         self.sandbox, self.id, self.pid = sandbox, job_id, pid
-        self._dir = f"/tmp/.nbx-jobs/{job_id}"
+        self._gen = generation
+        self.log_path = f"{_JOBS_DIR}/{job_id}.log"
+
+    def _ask(self, op: dict, timeout: float | None) -> str:
+        sb = self.sandbox
+        if sb.closed or sb._generation != self._gen:
+            return str(_KILLED)  # the tree it ran in was killed (reset/restore/delete)
+        reply = sb._agent_request(op, timeout)
+        if reply is None:
+            return "timeout"
+        return reply
 
     def poll(self) -> int | None:
         """Exit code, or ``None`` while it runs."""
-        try:
-            return int(self.sandbox.read_file(self._dir + ".rc").decode().strip() or "0")
-        except FileNotFoundError:
-            return None
+        r = self._ask({"op": "wait", "job": self.id, "block": False}, 10.0)
+        return _job_code(r)
+
+    def wait(self, timeout: float = 30.0) -> int | None:
+        """Block until the job ends (its exit code) or ``timeout`` s pass (``None``)."""
+        timeout = check_timeout(timeout, "timeout")
+        return _job_code(self._ask({"op": "wait", "job": self.id, "block": True}, timeout))
 
     def output(self) -> str:
         try:
-            return self.sandbox.read_file(self._dir + ".log").decode(errors="replace")
+            return self.sandbox.read_file(self.log_path).decode(errors="replace")
         except FileNotFoundError:
             return ""
 
-    def wait(self, timeout: float = 30.0, interval: float = 0.02) -> int | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rc = self.poll()
-            if rc is not None:
-                return rc
-            time.sleep(interval)
-        return None
-
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        self.sandbox.exec(f"kill -{int(sig)} -- -{self.pid} 2>/dev/null; true", timeout=10)
+        """Signal the job's process group and session; ``wait`` then returns ``128 + sig``."""
+        self._ask({"op": "signal", "job": self.id, "sig": int(sig)}, 10.0)
+
+
+_KILLED = 128 + signal.SIGKILL
+_JOBS_DIR = "/tmp/.nbx-jobs"
+
+
+def _job_code(reply: str) -> int | None:
+    if reply in ("running", "timeout"):
+        return None
+    if reply in ("unknown", "gone"):
+        return _KILLED
+    return int(reply)
 
 
 class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
-    __slots__ = ("a_pid", "b_pid", "pidfd", "in_w", "out_r", "st_r", "disk_fd", "disk_a_pid", "a_pidfd",
-                 "reap_b", "a_host_pid")
+    __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid")
 
     def __init__(self) -> None:
-        self.a_pid = self.b_pid = self.pidfd = self.in_w = self.out_r = self.st_r = None
+        self.a_pid = self.b_pid = self.pidfd = None
+        self.ctl: socket.socket | None = None  # the agent's control socket (SOCK_SEQPACKET)
         self.disk_fd = self.disk_a_pid = None
         self.a_pidfd = None  # zygote mode: A is the zygote's child, tracked by pidfd
         self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
@@ -195,14 +283,12 @@ class _Proc:
                 except ChildProcessError:
                     pass
                 self.reap_b = False
-        for name in ("in_w", "out_r", "st_r"):
-            fd = getattr(self, name)
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-                setattr(self, name, None)
+        if self.ctl is not None:
+            try:
+                self.ctl.close()
+            except OSError:
+                pass
+            self.ctl = None
         self.b_pid = None
 
 
@@ -319,7 +405,8 @@ class Sandbox:
         self._layers_held = self._base_lowers + self._lowers
         self._exec_lock = threading.Lock()
         self._life = threading.RLock()
-        self._pending_status = 0
+        self._generation = 0  # bumped on every (re)spawn: background jobs of older trees are gone
+        self._send_lock = threading.Lock()
         self._shell_dead = False
         self._snapshots: dict[str, Snapshot] = {}
         self._jobs = 0
@@ -356,14 +443,13 @@ class Sandbox:
         self._fresh_upper()
         return self
 
-    def _adopt(self, b_pid: int, in_w: int, out_r: int, st_r: int) -> None:
+    def _adopt(self, b_pid: int, ctl: socket.socket) -> None:
         """Take over a restored init (our child: the client is a child subreaper)."""
         proc = self._proc
-        proc.b_pid, proc.in_w, proc.out_r, proc.st_r = b_pid, in_w, out_r, st_r
+        proc.b_pid, proc.ctl = b_pid, ctl
         proc.pidfd = _sys.pidfd_open(b_pid)
         proc.reap_b = True
-        for fd in (out_r, st_r):
-            os.set_blocking(fd, False)
+        self._generation += 1
         self._closed = [False]
         self._arm()
 
@@ -399,6 +485,29 @@ class Sandbox:
             "unenforced": [k for k in self._limits if k not in enforced],
             "spawn_mode": self.spawn_mode,
             "state_root": self._state_root,
+            "exec_channel": "pid-1 agent over a private SOCK_SEQPACKET socket; per-exec pipes; exit code "
+                            "from waitpid with a per-exec nonce",
+            "files": "opened by the agent inside the sandbox with a command's capabilities; regular files "
+                     "and directories only unless special=True; reads capped at max_file_bytes",
+            "masked": ["/proc/" + p for p in _child.PROC_NULL + _child.PROC_EMPTY]
+            + ["/sys/" + p for p in _child.SYS_EMPTY],
+            "storage": self._storage(),
+        }
+
+    def _storage(self) -> dict[str, Any]:
+        """Where the writable layer lives and what bounds it (the default surprises nobody who reads it)."""
+        disk = self._limits.get("disk")
+        fstype = "tmpfs" if disk else _fs_type(self._state_root)
+        in_ram = fstype in ("tmpfs", "ramfs")
+        mem_cg = str(self._backend.enforced.get("memory", "")).startswith("cgroup")
+        return {
+            "writable_layer": f"per-sandbox tmpfs of {disk} bytes" if disk else f"{fstype} under {self._state_root}",
+            "host_ram": in_ram,
+            "size_cap_bytes": disk,
+            "charged_to_memory_limit": in_ram and mem_cg and "memory" in self._limits,
+            "note": ("files written in the sandbox use host RAM and count against its memory limit; pass "
+                     "disk_limit= to cap them, or state_root=<dir on disk> for disk semantics")
+            if in_ram else "files written in the sandbox go to disk",
         }
 
     # ------------------------------------------------------------------ spawning
@@ -418,11 +527,14 @@ class Sandbox:
             os.makedirs(work, exist_ok=True)
         os.makedirs(self._dir / "merged", exist_ok=True)
 
-    def _child_spec(self, sock: int, in_r: int, out_w: int, st_w: int) -> _child.ChildSpec:
+    def _child_spec(self, sock: int) -> _child.ChildSpec:
         cfg = self.config
         upper, work, merged = self._paths()
-        lowers = self._lowers + [self.image.lower]
-        data = f"lowerdir={':'.join(lowers)},upperdir={upper},workdir={work},userxattr"
+        base = str(self._root)
+        # layer paths relative to the state root: the sandbox's mountinfo shows no host path
+        lowers = [os.path.relpath(p, base) for p in self._lowers + [self.image.lower]]
+        upper_r, work_r = os.path.relpath(upper, base), os.path.relpath(work, base)
+        data = f"lowerdir={':'.join(lowers)},upperdir={upper_r},workdir={work_r},userxattr"
         if len(data) > 4000:
             raise SandboxError(f"overlay options too long ({len(data)} bytes): too many layers")
         env = {"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb",
@@ -433,10 +545,10 @@ class Sandbox:
         disk = self._limits.get("disk")
         procs = [os.path.join(d, "cgroup.procs") for d in self._cgroups]
         return _child.ChildSpec(
-            sock=sock, stdin_r=in_r, out_w=out_w, status_w=st_w, parent_pid=os.getpid(),
+            sock=sock, parent_pid=os.getpid(),
             map_by_parent=not self.rootless or cfg.subuid, uid=os.geteuid(), gid=os.getegid(),
             cgroup_procs=procs, network_none=cfg.network == "none", pdeathsig_b=not cfg.criu,
-            merged=merged, overlay_data=data, host_usr=self.image.host_usr,
+            merged=merged, overlay_data=data, overlay_cwd=base, host_usr=self.image.host_usr,
             disk_dir=str(self._dir / "disk") if disk else None, disk_size=disk or 0,
             disk_mkdirs=(upper, work, upper + "/" + cfg.working_dir.strip("/").split("/")[0])
             if disk else (),
@@ -446,18 +558,14 @@ class Sandbox:
             usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None)
 
     def _spawn(self) -> None:
-        """Create steps 2-11: pipes, fork A via the spawner, id map, wait for B's shell."""
+        """Create steps 2-11: control socket, fork A via the spawner, id map, wait for B's agent."""
         cfg = self.config
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        st_r, st_w = os.pipe()
-        ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         child_fd = child.detach()
         proc = self._proc
-        proc.in_w, proc.out_r, proc.st_r = in_w, out_r, st_r
         deadline = time.monotonic() + cfg.start_timeout
         try:
-            spec = self._child_spec(child_fd, in_r, out_w, st_w)
+            spec = self._child_spec(child_fd)
             if self.spawn_mode == "zygote":
                 from neurips26.nitrobox import zygote
 
@@ -472,51 +580,49 @@ class Sandbox:
                 a_pid = runtime.spawner().fork(spec)
                 proc.a_pid = proc.a_host_pid = a_pid
                 proc.a_pidfd = _sys.pidfd_open(a_pid)  # our unreaped child: cannot be a reused pid
-            for fd in (in_r, out_w, st_w, child_fd):
-                os.close(fd)
-            in_r = out_w = st_w = child_fd = None
+            os.close(child_fd)
+            child_fd = None
             msgs = b""
-            if spec.map_by_parent:
-                first = _recv(ctl, 1, deadline)
-                if first != b"U":
-                    msgs = first + _recv_all(ctl, deadline)
-                    raise SandboxStartError(_start_error(msgs, "no id-map request from child"))
-                self._write_maps(a_pid)
-                ctl.sendall(b"G")
-            msgs += _recv_all(ctl, deadline)
             b_pid = None
-            for line in msgs.decode(errors="replace").splitlines():
-                if line.startswith("P:"):
-                    b_pid = int(line[2:])
-                elif line.startswith("T:") and self._trace is not None:
-                    self._trace.append({k: float(v) for k, v in (kv.split("=") for kv in line[2:].split(","))})
-                elif line.startswith("D:"):
-                    proc.disk_a_pid, proc.disk_fd = (int(x) for x in line[2:].split(","))
-                elif line.startswith("F:"):
-                    raise SandboxStartError(f"sandbox {self.id}: {line[2:]}")
-            if b_pid is None:
-                raise SandboxStartError(_start_error(msgs, "child exited before reporting"))
+            ready = False
+            while b_pid is None or not ready:
+                m = _recv(ctl, 65536, deadline)
+                if not m:
+                    raise SandboxStartError(_start_error(msgs, "child exited before reporting"))
+                msgs += m
+                if m == b"U":
+                    self._write_maps(a_pid)
+                    ctl.sendall(b"G")
+                    continue
+                for line in m.decode(errors="replace").splitlines():
+                    if line.startswith("P:"):
+                        b_pid = int(line[2:])
+                    elif line == "R":
+                        ready = True
+                    elif line.startswith("T:") and self._trace is not None:
+                        self._trace.append({k: float(v) for k, v in (kv.split("=") for kv in line[2:].split(","))})
+                    elif line.startswith("D:"):
+                        proc.disk_a_pid, proc.disk_fd = (int(x) for x in line[2:].split(","))
+                    elif line.startswith("F:"):
+                        raise SandboxStartError(f"sandbox {self.id}: {line[2:]}")
             proc.b_pid = b_pid
             try:
                 proc.pidfd = _sys.pidfd_open(b_pid)
             except ProcessLookupError:
-                raise SandboxStartError(f"sandbox {self.id}: shell exited at start") from None
-            for fd in (out_r, st_r):
-                fl = fcntl.fcntl(fd, fcntl.F_GETFL)
-                fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
-            # bash is exec'd (the control socket reached EOF). The init line's status is read by the
-            # first exec (pipelined), so create does not wait for bash's startup.
-            os.write(in_w, f"PS1= PS2=; cd -- {shlex.quote(cfg.working_dir)}; echo 0 >&3\n".encode())
-            self._pending_status = 1
+                raise SandboxStartError(f"sandbox {self.id}: agent exited at start") from None
+            ctl.settimeout(None)
+            proc.ctl = ctl
+            ctl = None
+            self._generation += 1
             self._shell_dead = False
         except BaseException:
-            for fd in (in_r, out_w, st_w, child_fd):
-                if fd is not None:
-                    os.close(fd)
+            if child_fd is not None:
+                os.close(child_fd)
             proc.kill()
             raise
         finally:
-            ctl.close()
+            if ctl is not None:
+                ctl.close()
 
     def _write_maps(self, a_pid: int) -> None:
         if not self.rootless:
@@ -542,95 +648,195 @@ class Sandbox:
         if self._closed[0]:
             raise SandboxClosedError(f"sandbox {self.id} is deleted")
 
-    def _read_until_status(self, timeout_at: float | None, hard_deadline: float | None,
-                           cap: int | None = None):
-        """Read merged output until the status pipe yields one exit code (epoll, no select()).
-
-        Returns (code | None, head, tail, total, eof).
-        """
-        proc = self._proc
-        cap = cap or self.config.max_output_bytes
-        half = cap // 2
-        head, tail = bytearray(), bytearray()
-        total = 0
-        status = bytearray()
-        code = None
-        eof = False
-        sel = selectors.DefaultSelector()
+    def _send(self, op: dict, fds: list[int]) -> None:
+        """One request to the agent (``marshal`` dict + fds); ``_AgentGone`` if it is not there."""
+        ctl = self._proc.ctl
+        if ctl is None:
+            raise _AgentGone()
         try:
-            sel.register(proc.out_r, selectors.EVENT_READ, "out")
-            sel.register(proc.st_r, selectors.EVENT_READ, "st")
-            while code is None:
-                wait = None if hard_deadline is None else hard_deadline - time.monotonic()
-                if wait is not None and wait <= 0:
-                    break
-                events = sel.select(wait)
-                for key, _ in events:
-                    try:
-                        data = os.read(key.fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if not data:
-                        eof = True
-                        sel.unregister(key.fd)
-                        continue
-                    if key.data == "out":
-                        total += len(data)
-                        if len(head) < half:
-                            take = half - len(head)
-                            head += data[:take]
-                            data = data[take:]
-                        if data:
-                            tail += data
-                            if len(tail) > half:
-                                del tail[:len(tail) - half]
-                    else:
-                        status += data
-                        while b"\n" in status:
-                            line, _, rest = bytes(status).partition(b"\n")
-                            status = bytearray(rest)
-                            if self._pending_status > 0:
-                                self._pending_status -= 1
-                                continue
-                            try:
-                                code = int(line.strip() or b"0")
-                            except ValueError:
-                                code = 1
-                            break
-                if eof and not sel.get_map():
-                    break
-                if eof and code is None and proc.st_r not in sel.get_map():
-                    break
-            if code is not None:  # the command has exited: drain what it wrote
-                while True:
-                    try:
-                        data = os.read(proc.out_r, 1 << 16)
-                    except (BlockingIOError, OSError):
-                        break
-                    if not data:
-                        break
-                    total += len(data)
-                    if len(head) < half:
-                        take = half - len(head)
-                        head += data[:take]
-                        data = data[take:]
-                    tail += data
-                    if len(tail) > half:
-                        del tail[:len(tail) - half]
+            with self._send_lock:
+                socket.send_fds(ctl, [marshal.dumps(op)], fds)
+        except OSError:
+            raise _AgentGone() from None
+
+    def _agent_request(self, op: dict, timeout: float | None) -> str | None:
+        """Send ``op`` with a fresh reply pipe; the reply text after the nonce, or None on timeout."""
+        nonce = secrets.token_hex(8)
+        op = dict(op, n=nonce)
+        r, w = os.pipe2(os.O_CLOEXEC)
+        try:
+            try:
+                self._send(op, [w])
+            except _AgentGone:
+                return "gone"
+            finally:
+                os.close(w)
+            line = _read_line(r, None if timeout is None else time.monotonic() + timeout)
         finally:
-            sel.close()
-        return code, head, tail, total, eof
+            os.close(r)
+        if line is None:
+            return None
+        got, _, rest = line.partition(" ")
+        if got != nonce:  # EOF (the agent died) or a reply that is not ours
+            return "gone"
+        return rest
 
-    def exec(self, cmd: str | list, timeout: float | None = None, workdir: str | None = None,
-             env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
-             background: bool = False, stateful: bool | None = None) -> ExecResult | BackgroundJob:
-        """Run ``cmd`` with ``bash -c`` in the sandbox (persistent shell protocol).
+    def _exec_gen(self, cmd: str, timeout: float | None, workdir: str | None, env: dict,
+                  stdin: bytes | None, stateful: bool, merge: bool):
+        """The exec protocol as a generator of ``(stream, bytes)``; returns the ``ExecResult``.
 
-        Writes one line ``(cd WD && exec env K=V timeout -k 1 T bash -c CMD) </dev/null 2>&1;
-        echo $? >&3`` and reads output until the status pipe yields the exit code. Timeout: the
-        coreutils ``timeout`` kills the command's process group (exit 124); a client-side backstop at
-        T+2 s kills the foreground processes and, if the shell stays silent, restarts it.
+        1. fresh pipes: status (agent -> client only), stdout, stderr (unless merged), stdin;
+        2. one ``exec`` request with a per-exec nonce; the write ends go to the agent, ours are closed;
+        3. read both streams (epoll) and feed stdin until the status line arrives, check its nonce;
+        4. drain what the command wrote before it exited, then hand our read ends to the agent to
+           discard (late writers of background processes neither block nor reach a later exec).
         """
+        cap = self.config.max_output_bytes
+        with self._exec_lock:
+            self._check_open()
+            if self._shell_dead:
+                with self._life:
+                    self._respawn_keep()
+            nonce = secrets.token_hex(8)
+            st_r, st_w = os.pipe2(os.O_CLOEXEC)
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            err_r = err_w = in_r = in_w = None
+            if not merge:
+                err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            if stdin is not None:
+                in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            wd = workdir or self.config.working_dir
+            op = {"op": "exec", "n": nonce, "cmd": cmd, "env": env, "cwd": self.config.working_dir if stateful
+                  else wd, "wd": workdir if stateful else None, "timeout": timeout, "merge": merge,
+                  "stdin": stdin is not None, "state": stateful}
+            fds = [st_w, out_w] + ([err_w] if err_w is not None else []) + ([in_r] if in_r is not None else [])
+            t0 = time.monotonic()
+            try:
+                self._send(op, fds)
+            except _AgentGone:
+                self._shell_dead = True
+                for fd in (st_r, out_r, err_r, in_w):
+                    if fd is not None:
+                        os.close(fd)
+                return ExecResult(_KILLED, "", b"", 0.0, False, False)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            caps = {"stdout": _Capture(cap), "stderr": _Capture(cap)}
+            merged = _Capture(cap)
+            streams = {out_r: "stdout"}
+            if err_r is not None:
+                streams[err_r] = "stderr"
+            open_streams = dict(streams)
+            for fd in streams:
+                os.set_blocking(fd, False)
+            view = memoryview(stdin) if stdin is not None else None
+            if in_w is not None:
+                os.set_blocking(in_w, False)
+            status = bytearray()
+            line = None
+            sel = selectors.DefaultSelector()
+            # client-side backstop only (the agent enforces ``timeout``): a stuck agent is replaced
+            backstop = None if timeout is None else t0 + timeout + 10.0
+            try:
+                for fd in streams:
+                    sel.register(fd, selectors.EVENT_READ, "out")
+                sel.register(st_r, selectors.EVENT_READ, "st")
+                if in_w is not None:
+                    if view:
+                        sel.register(in_w, selectors.EVENT_WRITE, "in")
+                    else:
+                        os.close(in_w)
+                        in_w = None
+                while line is None:
+                    wait = None if backstop is None else backstop - time.monotonic()
+                    if wait is not None and wait <= 0:
+                        break
+                    for key, _ in sel.select(wait):
+                        if key.data == "in":
+                            try:
+                                n = os.write(in_w, view[:1 << 16])
+                            except BlockingIOError:
+                                continue
+                            except OSError:  # the command closed its stdin
+                                n = len(view)
+                            view = view[n:]
+                            if not view:
+                                sel.unregister(in_w)
+                                os.close(in_w)
+                                in_w = None
+                        elif key.data == "st":
+                            data = os.read(st_r, 4096)
+                            status += data
+                            if not data or b"\n" in status:
+                                line = bytes(status).split(b"\n", 1)[0].decode(errors="replace")
+                                sel.unregister(st_r)
+                        else:
+                            try:
+                                data = os.read(key.fd, 1 << 16)
+                            except BlockingIOError:
+                                continue
+                            if not data:
+                                sel.unregister(key.fd)
+                                open_streams.pop(key.fd, None)
+                                continue
+                            name = streams[key.fd]
+                            caps[name].add(data)
+                            merged.add(data)
+                            yield name, data
+                # the command has exited: what it wrote is in the pipes already
+                for fd in list(open_streams):
+                    while True:
+                        try:
+                            data = os.read(fd, 1 << 16)
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        if not data:
+                            open_streams.pop(fd, None)
+                            break
+                        name = streams[fd]
+                        caps[name].add(data)
+                        merged.add(data)
+                        yield name, data
+            finally:
+                sel.close()
+                if in_w is not None:
+                    os.close(in_w)
+                os.close(st_r)
+                late = list(open_streams)
+                for fd in streams:
+                    if fd not in late:
+                        os.close(fd)
+                if late:
+                    try:
+                        self._send({"op": "discard"}, late)
+                    except _AgentGone:
+                        pass
+                    for fd in late:
+                        os.close(fd)
+            dur = time.monotonic() - t0
+            timed_out = False
+            if line is None:  # backstop: the agent did not answer in time
+                self._shell_dead = True
+                code, timed_out = TIMEOUT_CODE, True
+            else:
+                got, _, rest = line.partition(" ")
+                parts = rest.split(" ")
+                if not line or got != nonce or not parts or parts[0] == "E":
+                    if got == nonce and parts and parts[0] == "E":
+                        raise SandboxError(f"sandbox {self.id}: {rest[2:]}")
+                    self._shell_dead = True  # EOF: the agent died (OOM killer, delete)
+                    code = _KILLED
+                else:
+                    code = int(parts[0])
+                    timed_out = len(parts) > 1 and parts[1] == "T"
+            raw = merged.value()
+            out_b = caps["stdout"].value()
+            return ExecResult(code, raw.decode(errors="replace"), raw, dur, timed_out,
+                              merged.total > cap or caps["stdout"].total > cap or caps["stderr"].total > cap,
+                              out_b, caps["stderr"].value())
+
+    def _check_exec_args(self, cmd, timeout, workdir, env, stdin, stateful):
         if isinstance(cmd, (list, tuple)):
             if not all(isinstance(c, str) for c in cmd):
                 raise TypeError("cmd list must contain only str")
@@ -647,236 +853,317 @@ class Sandbox:
             if not workdir.startswith("/"):
                 workdir = os.path.join(self.config.working_dir, workdir)
         env = check_env(env or {}, "env")
-        if stdin is not None and not isinstance(stdin, (bytes, str)):
+        if stdin is not None and not isinstance(stdin, (bytes, bytearray, str)):
             raise TypeError(f"stdin must be bytes or str, got {type(stdin).__name__}")
+        if isinstance(stdin, str):
+            stdin = stdin.encode()
         stateful = self.config.stateful if stateful is None else bool(stateful)
+        return cmd, timeout, workdir, env, stdin, stateful
+
+    def exec(self, cmd: str | list, timeout: float | None = None, workdir: str | None = None,
+             env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
+             background: bool = False, stateful: bool | None = None, merge_stderr: bool = True,
+             on_output: Callable[[str, bytes], Any] | None = None) -> ExecResult | BackgroundJob:
+        """Run ``cmd`` with ``bash -c`` in the sandbox (see ``agent.py`` for the protocol).
+
+        ``timeout``: the agent SIGKILLs the command's session (exit 124, ``timed_out``).
+        ``stateful``: cwd, variables and functions persist across stateful execs (never into
+        non-stateful ones). ``merge_stderr=False``: separate ``stdout``/``stderr``. ``on_output``:
+        called with ``("stdout"|"stderr", chunk)`` as output arrives. ``background``: a
+        ``BackgroundJob`` (its own session; output in ``job.output()``).
+        """
+        cmd, timeout, workdir, env, stdin, stateful = self._check_exec_args(cmd, timeout, workdir, env,
+                                                                             stdin, stateful)
+        if on_output is not None and not callable(on_output):
+            raise TypeError(f"on_output must be callable, got {type(on_output).__name__}")
         if background:
-            return self._start_background(cmd, workdir, env)
+            return self._start_background(cmd, workdir, env, stateful)
+        gen = self._exec_gen(cmd, timeout, workdir, env, stdin, stateful, bool(merge_stderr))
+        while True:
+            try:
+                name, chunk = next(gen)
+            except StopIteration as stop:
+                return stop.value
+            if on_output is not None:
+                on_output(name, chunk)
+
+    def exec_stream(self, cmd: str | list, timeout: float | None = None, workdir: str | None = None,
+                    env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
+                    stateful: bool | None = None, merge_stderr: bool = False) -> ExecStream:
+        """``for stream, chunk in sb.exec_stream("pytest -x"): ...``; then ``.result``."""
+        cmd, timeout, workdir, env, stdin, stateful = self._check_exec_args(cmd, timeout, workdir, env,
+                                                                             stdin, stateful)
+        return ExecStream(self._exec_gen(cmd, timeout, workdir, env, stdin, stateful, bool(merge_stderr)))
+
+    def _start_background(self, cmd: str, workdir: str | None, env: dict, stateful: bool) -> BackgroundJob:
         with self._exec_lock:
             self._check_open()
             if self._shell_dead:
                 with self._life:
                     self._respawn_keep()
-            stdin_path = None
-            if stdin is not None:
-                stdin_path = f"/tmp/.nbx-stdin-{uuid.uuid4().hex[:8]}"
-                self.write_file(stdin_path, stdin)
-            src = shlex.quote(stdin_path) if stdin_path else "/dev/null"
-            envs = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-            if stateful:
-                assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-                cd = f"cd -- {shlex.quote(workdir)} && " if workdir else ""
-                line = f"{cd}{assign + ' ' if assign else ''}eval {shlex.quote(cmd)} <{src} 2>&1; echo $? >&3"
-            else:
-                wd = shlex.quote(workdir or self.config.working_dir)
-                inner = f"bash -c {shlex.quote(cmd)}"
-                if timeout is not None:
-                    inner = f"timeout -k 1 {timeout:g} {inner}"
-                if envs:
-                    inner = f"env -- {envs} {inner}"
-                line = f"(cd -- {wd} && exec {inner}) <{src} 2>&1; echo $? >&3"
-            if stdin_path:
-                line += f"; rm -f {src}"
-            t0 = time.monotonic()
-            try:
-                os.write(self._proc.in_w, (line + "\n").encode())
-            except (BrokenPipeError, OSError):
-                self._shell_dead = True
-                return ExecResult(137, "", b"", 0.0, False, False)
-            backstop = None if timeout is None else t0 + timeout + (0 if stateful else 2.0)
-            code, head, tail, total, eof = self._read_until_status(None, backstop)
-            timed_out = False
-            if code is None and not eof and backstop is not None:
-                # client-side backstop: kill the foreground processes, then wait briefly
-                timed_out = True
-                self._kill_foreground()
-                c2, h2, t2, tot2, eof = self._read_until_status(None, time.monotonic() + 2.0)
-                head += h2
-                tail += t2
-                total += tot2
-                if c2 is None:
-                    with self._life:
-                        self._respawn_keep()
-                code = 124
-            elif code is None:  # the shell died (e.g. the OOM killer chose it)
-                self._shell_dead = True
-                code = 137
-            dur = time.monotonic() - t0
-            if timeout is not None and code in (124, 137) and dur >= timeout:
-                timed_out = True
-                code = 124
-            raw = bytes(head + tail)
-            return ExecResult(code, raw.decode(errors="replace"), raw, dur, timed_out,
-                              total > self.config.max_output_bytes)
-
-    def _kill_foreground(self) -> None:
-        """SIGKILL every process of B's session except B (background jobs run in their own session)."""
-        b = self._proc.b_pid
-        if b is None:
-            return
-        for pid in _descendants(b):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if int(fields[3]) == b:  # session id (field 6)
-                    os.kill(pid, signal.SIGKILL)
-            except (OSError, ValueError, IndexError):
-                continue
-
-    def _start_background(self, cmd: str, workdir: str | None, env: dict) -> BackgroundJob:
-        self._jobs += 1
-        jid = f"{self._jobs}-{uuid.uuid4().hex[:6]}"
-        base = f"/tmp/.nbx-jobs/{jid}"
-        envs = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-        wd = shlex.quote(workdir or self.config.working_dir)
-        inner = f"cd -- {wd} && {('export ' + envs + '; ') if envs else ''}{cmd}"
-        script = f"bash -c {shlex.quote(inner)}; echo $? > {base}.rc.tmp; mv {base}.rc.tmp {base}.rc"
-        launch = (f"mkdir -p /tmp/.nbx-jobs; setsid nohup bash -c {shlex.quote(script)} "
-                  f"> {base}.log 2>&1 < /dev/null & echo $!")
-        r = self.exec(launch, timeout=30)
-        if r.exit_code != 0:
-            raise SandboxError(f"could not start background job: {r.output.strip()}")
-        return BackgroundJob(self, jid, int(r.output.strip().splitlines()[-1]))
+            self._jobs += 1
+            jid = f"{self._jobs}-{uuid.uuid4().hex[:6]}"
+            wd = workdir or self.config.working_dir
+            op = {"op": "spawn", "job": jid, "cmd": cmd, "env": env, "cwd": self.config.working_dir
+                  if stateful else wd, "wd": workdir if stateful else None, "timeout": None, "merge": True,
+                  "stdin": False, "state": stateful, "log": f"{_JOBS_DIR}/{jid}.log"}
+            gen = self._generation
+            reply = self._agent_request(op, 30.0)
+        if reply in (None, "gone") or not reply.isdigit():
+            raise SandboxError(f"could not start background job in sandbox {self.id}: {reply}")
+        return BackgroundJob(self, jid, int(reply), gen)
 
     # ------------------------------------------------------------------ files API (openat2)
-    def _rel(self, path: str) -> str:
-        check_path_text(path, "path")
+    # The files API: every path is resolved and opened by the sandbox's agent, inside the sandbox's
+    # root and mounts, with a command's capabilities (never host root's), never through /proc magic
+    # links; the opened fd comes back over SCM_RIGHTS and the client only reads or writes it.
+    # Non-regular files are refused unless ``special=True``; reads are capped (``max_file_bytes``);
+    # trees keep symlinks as symlinks (never followed, so no loops), modes and mtimes.
+    def _abs(self, path: str, name: str = "path") -> str:
+        check_path_text(path, name)
         if not path:
-            raise ValueError("path must be a non-empty str")
+            raise ValueError(f"{name} must be a non-empty str")
         if not path.startswith("/"):
             path = os.path.join(self.config.working_dir, path)
-        return path.lstrip("/") or "."
+        return path
 
-    def _rootfd(self) -> int:
-        self._check_open()
-        if self._shell_dead:
-            self._respawn_keep()
-        return os.open(f"/proc/{self._proc.b_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-
-    def _mkdirs(self, root: int, rel: str, mode: int = 0o755) -> None:
-        parts = [p for p in rel.split("/") if p]
-        for i in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:i])
+    def _fop(self, op: dict, timeout: float = 60.0) -> tuple[list[str], list[int]]:
+        """One file operation in the agent: (reply fields after ``OK``, fds) or the errno as OSError."""
+        with self._life:
+            self._check_open()
+            if self._shell_dead:
+                self._respawn_keep()
+            nonce = secrets.token_hex(8)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
-                os.close(_sys.openat2(root, prefix, os.O_PATH | os.O_DIRECTORY, 0, _RESOLVE))
-                continue
-            except FileNotFoundError:
-                pass
-            parent = "/".join(parts[:i - 1]) or "."
-            pfd = _sys.openat2(root, parent, os.O_PATH | os.O_DIRECTORY, 0, _RESOLVE)
-            try:
-                os.mkdir(parts[i - 1], mode, dir_fd=pfd)
-            except FileExistsError:
-                pass
+                try:
+                    self._send(dict(op, n=nonce), [theirs.fileno()])
+                except _AgentGone:
+                    self._shell_dead = True
+                    raise SandboxError(f"sandbox {self.id}: agent is gone (retry)") from None
+                finally:
+                    theirs.close()
+                ours.settimeout(timeout)
+                try:
+                    msg, fds, _, _ = socket.recv_fds(ours, 1 << 16, 4)
+                except socket.timeout:
+                    raise SandboxError(f"sandbox {self.id}: file operation {op['op']} timed out") from None
             finally:
-                os.close(pfd)
+                ours.close()
+        text = msg.decode(errors="replace")
+        got, _, rest = text.partition(" ")
+        if got != nonce:
+            for fd in fds:
+                os.close(fd)
+            self._shell_dead = not text
+            raise SandboxError(f"sandbox {self.id}: no answer from the agent for {op['op']}")
+        if rest.startswith("E "):
+            _, num, msg_ = rest.split(" ", 2)
+            raise OSError(int(num), msg_, op.get("path"))
+        return rest.split(" ")[1:], fds
 
-    def write_file(self, path: str, data: bytes | str, mode: int = 0o644, mkdirs: bool = True) -> None:
-        """Write ``data`` at ``path`` inside the sandbox; symlinks resolve inside its root (openat2)."""
+    def stat(self, path: str, follow_symlinks: bool = True) -> FileInfo:
+        """Type, mode, size, mtime and owner of ``path`` in the sandbox (``target`` for a symlink)."""
+        p = self._abs(path)
+        f, _ = self._fop({"op": "lstat", "path": p, "follow": bool(follow_symlinks)})
+        return FileInfo(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4]), " ".join(f[5:]))
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644, mkdirs: bool = True,
+                   mtime_ns: int | None = None, special: bool = False) -> None:
+        """Write ``data`` at ``path`` (created with ``mode``; parents created when ``mkdirs``)."""
         if isinstance(data, str):
             data = data.encode()
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes or str, got {type(data).__name__}")
-        rel = self._rel(path)
-        with self._life:
-            root = self._rootfd()
-            try:
-                if mkdirs and "/" in rel:
-                    self._mkdirs(root, rel.rsplit("/", 1)[0])
-                fd = _sys.openat2(root, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, _RESOLVE)
+        mode = _check_mode(mode)
+        p = self._abs(path)
+        _, fds = self._fop({"op": "open", "how": "w", "path": p, "perm": mode, "parents": bool(mkdirs),
+                            "special": bool(special)})
+        fd = fds[0]
+        try:
+            os.set_blocking(fd, True)
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if mtime_ns is not None:
+                os.utime(fd, ns=(int(mtime_ns), int(mtime_ns)))
+        finally:
+            os.close(fd)
+
+    def read_file(self, path: str, max_bytes: int | None = None, special: bool = False,
+                  follow_symlinks: bool = True) -> bytes:
+        """Bytes of the regular file ``path`` (``FileNotFoundError`` if missing).
+
+        More than ``max_bytes`` (default ``config.max_file_bytes``) raises ``OSError(EFBIG)``;
+        a FIFO, device or socket raises ``OSError(EINVAL)`` unless ``special=True``.
+        """
+        cap = self.config.max_file_bytes if max_bytes is None else max_bytes
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
+        p = self._abs(path)
+        _, fds = self._fop({"op": "open", "how": "r", "path": p, "special": bool(special),
+                            "nofollow": not follow_symlinks})
+        fd = fds[0]
+        try:
+            if special:
+                os.set_blocking(fd, True)
+            chunks, total = [], 0
+            while total <= cap:
                 try:
-                    view = memoryview(data)
-                    while view:
-                        n = os.write(fd, view)
-                        view = view[n:]
-                finally:
-                    os.close(fd)
-            finally:
-                os.close(root)
+                    b = os.read(fd, min(1 << 20, cap + 1 - total))
+                except BlockingIOError:
+                    break
+                if not b:
+                    break
+                chunks.append(b)
+                total += len(b)
+            if total > cap:
+                raise OSError(errno.EFBIG, f"{p} in sandbox {self.id} is larger than max_bytes={cap}", path)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
 
-    def read_file(self, path: str) -> bytes:
-        """Bytes of ``path`` inside the sandbox (``FileNotFoundError`` if missing)."""
-        rel = self._rel(path)
-        with self._life:
-            root = self._rootfd()
-            try:
-                fd = _sys.openat2(root, rel, os.O_RDONLY, 0, _RESOLVE)
-            except FileNotFoundError:
-                raise FileNotFoundError(errno.ENOENT, f"no such file in sandbox {self.id}", path) from None
-            finally:
-                os.close(root)
-            with os.fdopen(fd, "rb") as f:
-                return f.read()
-
-    def read_text(self, path: str) -> str:
-        return self.read_file(path).decode(errors="replace")
+    def read_text(self, path: str, **kw: Any) -> str:
+        return self.read_file(path, **kw).decode(errors="replace")
 
     def exists(self, path: str) -> bool:
-        rel = self._rel(path)
-        with self._life:
-            root = self._rootfd()
-            try:
-                os.close(_sys.openat2(root, rel, os.O_PATH, 0, _RESOLVE))
-                return True
-            except FileNotFoundError:
-                return False
-            finally:
-                os.close(root)
+        try:
+            self.stat(path)
+            return True
+        except FileNotFoundError:
+            return False
 
     def list_dir(self, path: str = ".") -> list[str]:
-        rel = self._rel(path)
-        with self._life:
-            root = self._rootfd()
-            try:
-                fd = _sys.openat2(root, rel, os.O_RDONLY | os.O_DIRECTORY, 0, _RESOLVE)
-            finally:
-                os.close(root)
-            try:
-                return sorted(os.listdir(fd))
-            finally:
-                os.close(fd)
+        _, fds = self._fop({"op": "open", "how": "dir", "path": self._abs(path)})
+        try:
+            return sorted(os.listdir(fds[0]))
+        finally:
+            os.close(fds[0])
 
-    def upload(self, local: str | os.PathLike, remote: str) -> None:
-        """Copy a host file or directory tree into the sandbox at ``remote``."""
+    def mkdir(self, path: str, mode: int = 0o755, parents: bool = True) -> None:
+        self._fop({"op": "mkdir", "path": self._abs(path), "perm": _check_mode(mode), "parents": bool(parents),
+                   "exist_ok": True, "chmod": not parents})
+
+    def symlink(self, target: str, path: str, replace: bool = False) -> None:
+        """Create the symlink ``path -> target`` in the sandbox (``target`` is not checked)."""
+        check_path_text(target, "target")
+        self._fop({"op": "symlink", "path": self._abs(path), "target": target, "replace": bool(replace)})
+
+    def link(self, target: str, path: str, replace: bool = False) -> None:
+        """Create the hard link ``path`` to the existing ``target`` in the sandbox."""
+        self._fop({"op": "link", "path": self._abs(path), "target": self._abs(target, "target"),
+                   "replace": bool(replace)})
+
+    def set_mtime(self, path: str, mtime_ns: int, follow_symlinks: bool = True) -> None:
+        self._fop({"op": "utime", "path": self._abs(path), "ns": int(mtime_ns), "nofollow": not follow_symlinks})
+
+    def upload(self, local: str | os.PathLike, remote: str) -> list[str]:
+        """Copy a host file or tree into the sandbox at ``remote``: modes and mtimes kept, symlinks
+        inside the tree copied as symlinks. Returns the host paths skipped (FIFOs, devices, sockets)."""
         local = Path(local)
-        if local.is_dir():
-            for dirpath, _, files in os.walk(local):
-                rel = os.path.relpath(dirpath, local)
-                dst = remote if rel == "." else f"{remote.rstrip('/')}/{rel}"
-                with self._life:
-                    root = self._rootfd()
-                    try:
-                        self._mkdirs(root, self._rel(dst))
-                    finally:
-                        os.close(root)
-                for fn in files:
-                    src = Path(dirpath) / fn
-                    self.write_file(f"{dst.rstrip('/')}/{fn}", src.read_bytes(), stat.S_IMODE(src.stat().st_mode))
-        elif local.is_file():
-            self.write_file(remote, local.read_bytes(), stat.S_IMODE(local.stat().st_mode))
+        st = os.stat(local)  # the top level may be a symlink to what the user means
+        skipped: list[str] = []
+        remote = self._abs(remote, "remote")
+        if stat.S_ISDIR(st.st_mode):
+            self._upload_dir(str(local), remote, st, skipped, 0)
+        elif stat.S_ISREG(st.st_mode):
+            self._upload_file(str(local), remote, st)
         else:
-            raise FileNotFoundError(errno.ENOENT, "no such local file or directory", str(local))
+            raise OSError(errno.EINVAL, f"{local} is a {_kind_name(st.st_mode)}, not a file or directory", str(local))
+        return skipped
 
-    def download(self, remote: str, local: str | os.PathLike) -> None:
-        """Copy a sandbox file or directory tree to ``local`` on the host."""
+    def _upload_file(self, src: str, dst: str, st: os.stat_result) -> None:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+        self.write_file(dst, data, stat.S_IMODE(st.st_mode), mkdirs=True, mtime_ns=st.st_mtime_ns)
+
+    def _upload_dir(self, src: str, dst: str, st: os.stat_result, skipped: list, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            raise OSError(errno.ELOOP, f"directory tree deeper than {_MAX_DEPTH} levels", src)
+        self._fop({"op": "mkdir", "path": dst, "perm": stat.S_IMODE(st.st_mode) | 0o700, "exist_ok": True,
+                   "parents": depth == 0})
+        with os.scandir(src) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            est = e.stat(follow_symlinks=False)
+            s, d = os.path.join(src, e.name), dst.rstrip("/") + "/" + e.name
+            if stat.S_ISLNK(est.st_mode):
+                self.symlink(os.readlink(s), d, replace=True)
+            elif stat.S_ISDIR(est.st_mode):
+                self._upload_dir(s, d, est, skipped, depth + 1)
+            elif stat.S_ISREG(est.st_mode):
+                self._upload_file(s, d, est)
+            else:
+                skipped.append(s)
+        self._fop({"op": "mkdir", "path": dst, "perm": stat.S_IMODE(st.st_mode), "exist_ok": True})
+        self.set_mtime(dst, st.st_mtime_ns)
+
+    def download(self, remote: str, local: str | os.PathLike) -> list[str]:
+        """Copy a sandbox file or tree to ``local``: modes and mtimes kept, symlinks kept as symlinks
+        (never followed, so a ``loop -> ..`` is one link). Returns the sandbox paths skipped
+        (FIFOs, devices, sockets); each file is capped at ``max_file_bytes``."""
         local = Path(local)
-        rel = self._rel(remote)
-        with self._life:
-            root = self._rootfd()
-            try:
-                fd = _sys.openat2(root, rel, os.O_PATH, 0, _RESOLVE)
-                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-                os.close(fd)
-            finally:
-                os.close(root)
-        if not is_dir:
+        rp = self._abs(remote, "remote")
+        info = self.stat(rp)
+        skipped: list[str] = []
+        if stat.S_ISDIR(info.mode):
+            local.mkdir(parents=True, exist_ok=True)
+            self._download_dir(rp, str(local), info, skipped, 0)
+        elif stat.S_ISREG(info.mode):
             local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_bytes(self.read_file(remote))
-            return
-        local.mkdir(parents=True, exist_ok=True)
-        for name in self.list_dir(remote):
-            sub = f"{remote.rstrip('/')}/{name}"
-            self.download(sub, local / name)
+            self._download_file(rp, str(local), info, follow=True)
+        else:
+            raise OSError(errno.EINVAL, f"{rp} is a {_kind_name(info.mode)}, not a file or directory", remote)
+        return skipped
+
+    def _download_file(self, src: str, dst: str, info: "FileInfo | os.stat_result", follow: bool) -> None:
+        data = self.read_file(src, follow_symlinks=follow)
+        mode = stat.S_IMODE(info.st_mode if hasattr(info, "st_mode") else info.mode)
+        mtime = info.st_mtime_ns if hasattr(info, "st_mtime_ns") else info.mtime_ns
+        try:
+            os.unlink(dst)
+        except FileNotFoundError:
+            pass
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.utime(fd, ns=(mtime, mtime))
+        finally:
+            os.close(fd)
+
+    def _download_dir(self, src: str, dst: str, info, skipped: list, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            raise OSError(errno.ELOOP, f"directory tree deeper than {_MAX_DEPTH} levels", src)
+        _, fds = self._fop({"op": "open", "how": "dir", "path": src, "nofollow": depth > 0})
+        dfd = fds[0]
+        try:
+            with os.scandir(dfd) as it:  # names and lstat only: nothing is opened through this fd
+                entries = sorted(((e.name, e.stat(follow_symlinks=False)) for e in it), key=lambda x: x[0])
+            links = {n: os.readlink(n, dir_fd=dfd) for n, st in entries if stat.S_ISLNK(st.st_mode)}
+        finally:
+            os.close(dfd)
+        for name, st in entries:
+            s, d = src.rstrip("/") + "/" + name, os.path.join(dst, name)
+            if stat.S_ISLNK(st.st_mode):
+                if os.path.lexists(d):
+                    os.unlink(d)
+                os.symlink(links[name], d)
+            elif stat.S_ISDIR(st.st_mode):
+                os.makedirs(d, exist_ok=True)
+                self._download_dir(s, d, st, skipped, depth + 1)
+            elif stat.S_ISREG(st.st_mode):
+                self._download_file(s, d, st, follow=False)
+            else:
+                skipped.append(s)
+        mode = stat.S_IMODE(info.st_mode if hasattr(info, "st_mode") else info.mode)
+        mtime = info.st_mtime_ns if hasattr(info, "st_mtime_ns") else info.mtime_ns
+        os.chmod(dst, mode | 0o700 if os.geteuid() != 0 else mode)
+        os.utime(dst, ns=(mtime, mtime))
 
     # ------------------------------------------------------------------ lifecycle
     def _respawn_keep(self) -> None:
@@ -1139,6 +1426,66 @@ class Sandbox:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+_MAX_DEPTH = 256
+
+
+def _check_mode(mode: Any) -> int:
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777:
+        raise ValueError(f"mode must be an int permission in [0, 0o7777], got {mode!r}")
+    return mode
+
+
+def _kind_name(mode: int) -> str:
+    return _kind(mode)
+
+
+class _AgentGone(Exception):
+    """The sandbox's agent is not reachable (it died, or the tree is being replaced)."""
+
+
+class _Capture:
+    """Head and tail of a stream, ``cap`` bytes in all (the middle of a flood is dropped)."""
+
+    __slots__ = ("half", "head", "tail", "total")
+
+    def __init__(self, cap: int):
+        self.half = cap // 2
+        self.head, self.tail = bytearray(), bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if len(self.head) < self.half:
+            take = self.half - len(self.head)
+            self.head += data[:take]
+            data = data[take:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[:len(self.tail) - self.half]
+
+    def value(self) -> bytes:
+        return bytes(self.head + self.tail)
+
+
+def _read_line(fd: int, deadline: float | None) -> str | None:
+    """One reply line from a pipe ('' on EOF, None when ``deadline`` passes first)."""
+    buf = b""
+    while b"\n" not in buf:
+        wait = None if deadline is None else deadline - time.monotonic()
+        if wait is not None and wait <= 0:
+            return None
+        if not _wait_fd(fd, wait if wait is not None else 3600.0):
+            if deadline is not None:
+                return None
+            continue
+        data = os.read(fd, 4096)
+        if not data:
+            break
+        buf += data
+    return buf.split(b"\n", 1)[0].decode(errors="replace")
+
+
 _OPAQUE = "user.overlay.opaque"
 
 
@@ -1244,6 +1591,22 @@ def _descendants(pid: int) -> list[int]:
             out.extend(kids)
             stack.extend(kids)
     return out
+
+
+def _fs_type(path: str) -> str:
+    """The filesystem type of the mount holding ``path`` (longest mount-point prefix in mountinfo)."""
+    best, kind = "", "unknown"
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                mnt = left.split()[4]
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, kind = mnt, right.split()[0]
+    except OSError:
+        pass
+    return kind
 
 
 def _proc_start_time(pid: int) -> int:
