@@ -77,7 +77,7 @@ def test_async_api(state_root):
 
 
 def test_docker_like_adapter_runs_swebench_style_code(state_root):
-    client = DockerLikeClient({"state_root": state_root})
+    client = DockerLikeClient({"state_root": state_root}, images={"python:3.11": "host"})
     c = client.containers.create("python:3.11", command="tail -f /dev/null", working_dir="/testbed",
                                  environment=["PYTHONDONTWRITEBYTECODE=1"])
     c.start()

@@ -22,7 +22,8 @@ with ``eval``, and rewrites the state from an ``EXIT`` trap, so ``exit 3`` saves
 Non-stateful execs never see that memfd.
 
 Protocol (client -> agent: ``marshal`` dicts + fds; agent -> client: one text line per reply pipe):
-``exec``     fds [status_w, out_w, err_w?, stdin_r?] -> ``"<nonce> <code> <T|->"`` when the command ends;
+``exec``     fds [status_w, out_w, err_w?, stdin_r?] -> ``"<nonce> P <pid>"`` at once, then
+             ``"<nonce> <code> <T|->"`` when the command ends;
 ``spawn``    (background job) fds [reply_w] -> ``"<nonce> <pid>"`` at once; output goes to ``log``;
 ``wait``     fds [reply_w] -> ``"<nonce> <code>"`` when the job has ended (``running`` if not ``block``);
 ``signal``   fds [reply_w] -> ``"<nonce> ok|gone"``;
@@ -303,6 +304,10 @@ def _child(req: dict, fds: list, env: dict, rlimits: list, shells: tuple, state_
         _sys.close_all_except(keep)
         for res, soft, hard in rlimits:
             resource.setrlimit(res, (soft, hard))
+        if req.get("uid") is not None:  # exec as another user of the image (Docker's ``user=``)
+            os.setgroups([])
+            os.setresgid(req["gid"], req["gid"], req["gid"])
+            os.setresuid(req["uid"], req["uid"], req["uid"])
         cwd = req["cwd"]
         try:
             os.chdir(cwd)
@@ -434,6 +439,10 @@ def serve(sock_fd: int, env: dict, rlimits: list, shells: tuple = ("/bin/bash", 
                 _reply(fds[0], f"{nonce} {pid}")
             else:
                 running[pid] = _Job(pid, nonce, fds[0], deadline, None)
+                try:  # the command's pid (in the sandbox's pid ns) first, the status when it ends
+                    os.write(fds[0], f"{nonce} P {pid}\n".encode())
+                except OSError:
+                    pass
             return
         if op == "wait":
             jid = req.get("job")

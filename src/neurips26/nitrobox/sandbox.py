@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from neurips26.nitrobox import _child, _sys, limits as _limits, runtime
+from neurips26.nitrobox import _child, _sys, limits as _limits, maintenance, runtime
 from neurips26.nitrobox.agent import TIMEOUT_CODE, _kind
 from neurips26.nitrobox.config import SandboxConfig, check_env, check_path_text, check_timeout
 from neurips26.nitrobox.errors import (LimitsUnavailableError, SandboxClosedError, SandboxError,
@@ -112,6 +112,10 @@ class ExecStream:
     def __init__(self, gen):
         self._gen = gen
         self.result: ExecResult | None = None
+        self.pid: int | None = None
+
+    def _set_pid(self, pid: int) -> None:
+        self.pid = pid
 
     def __iter__(self):
         return self
@@ -365,6 +369,7 @@ class Sandbox:
                 f"limits {missing} cannot be enforced here (backend {backend.kind!r} enforces "
                 f"{sorted(backend.enforced)}); pass strict_limits=False to accept best effort")
         self._setup_state(cfg, backend, requested)
+        maintenance.reap_dead_owners(self._state_root)  # background: what crashed clients left
         try:
             self._cgroups = backend.create_cgroup(f"{self.id}-{os.getpid()}", requested)
             self._fresh_upper()
@@ -682,7 +687,7 @@ class Sandbox:
         return rest
 
     def _exec_gen(self, cmd: str, timeout: float | None, workdir: str | None, env: dict,
-                  stdin: bytes | None, stateful: bool, merge: bool):
+                  stdin: bytes | None, stateful: bool, merge: bool, user: tuple | None = None, on_pid=None):
         """The exec protocol as a generator of ``(stream, bytes)``; returns the ``ExecResult``.
 
         1. fresh pipes: status (agent -> client only), stdout, stderr (unless merged), stdin;
@@ -692,11 +697,12 @@ class Sandbox:
            discard (late writers of background processes neither block nor reach a later exec).
         """
         cap = self.config.max_output_bytes
-        with self._exec_lock:
+        # no exec-wide lock: execs of one sandbox run concurrently (each has its own pipes); the
+        # lifecycle lock covers only the hand-over of the request, so a reset never sees half a send
+        with self._life:
             self._check_open()
             if self._shell_dead:
-                with self._life:
-                    self._respawn_keep()
+                self._respawn_keep()
             nonce = secrets.token_hex(8)
             st_r, st_w = os.pipe2(os.O_CLOEXEC)
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -709,7 +715,10 @@ class Sandbox:
             op = {"op": "exec", "n": nonce, "cmd": cmd, "env": env, "cwd": self.config.working_dir if stateful
                   else wd, "wd": workdir if stateful else None, "timeout": timeout, "merge": merge,
                   "stdin": stdin is not None, "state": stateful}
+            if user is not None:
+                op["uid"], op["gid"] = user
             fds = [st_w, out_w] + ([err_w] if err_w is not None else []) + ([in_r] if in_r is not None else [])
+            gen = self._generation  # an EOF from a tree that a reset has since replaced is not "dead"
             t0 = time.monotonic()
             try:
                 self._send(op, fds)
@@ -722,119 +731,130 @@ class Sandbox:
             finally:
                 for fd in fds:
                     os.close(fd)
-            caps = {"stdout": _Capture(cap), "stderr": _Capture(cap)}
-            merged = _Capture(cap)
-            streams = {out_r: "stdout"}
-            if err_r is not None:
-                streams[err_r] = "stderr"
-            open_streams = dict(streams)
+        caps = {"stdout": _Capture(cap), "stderr": _Capture(cap)}
+        merged = _Capture(cap)
+        streams = {out_r: "stdout"}
+        if err_r is not None:
+            streams[err_r] = "stderr"
+        open_streams = dict(streams)
+        for fd in streams:
+            os.set_blocking(fd, False)
+        view = memoryview(stdin) if stdin is not None else None
+        if in_w is not None:
+            os.set_blocking(in_w, False)
+        status = bytearray()
+        line = None
+        sel = selectors.DefaultSelector()
+        # client-side backstop only (the agent enforces ``timeout``): a stuck agent is replaced
+        backstop = None if timeout is None else t0 + timeout + 10.0
+        try:
             for fd in streams:
-                os.set_blocking(fd, False)
-            view = memoryview(stdin) if stdin is not None else None
+                sel.register(fd, selectors.EVENT_READ, "out")
+            sel.register(st_r, selectors.EVENT_READ, "st")
             if in_w is not None:
-                os.set_blocking(in_w, False)
-            status = bytearray()
-            line = None
-            sel = selectors.DefaultSelector()
-            # client-side backstop only (the agent enforces ``timeout``): a stuck agent is replaced
-            backstop = None if timeout is None else t0 + timeout + 10.0
-            try:
-                for fd in streams:
-                    sel.register(fd, selectors.EVENT_READ, "out")
-                sel.register(st_r, selectors.EVENT_READ, "st")
-                if in_w is not None:
-                    if view:
-                        sel.register(in_w, selectors.EVENT_WRITE, "in")
-                    else:
-                        os.close(in_w)
-                        in_w = None
-                while line is None:
-                    wait = None if backstop is None else backstop - time.monotonic()
-                    if wait is not None and wait <= 0:
-                        break
-                    for key, _ in sel.select(wait):
-                        if key.data == "in":
-                            try:
-                                n = os.write(in_w, view[:1 << 16])
-                            except BlockingIOError:
-                                continue
-                            except OSError:  # the command closed its stdin
-                                n = len(view)
-                            view = view[n:]
-                            if not view:
-                                sel.unregister(in_w)
-                                os.close(in_w)
-                                in_w = None
-                        elif key.data == "st":
-                            data = os.read(st_r, 4096)
-                            status += data
-                            if not data or b"\n" in status:
-                                line = bytes(status).split(b"\n", 1)[0].decode(errors="replace")
-                                sel.unregister(st_r)
-                        else:
-                            try:
-                                data = os.read(key.fd, 1 << 16)
-                            except BlockingIOError:
-                                continue
-                            if not data:
-                                sel.unregister(key.fd)
-                                open_streams.pop(key.fd, None)
-                                continue
-                            name = streams[key.fd]
-                            caps[name].add(data)
-                            merged.add(data)
-                            yield name, data
-                # the command has exited: what it wrote is in the pipes already
-                for fd in list(open_streams):
-                    while True:
+                if view:
+                    sel.register(in_w, selectors.EVENT_WRITE, "in")
+                else:
+                    os.close(in_w)
+                    in_w = None
+            while line is None:
+                wait = None if backstop is None else backstop - time.monotonic()
+                if wait is not None and wait <= 0:
+                    break
+                for key, _ in sel.select(wait):
+                    if key.data == "in":
                         try:
-                            data = os.read(fd, 1 << 16)
-                        except (BlockingIOError, InterruptedError):
+                            n = os.write(in_w, view[:1 << 16])
+                        except BlockingIOError:
+                            continue
+                        except OSError:  # the command closed its stdin
+                            n = len(view)
+                        view = view[n:]
+                        if not view:
+                            sel.unregister(in_w)
+                            os.close(in_w)
+                            in_w = None
+                    elif key.data == "st":
+                        data = os.read(st_r, 4096)
+                        status += data
+                        while b"\n" in status:
+                            first, _, rest = bytes(status).partition(b"\n")
+                            status = bytearray(rest)
+                            text = first.decode(errors="replace")
+                            if text.startswith(nonce + " P "):
+                                if on_pid is not None:
+                                    on_pid(int(text.split()[2]))
+                                continue
+                            line = text
                             break
+                        if not data and line is None:
+                            line = ""
+                        if line is not None:
+                            sel.unregister(st_r)
+                    else:
+                        try:
+                            data = os.read(key.fd, 1 << 16)
+                        except BlockingIOError:
+                            continue
                         if not data:
-                            open_streams.pop(fd, None)
-                            break
-                        name = streams[fd]
+                            sel.unregister(key.fd)
+                            open_streams.pop(key.fd, None)
+                            continue
+                        name = streams[key.fd]
                         caps[name].add(data)
                         merged.add(data)
                         yield name, data
-            finally:
-                sel.close()
-                if in_w is not None:
-                    os.close(in_w)
-                os.close(st_r)
-                late = list(open_streams)
-                for fd in streams:
-                    if fd not in late:
-                        os.close(fd)
-                if late:
+            # the command has exited: what it wrote is in the pipes already
+            for fd in list(open_streams):
+                while True:
                     try:
-                        self._send({"op": "discard"}, late)
-                    except _AgentGone:
-                        pass
-                    for fd in late:
-                        os.close(fd)
-            dur = time.monotonic() - t0
-            timed_out = False
-            if line is None:  # backstop: the agent did not answer in time
-                self._shell_dead = True
-                code, timed_out = TIMEOUT_CODE, True
+                        data = os.read(fd, 1 << 16)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    if not data:
+                        open_streams.pop(fd, None)
+                        break
+                    name = streams[fd]
+                    caps[name].add(data)
+                    merged.add(data)
+                    yield name, data
+        finally:
+            sel.close()
+            if in_w is not None:
+                os.close(in_w)
+            os.close(st_r)
+            late = list(open_streams)
+            for fd in streams:
+                if fd not in late:
+                    os.close(fd)
+            if late:
+                try:
+                    self._send({"op": "discard"}, late)
+                except _AgentGone:
+                    pass
+                for fd in late:
+                    os.close(fd)
+        dur = time.monotonic() - t0
+        timed_out = False
+        if line is None:  # backstop: the agent did not answer in time
+            self._shell_dead = self._shell_dead or self._generation == gen
+            code, timed_out = TIMEOUT_CODE, True
+        else:
+            got, _, rest = line.partition(" ")
+            parts = rest.split(" ")
+            if not line or got != nonce or not parts or parts[0] == "E":
+                if got == nonce and parts and parts[0] == "E":
+                    raise SandboxError(f"sandbox {self.id}: {rest[2:]}")
+                self._shell_dead = self._shell_dead or self._generation == gen  # EOF: agent died (OOM, delete)
+                code = _KILLED
             else:
-                got, _, rest = line.partition(" ")
-                parts = rest.split(" ")
-                if not line or got != nonce or not parts or parts[0] == "E":
-                    if got == nonce and parts and parts[0] == "E":
-                        raise SandboxError(f"sandbox {self.id}: {rest[2:]}")
-                    self._shell_dead = True  # EOF: the agent died (OOM killer, delete)
-                    code = _KILLED
-                else:
-                    code = int(parts[0])
-                    timed_out = len(parts) > 1 and parts[1] == "T"
-            raw = merged.value()
-            out_b = caps["stdout"].value()
-            return ExecResult(code, raw.decode(errors="replace"), raw, dur, timed_out,
-                              merged.total > cap or caps["stdout"].total > cap or caps["stderr"].total > cap,
-                              out_b, caps["stderr"].value())
+                code = int(parts[0])
+                timed_out = len(parts) > 1 and parts[1] == "T"
+        raw = merged.value()
+        out_b = caps["stdout"].value()
+        return ExecResult(code, raw.decode(errors="replace"), raw, dur, timed_out,
+                          merged.total > cap or caps["stdout"].total > cap or caps["stderr"].total > cap,
+                          out_b, caps["stderr"].value())
 
     def _check_exec_args(self, cmd, timeout, workdir, env, stdin, stateful):
         if isinstance(cmd, (list, tuple)):
@@ -863,22 +883,28 @@ class Sandbox:
     def exec(self, cmd: str | list, timeout: float | None = None, workdir: str | None = None,
              env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
              background: bool = False, stateful: bool | None = None, merge_stderr: bool = True,
-             on_output: Callable[[str, bytes], Any] | None = None) -> ExecResult | BackgroundJob:
+             on_output: Callable[[str, bytes], Any] | None = None,
+             user: str | int | None = None) -> ExecResult | BackgroundJob:
         """Run ``cmd`` with ``bash -c`` in the sandbox (see ``agent.py`` for the protocol).
 
         ``timeout``: the agent SIGKILLs the command's session (exit 124, ``timed_out``).
         ``stateful``: cwd, variables and functions persist across stateful execs (never into
         non-stateful ones). ``merge_stderr=False``: separate ``stdout``/``stderr``. ``on_output``:
         called with ``("stdout"|"stderr", chunk)`` as output arrives. ``background``: a
-        ``BackgroundJob`` (its own session; output in ``job.output()``).
+        ``BackgroundJob`` (its own session; output in ``job.output()``). ``user``: a name from the
+        image's ``/etc/passwd``, a uid, or ``"uid:gid"`` (needs those ids mapped: rootful or subuid).
         """
         cmd, timeout, workdir, env, stdin, stateful = self._check_exec_args(cmd, timeout, workdir, env,
                                                                              stdin, stateful)
         if on_output is not None and not callable(on_output):
             raise TypeError(f"on_output must be callable, got {type(on_output).__name__}")
+        ids = self._resolve_user(user)
+        if ids is not None and "HOME" not in env:
+            env = dict(env, HOME=ids[2])
         if background:
-            return self._start_background(cmd, workdir, env, stateful)
-        gen = self._exec_gen(cmd, timeout, workdir, env, stdin, stateful, bool(merge_stderr))
+            return self._start_background(cmd, workdir, env, stateful, None if ids is None else ids[:2])
+        gen = self._exec_gen(cmd, timeout, workdir, env, stdin, stateful, bool(merge_stderr),
+                             None if ids is None else ids[:2])
         while True:
             try:
                 name, chunk = next(gen)
@@ -889,24 +915,67 @@ class Sandbox:
 
     def exec_stream(self, cmd: str | list, timeout: float | None = None, workdir: str | None = None,
                     env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
-                    stateful: bool | None = None, merge_stderr: bool = False) -> ExecStream:
-        """``for stream, chunk in sb.exec_stream("pytest -x"): ...``; then ``.result``."""
+                    stateful: bool | None = None, merge_stderr: bool = False,
+                    user: str | int | None = None) -> ExecStream:
+        """``for stream, chunk in sb.exec_stream("pytest -x"): ...``; then ``.result``; ``.pid`` is the
+        command's pid inside the sandbox once the first chunk (or the end) has been read."""
         cmd, timeout, workdir, env, stdin, stateful = self._check_exec_args(cmd, timeout, workdir, env,
                                                                              stdin, stateful)
-        return ExecStream(self._exec_gen(cmd, timeout, workdir, env, stdin, stateful, bool(merge_stderr)))
+        ids = self._resolve_user(user)
+        if ids is not None and "HOME" not in env:
+            env = dict(env, HOME=ids[2])
+        stream = ExecStream(None)
+        stream._gen = self._exec_gen(cmd, timeout, workdir, env, stdin, stateful, bool(merge_stderr),
+                                     None if ids is None else ids[:2], on_pid=stream._set_pid)
+        return stream
 
-    def _start_background(self, cmd: str, workdir: str | None, env: dict, stateful: bool) -> BackgroundJob:
-        with self._exec_lock:
+    def _resolve_user(self, user: str | int | None) -> tuple[int, int, str] | None:
+        """(uid, gid, home) from the sandbox's own /etc/passwd and /etc/group; None = root."""
+        if user is None or user == "" or user == "root" or user == 0:
+            return None
+        if isinstance(user, bool) or not isinstance(user, (str, int)):
+            raise TypeError(f"user must be a name, a uid or 'uid:gid', got {user!r}")
+        name, _, group = str(user).partition(":")
+        try:
+            passwd = self.read_file("/etc/passwd").decode(errors="replace").splitlines()
+        except OSError:
+            passwd = []
+        entry = next((ln.split(":") for ln in passwd if ln.split(":")[:1] == [name]
+                      or (name.isdigit() and len(ln.split(":")) > 2 and ln.split(":")[2] == name)), None)
+        if entry is not None and len(entry) >= 6:
+            uid, gid, home = int(entry[2]), int(entry[3]), entry[5] or "/"
+        elif name.isdigit():
+            uid, gid, home = int(name), int(name), "/"
+        else:
+            raise ValueError(f"user {name!r} is not in the sandbox's /etc/passwd")
+        if group:
+            if group.isdigit():
+                gid = int(group)
+            else:
+                try:
+                    groups = self.read_file("/etc/group").decode(errors="replace").splitlines()
+                except OSError:
+                    groups = []
+                g = next((ln.split(":") for ln in groups if ln.split(":")[:1] == [group]), None)
+                if g is None or len(g) < 3:
+                    raise ValueError(f"group {group!r} is not in the sandbox's /etc/group")
+                gid = int(g[2])
+        return uid, gid, home
+
+    def _start_background(self, cmd: str, workdir: str | None, env: dict, stateful: bool,
+                          user: tuple | None = None) -> BackgroundJob:
+        with self._life:
             self._check_open()
             if self._shell_dead:
-                with self._life:
-                    self._respawn_keep()
+                self._respawn_keep()
             self._jobs += 1
             jid = f"{self._jobs}-{uuid.uuid4().hex[:6]}"
             wd = workdir or self.config.working_dir
             op = {"op": "spawn", "job": jid, "cmd": cmd, "env": env, "cwd": self.config.working_dir
                   if stateful else wd, "wd": workdir if stateful else None, "timeout": None, "merge": True,
                   "stdin": False, "state": stateful, "log": f"{_JOBS_DIR}/{jid}.log"}
+            if user is not None:
+                op["uid"], op["gid"] = user
             gen = self._generation
             reply = self._agent_request(op, 30.0)
         if reply in (None, "gone") or not reply.isdigit():
@@ -1475,10 +1544,8 @@ def _read_line(fd: int, deadline: float | None) -> str | None:
         wait = None if deadline is None else deadline - time.monotonic()
         if wait is not None and wait <= 0:
             return None
-        if not _wait_fd(fd, wait if wait is not None else 3600.0):
-            if deadline is not None:
-                return None
-            continue
+        if not _wait_fd(fd, 3600.0 if wait is None else min(wait, 3600.0)):
+            continue  # the deadline check above ends the wait
         data = os.read(fd, 4096)
         if not data:
             break
