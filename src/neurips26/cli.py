@@ -17,9 +17,28 @@ from typing import Sequence
 from neurips26 import __version__
 from neurips26.harness import registry
 from neurips26.harness.cliutil import EXIT_USAGE, OneLineParser, UsageError, int_at_least, run_main
-from neurips26.harness.run import SCALES, RunSetupError
+from neurips26.harness.run import RunSetupError
 
 _seed = int_at_least(0, "seed must be a non-negative integer")
+
+
+def _seed_list(text: str) -> list[int]:
+    """``0,1,2`` or a range ``0-4``: the seeds of a run."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        if sep:
+            a, b = _seed(lo), _seed(hi)
+            if b < a:
+                raise argparse.ArgumentTypeError(f"seed range must go up, got {part!r}")
+            seeds.extend(range(a, b + 1))
+        else:
+            seeds.append(_seed(part))
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"seeds must name at least one seed, got {text!r}")
+    return seeds
 
 
 def _slug(text: str) -> str:
@@ -49,9 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Reproduce SLUG's headline experiment; write DIR/result.json and "
                                      "the plots, print the claims table (paper figure, ours, verdict).")
     run.add_argument("slug", type=_slug, help="paper slug (see `neurips26 list`)")
-    run.add_argument("--scale", choices=SCALES, default="quick",
-                     help="quick: minutes on 2 CPU cores (default); full: the larger configuration")
-    run.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    run.add_argument("--scale", default="quick",
+                     help="a key of the paper's CONFIGS: smoke (seconds), quick (minutes on 2 CPU cores, "
+                          "default), full (GPU or hours), and any the paper adds (nas: mid)")
+    seeds = run.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=_seed, default=None, help="one random seed (default: the config's, else 0)")
+    seeds.add_argument("--seeds", type=_seed_list, default=None,
+                       help="several seeds, e.g. 0,1,2 or 0-4: verdicts then rest on paired standard errors")
+    run.add_argument("--backend", choices=("serial", "process", "ray", "auto"), default="serial",
+                     help="how several seeds run (default serial; auto: Ray if a cluster runs, else processes)")
     run.add_argument("--out", type=Path, default=None, help="output folder (default runs/SLUG/run-<UTC time>/)")
     run.add_argument("--json", action="store_true", help="print result.json to stdout; no progress bars")
 
@@ -59,21 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Time SLUG's method against the best existing tool; write "
                                        "DIR/bench.json and print each row with its ratio.")
     bench.add_argument("slug", type=_slug, help="paper slug")
+    bench.add_argument("--scale", choices=("smoke", "quick", "full"), default="quick", help="quick (default) or smoke (seconds; checks the rows)")
     bench.add_argument("--out", type=Path, default=None, help="output folder (default runs/SLUG/bench-<UTC time>/)")
     bench.add_argument("--json", action="store_true", help="print bench.json to stdout; no progress bars")
 
     rep = sub.add_parser("reproduce", help="run every implemented paper, then write the report",
                          description="Run each implemented paper at SCALE into runs/, then write "
                                      "runs/report.html and runs/report.md.")
-    rep.add_argument("--scale", choices=SCALES, default="quick", help="quick (default) or full")
-    rep.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    rep.add_argument("--scale", default="quick", help="smoke, quick (default) or full")
+    rep.add_argument("--seed", type=_seed, default=None, help="random seed (default: each config's, else 0)")
     rep.add_argument("--only", type=_slug_list, default=None, help="comma-separated slugs to run")
     rep.add_argument("--bench", action="store_true", help="also run each paper's benchmark")
     rep.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
+    rep.add_argument("--readme", action="store_true", help="then regenerate the READMEs' claims/bench tables")
 
     report = sub.add_parser("report", help="write report.html and report.md from the results in runs/")
     report.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
     report.add_argument("--out", type=Path, default=None, help="where to write (default: the results folder)")
+    report.add_argument("--readme", action="store_true",
+                        help="also rewrite the generated claims/bench tables in the READMEs from the newest runs")
     return parser
 
 
@@ -108,12 +137,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from neurips26.harness.run import default_out_dir, run_paper
 
     out = args.out if args.out is not None else default_out_dir(args.slug)
-    result = run_paper(args.slug, args.scale, args.seed, out, progress=not args.json)
+    result = run_paper(args.slug, args.scale, args.seed, out, progress=not args.json, seeds=args.seeds,
+                       backend=args.backend)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         _print_claims(result)
-        print(f"{args.slug}: {result['seconds']:.1f} s; result.json in {out}")
+        seeds = ",".join(str(s) for s in result["seeds"])
+        print(f"{args.slug}: {result['seconds']:.1f} s, seeds {seeds}; result.json in {out}")
     return 0
 
 
@@ -121,7 +152,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from neurips26.harness.run import bench_paper, default_out_dir
 
     out = args.out if args.out is not None else default_out_dir(args.slug, "bench")
-    result = bench_paper(args.slug, out, progress=not args.json)
+    result = bench_paper(args.slug, out, progress=not args.json, scale=args.scale)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -152,6 +183,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             failed.append(slug)
     md, page = write_report(args.root)
     print(f"report: {page} and {md}")
+    if args.readme:
+        _update_readmes(args.root)
     if failed:
         print(f"neurips26: error: not run: {', '.join(failed)}", file=sys.stderr)
         return 1
@@ -165,7 +198,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"results folder {str(args.root)!r} does not exist; run `neurips26 run SLUG` first")
     md, page = write_report(args.root, args.out)
     print(f"report: {page} and {md}")
+    if args.readme:
+        _update_readmes(args.root)
     return 0
+
+
+def _update_readmes(root: Path) -> None:
+    from neurips26.harness.readme import update_readmes
+
+    for path in update_readmes(root):
+        print(f"updated {path}")
 
 
 _COMMANDS = {"list": _cmd_list, "run": _cmd_run, "bench": _cmd_bench, "reproduce": _cmd_reproduce,

@@ -45,7 +45,7 @@ class _ToyPaper(registry.Paper):
 def toy_paper(monkeypatch):
     """Register ``toy_paper`` with an experiment and a bench module; removed after the test."""
     exp = types.ModuleType(f"neurips26.{SLUG}.experiment")
-    exp.CONFIGS = {"quick": ToyConfig(100), "full": ToyConfig(10_000)}
+    exp.CONFIGS = {"smoke": ToyConfig(10), "quick": ToyConfig(100), "full": ToyConfig(10_000)}
     exp.CLAIMS = [
         Claim("mean_small", "the sample mean is near 0", "|mean| < 0.5",
               lambda m: (verdict(abs(m["mean"]) < 0.5), f"mean = {m['mean']:.3f}")),

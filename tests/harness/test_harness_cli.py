@@ -15,7 +15,7 @@ def _run(capsys, *argv):
 
 @pytest.mark.parametrize("argv, needle", [
     (["run", "nope"], "unknown paper 'nope'"),
-    (["run", "toy_paper", "--scale", "huge"], "invalid choice: 'huge'"),
+    (["run", "toy_paper", "--scale", "huge"], "has scales full, quick, smoke; got 'huge'"),
     (["run", "toy_paper", "--seed", "-3"], "seed must be a non-negative integer"),
     (["run", "toy_paper", "--seed", "abc"], "seed must be a non-negative integer"),
     (["bench", "nope"], "unknown paper"),

@@ -2,18 +2,24 @@
 
 A paper's ``experiment.py`` provides::
 
-    CONFIGS: dict[str, Config]          # at least "quick" and "full"; Config is a plain dataclass
+    CONFIGS: dict[str, Config]   # the scales: "smoke" (seconds), "quick", "full" required, others allowed
     CLAIMS: list[Claim]
     def run(cfg: Config, ctx: RunContext) -> dict   # JSON-serialisable metrics; plots via ctx.save_plot
+    VOLATILE_METRICS: tuple[str, ...]              # optional: dotted-path globs of wall-clock metrics
 
-and its ``bench.py`` provides ``def bench(ctx: RunContext) -> list[BenchRow]``.
+and its ``bench.py`` provides ``def bench(ctx: RunContext) -> list[BenchRow]`` (``ctx.scale`` is
+``"smoke"`` for a seconds-long check of the rows, ``"quick"`` by default).
+
+Seeds are an axis of the run: ``run_paper(slug, seeds=(0, 1, 2))`` (or a config with a ``seeds``
+field as the default) runs each seed (through ``map_tasks`` when ``backend`` asks for it), keeps every
+seed's metrics, and hands the claim checks a ``SeedMetrics`` so a verdict can rest on a paired
+difference with its standard error (``harness.paper.paired``/``judge``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import platform
 import random
@@ -28,9 +34,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, TypeVar
 
 from neurips26.harness import registry
-from neurips26.harness.paper import evaluate_all
+from neurips26.harness.bench import BenchRow  # noqa: F401  (re-exported: the row lives in harness.bench)
+from neurips26.harness.paper import SeedMetrics, evaluate_all
+from neurips26.harness.parallel import map_tasks
 
-SCALES = ("quick", "full")
+REQUIRED_SCALES = ("smoke", "quick", "full")
+SCALES = REQUIRED_SCALES  # the scales every paper has; a paper may add more (nas: "mid")
 RESULT_FILE = "result.json"
 BENCH_FILE = "bench.json"
 RESULT_KEYS = ("paper", "scale", "seed", "seconds", "provenance", "metrics", "claims")
@@ -78,40 +87,6 @@ class RunContext:
         plt.close(fig)
         self.plots.append(name)
         return path
-
-
-@dataclass(frozen=True)
-class BenchRow:
-    """One side-by-side comparison.
-
-    ratio = how many times better ours is than the anchor: anchor/ours when lower is better
-    (times, memory), ours/anchor when higher is better (throughput). None when the anchor did
-    not run (``note`` says why).
-    """
-
-    name: str
-    ours: float
-    anchor: float | None
-    anchor_name: str
-    unit: str
-    better: str = "lower"
-    note: str = ""
-
-    def __post_init__(self) -> None:
-        if self.better not in ("lower", "higher"):
-            raise ValueError(f"better must be 'lower' or 'higher', got {self.better!r}")
-
-    @property
-    def ratio(self) -> float | None:
-        if self.anchor is None or not self.ours or not self.anchor:
-            return None
-        r = self.anchor / self.ours if self.better == "lower" else self.ours / self.anchor
-        return r if math.isfinite(r) else None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["ratio"] = self.ratio
-        return d
 
 
 def seed_everything(seed: int) -> None:
@@ -206,9 +181,12 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"metrics value of type {type(o).__name__} is not JSON-serialisable")
 
 
-def check_scale(scale: str) -> str:
-    if scale not in SCALES:
-        raise RunSetupError(f"scale must be one of {', '.join(SCALES)}; got {scale!r}")
+def check_scale(scale: str, configs: Mapping[str, Any] | None = None, slug: str = "") -> str:
+    """``scale`` if the paper has it (any key of its ``CONFIGS``; without them, a required scale)."""
+    known = sorted(configs) if configs is not None else list(REQUIRED_SCALES)
+    if not isinstance(scale, str) or scale not in known:
+        whose = f"paper {slug!r} has scales" if slug else "scale must be one of"
+        raise RunSetupError(f"{whose} {', '.join(known)}; got {scale!r}")
     return scale
 
 
@@ -218,48 +196,106 @@ def check_seed(seed: int) -> int:
     return seed
 
 
-def run_paper(slug: str, scale: str = "quick", seed: int = 0, out: Path | str | None = None,
-              progress: bool = True) -> dict[str, Any]:
-    """Run ``slug``'s reproduction at ``scale`` and write ``out/result.json``; returns the result."""
-    check_scale(scale)
-    check_seed(seed)
+def resolve_seeds(seed: int | None, seeds: "Iterable[int] | None", cfg: Any) -> list[int]:
+    """The seeds of a run: ``seeds``, else ``[seed]``, else the config's ``seeds`` field, else ``[0]``."""
+    if seeds is not None and seed is not None:
+        raise RunSetupError("give seed or seeds, not both")
+    if seeds is not None:
+        chosen = list(seeds)
+    elif seed is not None:
+        chosen = [seed]
+    else:
+        chosen = list(getattr(cfg, "seeds", None) or [0])
+    if not chosen:
+        raise RunSetupError("seeds must name at least one seed")
+    for s in chosen:
+        check_seed(s)
+    if len(set(chosen)) != len(chosen):
+        raise RunSetupError(f"seeds must be distinct, got {chosen}")
+    return chosen
+
+
+def _seed_dir(out_dir: Path, seeds: list[int], seed: int) -> Path:
+    """The first seed writes into the run folder itself, every further seed into ``seed-<s>/``."""
+    return out_dir if seed == seeds[0] else out_dir / f"seed-{seed}"
+
+
+def _run_one_seed(job: tuple[str, Any, str, int, str, bool]) -> tuple[dict[str, Any], float, list[str]]:
+    """One seed of one paper (module-level, so a process pool or Ray can run it)."""
+    slug, cfg, scale, seed, out_dir, progress = job
     exp = registry.load(slug, "experiment")
-    if scale not in exp.CONFIGS:
-        raise RunSetupError(f"paper {slug!r} has no {scale!r} config; it has {sorted(exp.CONFIGS)}")
-    out_dir = prepare_out_dir(out if out is not None else default_out_dir(slug))
-    ctx = RunContext(out_dir=out_dir, seed=seed, scale=scale, progress=progress)
-    cfg = exp.CONFIGS[scale]
+    ctx = RunContext(out_dir=prepare_out_dir(out_dir), seed=seed, scale=scale, progress=progress)
     seed_everything(seed)
     t0 = time.perf_counter()
     metrics = exp.run(cfg, ctx)
     seconds = time.perf_counter() - t0
     if not isinstance(metrics, Mapping):
         raise TypeError(f"{slug}.experiment.run must return a dict of metrics, got {type(metrics).__name__}")
-    claims = evaluate_all(exp.CLAIMS, metrics)
+    return to_json_types(dict(metrics)), seconds, ctx.plots
+
+
+def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Path | str | None = None,
+              progress: bool = True, config: Any = None, seeds: "Iterable[int] | None" = None,
+              backend: str = "serial", workers: int | None = None) -> dict[str, Any]:
+    """Run ``slug``'s reproduction and write ``out/result.json``; returns the result.
+
+    scale:   a key of the paper's ``CONFIGS`` (``smoke``, ``quick``, ``full``, and any it adds).
+    config:  a config object of the user's instead of ``CONFIGS[scale]`` (recorded as scale ``custom``).
+    seed, seeds: one seed, or several (each seed's metrics kept; claims see them all); default:
+             the config's ``seeds`` field, else 0.
+    backend, workers: how seeds run (``map_tasks``): ``serial`` (default), ``process``, ``ray``, ``auto``.
+    """
+    exp = registry.load(slug, "experiment")
+    if config is None:
+        check_scale(scale, exp.CONFIGS, slug)
+        cfg = exp.CONFIGS[scale]
+    else:
+        cfg, scale = config, "custom"
+    chosen = resolve_seeds(seed, seeds, cfg)
+    out_dir = prepare_out_dir(out if out is not None else default_out_dir(slug))
+    jobs = [(slug, cfg, scale, s, str(_seed_dir(out_dir, chosen, s)), progress) for s in chosen]
+    t0 = time.perf_counter()
+    runs = map_tasks(_run_one_seed, jobs, backend=backend, workers=workers, desc=f"{slug} seeds",
+                     progress=progress and len(jobs) > 1)
+    seconds = time.perf_counter() - t0
+    per_seed = [m for m, _, _ in runs]
+    plots = [os.path.relpath(_seed_dir(out_dir, chosen, s) / p, out_dir)
+             for s, (_, _, ps) in zip(chosen, runs) for p in ps]
+    seen = SeedMetrics(chosen, per_seed) if len(chosen) > 1 else per_seed[0]
+    claims = evaluate_all(exp.CLAIMS, seen)
     result = {
         "paper": slug,
         "scale": scale,
-        "seed": seed,
+        "seed": chosen[0],
+        "seeds": chosen,
         "seconds": round(seconds, 3),
-        "provenance": provenance() | {"config": cfg, "plots": ctx.plots},
-        "metrics": dict(metrics),
+        "provenance": provenance() | {"config": cfg, "plots": plots},
+        "metrics": per_seed[0],
         "claims": [c.to_dict() for c in claims],
     }
+    if len(chosen) > 1:
+        result["per_seed"] = [{"seed": s, "seconds": round(t, 3), "metrics": m}
+                              for s, (m, t, _) in zip(chosen, runs)]
     result = to_json_types(result)
     write_json_atomic(out_dir / RESULT_FILE, result)
     return result
 
 
-def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True) -> dict[str, Any]:
-    """Run ``slug``'s benchmark and write ``out/bench.json``; returns it."""
+def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True,
+                scale: str = "quick") -> dict[str, Any]:
+    """Run ``slug``'s benchmark and write ``out/bench.json``; returns it.
+
+    ``scale="smoke"`` asks the bench for seconds-long versions of its rows (the contract test).
+    """
     mod = registry.load(slug, "bench")
     out_dir = prepare_out_dir(out if out is not None else default_out_dir(slug, "bench"))
-    ctx = RunContext(out_dir=out_dir, progress=progress)
+    ctx = RunContext(out_dir=out_dir, progress=progress, scale=scale)
     seed_everything(0)
     t0 = time.perf_counter()
     rows = mod.bench(ctx)
     result = {
         "paper": slug,
+        "scale": scale,
         "seconds": round(time.perf_counter() - t0, 3),
         "provenance": provenance(),
         "rows": [r.to_dict() for r in rows],

@@ -72,7 +72,7 @@ CONFIGS = {
     ),
 }
 
-#: An intermediate scale (not a harness scale: run it with ``python -m neurips26.nas.experiment --scale mid``)
+#: An intermediate scale: ``neurips26 run nas --scale mid`` (E2-E4 measured)
 #: that gives E2-E4 a first measurement in about 10-20 minutes on 2 cores: a 4-state ring instead of 6,
 #: 10 seeds, deltas down to 1e-9, small random instances for E3.
 MID = Config(
@@ -89,6 +89,7 @@ MID = Config(
     workers=2,
     backend="process",
 )
+CONFIGS["mid"] = MID
 
 # --------------------------------------------------------------------------- instances and tasks
 
@@ -543,47 +544,3 @@ CLAIMS = [
           "(forced-exploration rate enters the bound)", _check_e4),
 ]
 
-
-def main(argv=None) -> int:
-    """``python -m neurips26.nas.experiment --scale mid --out DIR``: the intermediate scale (also
-    quick/full), written as result.json with the harness's provenance and claim evaluation."""
-    import argparse
-    import sys
-    import time
-    from pathlib import Path
-
-    from neurips26.harness.paper import evaluate_all
-    from neurips26.harness.run import (
-        RESULT_FILE,
-        _config_dict,
-        prepare_out_dir,
-        provenance,
-        write_json_atomic,
-    )
-
-    ap = argparse.ArgumentParser(prog="python -m neurips26.nas.experiment")
-    ap.add_argument("--scale", choices=("quick", "mid", "full"), default="mid")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--workers", type=int, default=None)
-    args = ap.parse_args(argv)
-    cfg = MID if args.scale == "mid" else CONFIGS[args.scale]
-    if args.workers is not None:
-        cfg = Config(**{**cfg.__dict__, "workers": args.workers})
-    out = prepare_out_dir(args.out)
-    ctx = RunContext(out_dir=out, seed=args.seed, scale=args.scale)
-    t0 = time.perf_counter()
-    metrics = run(cfg, ctx)
-    claims = evaluate_all(CLAIMS, metrics)
-    result = {"paper": "nas", "scale": args.scale, "seed": args.seed,
-              "seconds": round(time.perf_counter() - t0, 3),
-              "provenance": provenance() | {"config": _config_dict(cfg), "plots": ctx.plots},
-              "metrics": metrics, "claims": [c.to_dict() for c in claims]}
-    write_json_atomic(out / RESULT_FILE, result)
-    for c in claims:
-        print(f"{c.id:16s} {c.verdict:13s} {c.measured}", file=sys.stdout)
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
