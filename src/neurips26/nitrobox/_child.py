@@ -12,6 +12,7 @@ Numbered steps refer to the spec's "create(config)" section.
 from __future__ import annotations
 
 import fcntl
+import marshal
 import os
 import resource
 import signal
@@ -65,6 +66,7 @@ class ChildSpec:
     cap_last: int = 40
     seccomp: object = None         # _sys.SeccompProgram
     shells: tuple = ("/bin/bash", "/bin/sh")
+    criu_agent: dict | None = None  # criu=True: sources of _sys/agent for an agent exec'd from the image
     env: dict = field(default_factory=dict)
     usr_flags: int = 0             # locked flags of the host /usr mount, translated ST_ -> MS_
     trace: bool = False            # B reports per-step timings ("T:" line) before exec (diagnostics)
@@ -265,8 +267,9 @@ def run_b(s: ChildSpec) -> None:
         step = "B:caps"
         if s.trace:
             marks.append((step, clock()))
-        for cap in range(s.cap_last + 1):
-            if cap not in KEEP_CAPS:
+        drop = tuple(c for c in range(s.cap_last + 1) if c not in KEEP_CAPS)
+        if s.criu_agent is None:
+            for cap in drop:
                 _sys.prctl(_sys.PR_CAPBSET_DROP, cap)
         _sys.prctl(_sys.PR_SET_NO_NEW_PRIVS, 1)
         step = "B:seccomp"
@@ -281,7 +284,8 @@ def run_b(s: ChildSpec) -> None:
         step = "B:agent"
         if s.trace:
             marks.append((step, clock()))  # spec step 10: the agent instead of a shell
-        _sys.prctl(_sys.PR_SET_DUMPABLE, 0)  # /proc/1/* unreachable for every command
+        if s.criu_agent is None:  # (criu mode: CRIU needs a dumpable init; the capability check
+            _sys.prctl(_sys.PR_SET_DUMPABLE, 0)  # below still keeps /proc/1/* from every command)
         sock = fcntl.fcntl(s.sock, fcntl.F_DUPFD_CLOEXEC, 10)
         _sys.close_all_except([sock])
         s.sock = sock
@@ -295,8 +299,34 @@ def run_b(s: ChildSpec) -> None:
             marks.append(("B:end", clock()))
             _send(s.sock, "T:" + ",".join(f"{a}={(t2 - t1) * 1e3:.3f}" for (a, t1), (_, t2)
                                           in zip(marks, marks[1:])) + "\n")
+        keep = sum(1 << c for c in KEEP_CAPS)
+        if s.criu_agent is not None:
+            step = "B:criu-agent"
+            py = next((p for p in agent.CRIU_PYTHONS if _executable(p)), None)
+            if py is None:
+                raise FileNotFoundError(2, "criu=True needs python3 in the image", agent.CRIU_PYTHONS[0])
+            args = dict(s.criu_agent, env=s.env, rlimits=[list(r) for r in s.rlimits], shells=list(shells),
+                        keep=keep, drop=list(drop))
+            boot = os.memfd_create("nbx-agent-boot", 0)  # the arguments (sources) as fd 4
+            os.write(boot, marshal.dumps(args))
+            os.lseek(boot, 0, os.SEEK_SET)
+            if boot != 4:
+                os.dup2(boot, 4)
+                os.close(boot)
+            # a control socket born in the sandbox's netns (CRIU finds sockets by netns): B keeps
+            # one end as fd 3, the client gets the other over the old socket, which B then closes
+            here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            old = socket.socket(fileno=os.dup(3))
+            socket.send_fds(old, [b"S\n"], [there.fileno()])
+            old.close()
+            there.close()
+            os.dup2(here.detach(), 3)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
+            _send(s.sock, "R\n")
+            os.execve(py, ["python3", "-S", "-c", agent.CRIU_BOOT], {"PATH": "/usr/bin:/bin"})
         _send(s.sock, "R\n")
-        agent.serve(s.sock, s.env, s.rlimits, shells, sum(1 << c for c in KEEP_CAPS))
+        agent.serve(s.sock, s.env, s.rlimits, shells, keep)
         os._exit(0)
     except BaseException as e:  # noqa: BLE001
         _send(s.sock, f"F:{step}: {_describe(e)}\n")

@@ -275,7 +275,7 @@ def kill_session(sid: int, sig: int) -> None:
             continue
 
 
-def _child(req: dict, fds: list, env: dict, rlimits: list, shells: tuple, state_fd) -> None:
+def _child(req: dict, fds: list, env: dict, rlimits: list, shells: tuple, state_fd, drop: tuple = ()) -> None:
     """The forked exec child: its own session, its own pipes on 0/1/2, rlimits, cwd, execve."""
     err = 2
     try:
@@ -304,6 +304,8 @@ def _child(req: dict, fds: list, env: dict, rlimits: list, shells: tuple, state_
         _sys.close_all_except(keep)
         for res, soft, hard in rlimits:
             resource.setrlimit(res, (soft, hard))
+        for cap in drop:  # criu mode: the agent kept its bounding set, every command drops it
+            _sys.prctl(_sys.PR_CAPBSET_DROP, cap)
         if req.get("uid") is not None:  # exec as another user of the image (Docker's ``user=``)
             os.setgroups([])
             os.setresgid(req["gid"], req["gid"], req["gid"])
@@ -334,7 +336,7 @@ def _child(req: dict, fds: list, env: dict, rlimits: list, shells: tuple, state_
 
 
 def serve(sock_fd: int, env: dict, rlimits: list, shells: tuple = ("/bin/bash", "/bin/sh"),
-          keep_caps: int = -1) -> None:
+          keep_caps: int = -1, drop: tuple = ()) -> None:
     """The agent's loop (never returns). Exits when the client closes the socket.
 
     ``keep_caps``: the capability mask a command runs with; file operations run with the agent's
@@ -427,7 +429,7 @@ def serve(sock_fd: int, env: dict, rlimits: list, shells: tuple = ("/bin/bash", 
                     os.close(fd)
                 return
             if pid == 0:
-                _child(req, fds, {**env, **req.get("env", {})}, rlimits, shells, state_fd)
+                _child(req, fds, {**env, **req.get("env", {})}, rlimits, shells, state_fd, drop)
             for fd in fds[1:]:
                 os.close(fd)
             timeout = req.get("timeout")
@@ -512,3 +514,23 @@ def serve(sock_fd: int, env: dict, rlimits: list, shells: tuple = ("/bin/bash", 
                 job.timed_out = True
                 kill_session(job.pid, signal.SIGKILL)
         reap()
+
+
+# criu=True: the agent must not map files from outside the sandbox (CRIU dumps every mapping), so
+# B execs the image's own python3 with this boot code; _sys and agent come as source text.
+CRIU_BOOT = r"""
+import sys, types, marshal, ctypes.util
+ctypes.util.find_library = lambda name: "libc.so.6"  # no ldconfig/gcc probing inside the sandbox
+def _mod(name, src):
+    m = types.ModuleType(name)
+    sys.modules[name] = m
+    exec(compile(src, name, "exec"), m.__dict__)
+    return m
+import os
+with os.fdopen(4, "rb") as f:
+    args = marshal.loads(f.read())
+_mod("_nbx_sys", args["sys_src"])
+agent = _mod("_nbx_agent", args["agent_src"])
+agent.serve(3, args["env"], args["rlimits"], tuple(args["shells"]), args["keep"], tuple(args["drop"]))
+"""
+CRIU_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")

@@ -560,7 +560,8 @@ class Sandbox:
             shm_size=cfg.shm_bytes, hostname=cfg.hostname,
             rlimits=_limits.rlimits_for(self._limits, self._backend), cap_last=_CAP_LAST,
             seccomp=seccomp_filter.program(), env=env,
-            usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None)
+            usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None,
+            criu_agent=_criu_sources() if cfg.criu else None)
 
     def _spawn(self) -> None:
         """Create steps 2-11: control socket, fork A via the spawner, id map, wait for B's agent."""
@@ -591,10 +592,14 @@ class Sandbox:
             b_pid = None
             ready = False
             while b_pid is None or not ready:
-                m = _recv(ctl, 65536, deadline)
+                m, new_ctl = _recv_msg(ctl, deadline)
                 if not m:
                     raise SandboxStartError(_start_error(msgs, "child exited before reporting"))
                 msgs += m
+                if new_ctl is not None:  # criu mode: B's control socket lives in the sandbox's netns
+                    ctl.close()
+                    ctl = new_ctl
+                    continue
                 if m == b"U":
                     self._write_maps(a_pid)
                     ctl.sendall(b"G")
@@ -1608,6 +1613,20 @@ def _recv(sock: socket.socket, n: int, deadline: float) -> bytes:
         raise SandboxStartError("sandbox did not start in time (start_timeout)") from None
 
 
+def _recv_msg(sock: socket.socket, deadline: float) -> tuple[bytes, "socket.socket | None"]:
+    """One start-up message; a passed fd (criu mode's replacement control socket) comes back too."""
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
+    try:
+        msg, fds, _, _ = socket.recv_fds(sock, 65536, 1)
+    except socket.timeout:
+        raise SandboxStartError("sandbox did not start in time (start_timeout)") from None
+    new = None
+    if fds:
+        new = socket.socket(fileno=fds[0])
+        new.settimeout(max(0.001, deadline - time.monotonic()))
+    return msg, new
+
+
 def _recv_all(sock: socket.socket, deadline: float) -> bytes:
     out = b""
     while True:
@@ -1658,6 +1677,18 @@ def _descendants(pid: int) -> list[int]:
             out.extend(kids)
             stack.extend(kids)
     return out
+
+
+_CRIU_SRC: dict | None = None
+
+
+def _criu_sources() -> dict:
+    """Source text of ``_sys`` and ``agent`` for the criu-mode agent (read once, before any fork)."""
+    global _CRIU_SRC
+    if _CRIU_SRC is None:
+        here = Path(__file__).resolve().parent
+        _CRIU_SRC = {"sys_src": (here / "_sys.py").read_text(), "agent_src": (here / "agent.py").read_text()}
+    return _CRIU_SRC
 
 
 def _fs_type(path: str) -> str:
