@@ -147,3 +147,14 @@ def test_cli_user_errors(args, msg, state_root):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and msg in lines[0] and "Traceback" not in r.stderr
+
+
+def test_readme_example_runs(state_root, monkeypatch):
+    """Issue 28 item 8: the README's first example works as written on the default image."""
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "src" / "neurips26" / "nitrobox" / "README.md"
+    block = re.search(r"```python\n(.*?)```", readme.read_text(), re.S).group(1)
+    monkeypatch.setenv("NEURIPS26_NBX_STATE", state_root)
+    exec(compile(block, str(readme), "exec"), {"__name__": "readme_example"})
