@@ -32,6 +32,7 @@ from neurips26.nitrobox import _sys
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import CheckpointUnavailable
 from neurips26.nitrobox.image import Image
+from neurips26.nitrobox.procfs import descendants
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "neurips26" / "criu"
 _found: tuple[str | None, str] | None = None
@@ -111,9 +112,7 @@ def _require(sb=None) -> str:
 
 
 def _tree(pid: int) -> list[int]:
-    from neurips26.nitrobox.sandbox import _descendants
-
-    return [pid] + _descendants(pid)
+    return [pid] + descendants(pid)
 
 
 def checkpoint(sb, path: str | os.PathLike) -> Path:
@@ -160,8 +159,13 @@ def checkpoint(sb, path: str | os.PathLike) -> Path:
     return path
 
 
-def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None) -> list:
-    """``n`` sandboxes restored from one checkpoint, each continuing from the dumped state."""
+def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None, sandbox_cls=None) -> list:
+    """``n`` sandboxes restored from one checkpoint, each continuing from the dumped state.
+
+    ``sandbox_cls``: the ``Sandbox`` class (passed in by ``Sandbox.from_checkpoint``; this module
+    does not import ``sandbox``, which imports it)."""
+    if sandbox_cls is None:
+        raise TypeError("call Sandbox.from_checkpoint(path, n) (restore needs the Sandbox class)")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
     exe = _require()
@@ -180,7 +184,7 @@ def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None) 
     out = []
     try:
         for _ in range(n):
-            out.append(_restore_one(exe, path, meta, state_root))
+            out.append(_restore_one(sandbox_cls, exe, path, meta, state_root))
     except BaseException:
         for sb in out:
             sb.delete()
@@ -191,9 +195,7 @@ def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None) 
     return out
 
 
-def _restore_one(exe: str, path: Path, meta: dict, state_root: str | None):
-    from neurips26.nitrobox.sandbox import Sandbox
-
+def _restore_one(Sandbox, exe: str, path: Path, meta: dict, state_root: str | None):  # noqa: N803
     cfg = SandboxConfig.from_any({k: v for k, v in meta["config"].items() if k != "image"},
                                  state_root=state_root or meta["config"]["state_root"], name=None)
     image = Image(meta["image_lower"], meta["host_usr"], meta["image_name"])

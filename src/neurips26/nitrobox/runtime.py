@@ -110,12 +110,12 @@ class _Call:
 
 def _fork_a(spec) -> int:
     """Fork; the child becomes the sandbox's process A and never returns into the caller's code."""
-    from neurips26.nitrobox import _child
+    from neurips26.nitrobox import child
 
     pid = os.fork()
     if pid == 0:
         try:
-            _child.run_a(spec)
+            child.run_a(spec)
         finally:
             os._exit(127)
     return pid

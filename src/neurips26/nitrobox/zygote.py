@@ -2,7 +2,7 @@
 
 fork() from a 3 GiB trainer costs ~200 ms (MEASURED in the spec), so ``spawn_mode="zygote"`` (auto
 above 256 MiB RSS) hands every fork to a small process started once with ``subprocess``. It loads
-only ``_sys.py``, ``agent.py`` and ``_child.py`` by file path (no package import), receives a spec and the control socket's fd
+only ``_sys.py``, ``agent.py`` and ``child.py`` by file path (no package import), receives a spec and the control socket's fd
 over a SOCK_SEQPACKET socket (``SCM_RIGHTS``), forks child A from its main thread and answers with
 A's pid. It is private to one client, holds no state after the hand-off, reaps its children
 (a SIGCHLD handler) and dies with the client (``PR_SET_PDEATHSIG`` + a ``getppid`` check). It is
@@ -36,7 +36,7 @@ def _load(name, path):
 here, parent, fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 _sys = _load("_nbx_sys", os.path.join(here, "_sys.py"))
 _agent = _load("_nbx_agent", os.path.join(here, "agent.py"))
-_child = _load("_nbx_child", os.path.join(here, "_child.py"))
+child = _load("_nbx_child", os.path.join(here, "child.py"))
 import resource, fcntl, marshal, selectors, struct as _st, time  # everything the children use, imported before any fork
 _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
 if os.getppid() != parent:
@@ -64,14 +64,14 @@ while True:
     d["seccomp"] = progs.get(bpf)
     d["sock"] = fds[0]
     d["parent_pid"] = os.getpid()
-    spec = _child.ChildSpec(**d)
+    spec = child.ChildSpec(**d)
     try:
         pid = os.fork()
     except OSError as e:
         pid = -e.errno
     if pid == 0:
         try:
-            _child.run_a(spec)
+            child.run_a(spec)
         finally:
             os._exit(127)
     for f in fds:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import marshal
 import os
-import resource
 import signal
 import socket
 import struct
