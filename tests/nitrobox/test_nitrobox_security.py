@@ -295,12 +295,23 @@ def test_sigkill_client_leaves_no_sandbox_process(state_root, mode):
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
 
 
-def test_network_host_opt_in(state_root, listener):
+def test_network_host_opt_in(state_root, listener, sentinel):
+    sentinel_host = sentinel
     sb = Sandbox(state_root=state_root, network="host")
     try:
         assert "net" not in sb.features["namespaces"]
         r = sb.exec(f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), 2); "
                     f"print('connected')\"; touch /sys/x")
         assert r.output.startswith("connected\n") and "Read-only file system" in r.output
+        # issue 28 item 4: the host's resolver config (49a5fe8: an empty resolv.conf, pip failed)
+        with open("/etc/resolv.conf", "rb") as f:
+            assert sb.read_file("/etc/resolv.conf") == f.read()
+        # a symlink planted in the kept upper does not make the next spawn write on the host
+        sb.exec(f"rm /etc/resolv.conf; ln -s {sentinel_host} /etc/resolv.conf")
+        os.kill(sb.pid, 9)
+        assert sb.exec("true").exit_code == 137            # the agent is gone; the next exec respawns
+        assert sb.exec("true").exit_code == 0
+        with open(sentinel_host) as f:
+            assert f.read() == "host secret\n"
     finally:
         sb.delete(wait=True)

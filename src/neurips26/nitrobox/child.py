@@ -65,6 +65,7 @@ class ChildSpec:
     cap_last: int = 40
     seccomp: object = None         # _sys.SeccompProgram
     shells: tuple = ("/bin/bash", "/bin/sh")
+    resolv_conf: bytes | None = None  # network="host": the host's /etc/resolv.conf, written into the sandbox
     criu_agent: dict | None = None  # criu=True: sources of _sys/agent for an agent exec'd from the image
     env: dict = field(default_factory=dict)
     usr_flags: int = 0             # locked flags of the host /usr mount, translated ST_ -> MS_
@@ -190,6 +191,37 @@ def run_b(s: ChildSpec) -> None:
             marks.append((step, clock()))
         os.chdir(s.overlay_cwd)
         _sys.mount("overlay", m, "overlay", 0, s.overlay_data)  # step 5
+        if s.resolv_conf is not None:  # network="host": the host's resolver config (pip, git, curl work)
+            step = "B:resolv.conf"
+            root = os.open(m, os.O_PATH | os.O_DIRECTORY)
+            try:
+                try:
+                    os.mkdir("etc", 0o755, dir_fd=root)
+                except FileExistsError:
+                    pass
+                # resolved inside the new root, the old entry replaced, never followed: a symlink
+                # planted in a kept upper cannot make this write land on the host
+                etc = _sys.openat2(root, "etc", os.O_PATH | os.O_DIRECTORY, 0,
+                                   _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS)
+                try:
+                    try:
+                        os.unlink("resolv.conf", dir_fd=etc)
+                    except (FileNotFoundError, IsADirectoryError, PermissionError):
+                        pass
+                    try:
+                        fd = _sys.openat2(etc, "resolv.conf", os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                          | os.O_NOFOLLOW, 0o644, _sys.RESOLVE_BENEATH | _sys.RESOLVE_NO_SYMLINKS)
+                    except OSError:  # e.g. the sandbox made it a directory: its own resolver, its problem
+                        fd = None
+                    if fd is not None:
+                        try:
+                            os.write(fd, s.resolv_conf)
+                        finally:
+                            os.close(fd)
+                finally:
+                    os.close(etc)
+            finally:
+                os.close(root)
         if s.host_usr:
             step = "B:usr"
             if s.trace:

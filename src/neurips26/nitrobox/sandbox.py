@@ -376,7 +376,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             rlimits=_limits.rlimits_for(self._limits, self._backend), cap_last=_CAP_LAST,
             seccomp=seccomp_filter.program(), env=env,
             usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None,
-            criu_agent=_criu_sources() if cfg.criu else None)
+            criu_agent=_criu_sources() if cfg.criu else None,
+            resolv_conf=_host_resolv_conf() if cfg.network == "host" else None)
 
     def _spawn(self) -> None:
         """Create steps 2-11: control socket, fork A via the spawner, id map, wait for B's agent."""
@@ -650,6 +651,14 @@ def _start_error(msgs: bytes, default: str) -> str:
         if line.startswith("F:"):
             return line[2:]
     return default
+
+
+def _host_resolv_conf() -> bytes | None:
+    try:
+        with open("/etc/resolv.conf", "rb") as f:
+            return f.read(1 << 16)
+    except OSError:
+        return None
 
 
 _CRIU_SRC: dict | None = None
