@@ -158,3 +158,21 @@ def test_readme_example_runs(state_root, monkeypatch):
     block = re.search(r"```python\n(.*?)```", readme.read_text(), re.S).group(1)
     monkeypatch.setenv("NEURIPS26_NBX_STATE", state_root)
     exec(compile(block, str(readme), "exec"), {"__name__": "readme_example"})
+
+
+@pytest.mark.anchor
+def test_agentdocker_lite_backend_one_lifecycle(state_root):
+    """The authors' earlier implementation as a bench anchor (skips unless installed and root)."""
+    pytest.importorskip("agentdocker_lite")
+    if os.geteuid() != 0:
+        pytest.skip("agentdocker-lite's rootful backend needs root")
+    from neurips26.nitrobox import microbench
+    from neurips26.nitrobox.backends import make_backend
+
+    be = make_backend("agentdocker-lite", state_root=state_root)
+    out = {op: [] for op in microbench.OPS}
+    try:
+        microbench.one_lifecycle(be, out)   # raises if echo, read-back or reset is wrong
+    finally:
+        be.close()
+    assert all(len(out[op]) == 1 for op in ("create", "exec_echo", "reset", "delete"))
