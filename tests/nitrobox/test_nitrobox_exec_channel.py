@@ -108,6 +108,10 @@ def test_killed_job_reports_its_signal(sb):
     job.kill()
     assert job.wait(10) == 137
     assert job.poll() == 137
+    for _ in range(10):  # killed right after the start, before the job has called setsid
+        j = sb.exec("sleep 100", background=True)
+        j.kill()
+        assert j.wait(10) == 137
 
 
 def test_job_code_cannot_be_forged_through_files(sb):

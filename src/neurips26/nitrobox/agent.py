@@ -254,11 +254,13 @@ def _noop(*_a) -> None:
 
 def kill_session(sid: int, sig: int) -> None:
     """Signal the exec's process group and every process still in its session (a command that
-    called ``setpgid`` stays in the session; one that called ``setsid`` has left it on purpose)."""
-    try:
-        os.killpg(sid, sig)
-    except OSError:
-        pass
+    called ``setpgid`` stays in the session; one that called ``setsid`` has left it on purpose).
+    The leader itself is signalled by pid first: right after fork it may not have called setsid yet."""
+    for fn in (os.kill, os.killpg):
+        try:
+            fn(sid, sig)
+        except OSError:
+            pass
     try:
         names = os.listdir("/proc")
     except OSError:
