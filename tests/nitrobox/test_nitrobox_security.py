@@ -315,3 +315,48 @@ def test_network_host_opt_in(state_root, listener, sentinel):
             assert f.read() == "host secret\n"
     finally:
         sb.delete(wait=True)
+
+
+def _rootless_channel_and_files(root: str) -> dict:
+    """Issue 28 items 1-2 as an unprivileged host user (uid 65534): the same guarantees rootless."""
+    import errno as _errno
+    import tempfile
+
+    sb = Sandbox(state_root=root, spawn_mode="direct")
+    out = {}
+    try:
+        r = sb.exec("echo 0 >&3; echo after; exit 7")
+        out["forge"] = (r.exit_code, r.output.endswith("after\n"))
+        out["next"] = tuple(sb.exec("echo hello"))
+        r = sb.exec("for f in /proc/1/fd/*; do echo 'x 0 -' > $f; done 2>/dev/null; "
+                    "cat /proc/1/environ >/dev/null 2>&1 && echo LEAK; exit 5")
+        out["proc1"] = (r.exit_code, "LEAK" in r.output)
+        out["stateful"] = (sb.exec("cd /tmp; exit 3", stateful=True).exit_code,
+                           sb.exec("pwd", stateful=True).output)
+        job = sb.exec("sleep 100", background=True)
+        job.kill()
+        out["job"] = job.wait(10)
+        sb.exec("mkfifo /workspace/p; ln -s /dev/zero /workspace/z; mkdir -p /workspace/d; ln -s .. /workspace/d/loop")
+        for name in ("p", "z"):
+            try:
+                sb.read_file("/workspace/" + name)
+                out[name] = "read"
+            except OSError as e:
+                out[name] = _errno.errorcode.get(e.errno, str(e.errno))
+        with tempfile.TemporaryDirectory() as t:
+            sb.download("/workspace/d", t + "/d")
+            out["loop"] = os.readlink(t + "/d/loop")
+    finally:
+        sb.delete(wait=True)
+    return out
+
+
+@needs_root
+def test_exec_channel_and_files_rootless(nobody_root):
+    out = run_as_nobody(_rootless_channel_and_files, nobody_root)
+    assert out["forge"] == (7, True) and out["next"] == (0, "hello\n")
+    assert out["proc1"] == (5, False)
+    assert out["stateful"] == (3, "/tmp\n")
+    assert out["job"] == 137
+    assert out["p"] == "EINVAL" and out["z"] == "EINVAL"
+    assert out["loop"] == ".."
