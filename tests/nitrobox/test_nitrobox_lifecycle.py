@@ -91,9 +91,9 @@ def test_reset_restores_creation_tree(sb):
     sb.reset()
     assert _tree_listing(sb) == listing0
     assert sb.exec("sha256sum /etc/passwd /etc/hosts /etc/hostname").output == hashes0
-    from neurips26.nitrobox import runtime
+    from neurips26.nitrobox import reaper
 
-    assert wait_until(lambda: runtime.reaper().pending == 0 and not os.listdir(trash), timeout=10)
+    assert wait_until(lambda: reaper.get().pending == 0 and not os.listdir(trash), timeout=10)
 
 
 def test_old_pidns_is_empty_after_reset_and_never_aliases_the_new_one(state_root):
@@ -183,9 +183,9 @@ def test_failed_create_leaves_nothing(state_root, tmp_path):
         with pytest.raises(SandboxStartError, match="B:shell"):
             Sandbox(state_root=state_root, image=img)
         sandboxes = os.path.join(state_root, "sandboxes")
-        from neurips26.nitrobox import runtime
+        from neurips26.nitrobox import reaper
 
-        assert wait_until(lambda: runtime.reaper().pending == 0)
+        assert wait_until(lambda: reaper.get().pending == 0)
         assert os.listdir(sandboxes) == []
         assert mounts_referencing(state_root) == []
         from neurips26.nitrobox import zygote
@@ -302,12 +302,12 @@ def test_config_roundtrip_and_sizes():
 
 
 def test_kernel_support_error_names_sysctl(monkeypatch):
-    from neurips26.nitrobox import KernelSupportError, runtime
+    from neurips26.nitrobox import KernelSupportError, kernel
 
-    monkeypatch.setattr(runtime, "_kernel_ok", {})
-    real = runtime._read_int
-    monkeypatch.setattr(runtime, "_read_int",
+    monkeypatch.setattr(kernel, "_kernel_ok", {})
+    real = kernel._read_int
+    monkeypatch.setattr(kernel, "_read_int",
                         lambda p: 0 if p.endswith("max_user_namespaces") else real(p))
     with pytest.raises(KernelSupportError, match="user.max_user_namespaces"):
-        runtime.check_kernel(False)
-    monkeypatch.setattr(runtime, "_kernel_ok", {})
+        kernel.check_kernel(False)
+    monkeypatch.setattr(kernel, "_kernel_ok", {})

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from neurips26.nitrobox import runtime
+from neurips26.nitrobox import reaper, runtime
 from neurips26.nitrobox.image import host_image
 
 WORKDIR = "/workspace"
@@ -319,7 +319,7 @@ class NaiveUnshareBackend:
         return self.create()
 
     def delete(self, h):
-        runtime.trash(self.root, h)
+        reaper.trash(self.root, h)
 
     def close(self):
         pass
@@ -605,7 +605,7 @@ class RuncBackend(_FilesThroughExec):
         subprocess.run([self.exe, "--root", str(self.base / "state"), "delete", "-f", h], capture_output=True)
         b = self.base / h
         subprocess.run(["umount", str(b / "rootfs")], capture_output=True)
-        runtime._force_rmtree(str(b))
+        reaper.force_rmtree(str(b))
 
     def close(self):
         if self.base.exists():

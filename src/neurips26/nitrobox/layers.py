@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from neurips26.nitrobox import runtime
+from neurips26.nitrobox import reaper, runtime
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import SandboxError, SnapshotNotFoundError
 from neurips26.nitrobox.image import Image
@@ -48,7 +48,7 @@ def _is_whiteout(st: os.stat_result) -> bool:
 
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
-        runtime._force_rmtree(path)
+        reaper.force_rmtree(path)
     elif os.path.lexists(path):
         os.unlink(path)
 
@@ -123,7 +123,7 @@ class LayerOps:
                 r = subprocess.run(["cp", "-a", "--reflink=auto", src + "/.", layer + "/"],
                                    capture_output=True, text=True)
                 if r.returncode != 0:
-                    runtime.trash(self._root, layer)
+                    reaper.trash(self._root, layer)
                     raise SandboxError(f"snapshot copy failed: {r.stderr.strip()}")
                 if method == "freeze":
                     self._proc.kill()
@@ -132,7 +132,7 @@ class LayerOps:
                 self._proc.kill()
                 os.rename(upper, layer)
                 _, work, _ = self._paths()
-                runtime.trash(self._root, work)
+                reaper.trash(self._root, work)
                 self._fresh_upper()
             lowers = [layer] + self._lowers
             if len(lowers) > self.config.max_layers:
@@ -165,7 +165,7 @@ class LayerOps:
             for layer in reversed(group):  # oldest of the group first
                 _merge_layer(layer, dest)
         except BaseException:
-            runtime.trash(self._root, dest)
+            reaper.trash(self._root, dest)
             raise
         return [dest] + rest
 

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from neurips26.nitrobox import limits as _limits, runtime
+from neurips26.nitrobox import limits as _limits, reaper, runtime
 
 
 def _owner_alive(owner_file: Path) -> bool:
@@ -75,14 +75,14 @@ def cleanup(state_root: str | None = None, dry_run: bool = False, trash: bool = 
                 if owner_pid is not None:
                     cgs.append(os.path.join(base, f"{sdir.name}-{owner_pid}"))
             _limits.remove_cgroups([c for c in cgs if os.path.isdir(c)])
-            runtime._force_rmtree(str(sdir))
+            reaper.force_rmtree(str(sdir))
     if not dry_run:
         _limits.remove_empty_bases()
     tdir = root / "trash"
     if trash and tdir.is_dir() and not dry_run:
         for t in tdir.iterdir():
             removed.append(str(t))
-            runtime._force_rmtree(str(t))
+            reaper.force_rmtree(str(t))
     return removed
 
 
@@ -101,4 +101,4 @@ def reap_dead_owners(state_root: str) -> "threading.Event | None":
         if key in _reaped:
             return None
         _reaped.add(key)
-    return runtime.reaper().submit(lambda: cleanup(state_root, trash=False))
+    return reaper.get().submit(lambda: cleanup(state_root, trash=False))

@@ -23,7 +23,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
-from neurips26.nitrobox import _sys, child, criu, limits as _limits, maintenance, runtime
+from neurips26.nitrobox import _sys, child, criu, kernel, limits as _limits, maintenance, reaper, runtime, spawner
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import (LimitsUnavailableError, SandboxClosedError, SandboxError,
                                        SandboxStartError, SnapshotNotFoundError)
@@ -140,7 +140,7 @@ def _finalize(proc: _Proc, cgroups: list, sdir: str, root: Path, layers: list, c
     runtime.layer_refs.release(layers)
     try:
         if os.path.exists(sdir):
-            runtime._force_rmtree(sdir)
+            reaper.force_rmtree(sdir)
     except Exception:  # noqa: BLE001 - interpreter shutdown
         pass
 
@@ -174,7 +174,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         cfg = SandboxConfig.from_any(config, **overrides)
         self.config = cfg
         self.rootless = os.geteuid() != 0
-        runtime.check_kernel(self.rootless)
+        kernel.check_kernel(self.rootless)
         self._state_root = str(cfg.state_root or runtime.default_state_root())
         backend = _limits.detect()
         requested = cfg.requested_limits()
@@ -399,7 +399,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 except ProcessLookupError:
                     pass
             else:
-                a_pid = runtime.spawner().fork(spec)
+                a_pid = spawner.get().fork(spec)
                 proc.a_pid = proc.a_host_pid = a_pid
                 proc.a_pidfd = _sys.pidfd_open(a_pid)  # our unreaped child: cannot be a reused pid
             os.close(child_fd)
@@ -496,13 +496,13 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             os.rename(work, tdir / "work")
         self._fresh_upper()
         if old is None and tdir is not None:
-            runtime.reaper().submit(str(tdir))
+            reaper.get().submit(str(tdir))
         elif old is not None:
             def job(old=old, tdir=tdir):
                 old.kill()
                 if tdir is not None:
-                    runtime._force_rmtree(str(tdir))
-            runtime.reaper().submit(job)
+                    reaper.force_rmtree(str(tdir))
+            reaper.get().submit(job)
 
     def _retire_tree(self) -> "_Proc | None":
         """SIGKILL the tree. Without cgroups the wait for it happens in the background (returns the
@@ -547,7 +547,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             runtime.layer_refs.release(layers)
             for snap in snaps:
                 snap.release()
-            return runtime.trash(self._root, self._dir, wait=wait)
+            return reaper.trash(self._root, self._dir, wait=wait)
         old = self._proc.detach()
         old.signal_kill()
         dest = self._root / "trash" / uuid.uuid4().hex
@@ -562,9 +562,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             runtime.layer_refs.release(layers)
             for snap in snaps:
                 snap.release()
-            runtime._force_rmtree(str(dest))
+            reaper.force_rmtree(str(dest))
 
-        ev = runtime.reaper().submit(job)
+        ev = reaper.get().submit(job)
         if wait:
             ev.wait()
         return ev

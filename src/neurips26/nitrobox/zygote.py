@@ -21,7 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
-from neurips26.nitrobox import runtime
+from neurips26.nitrobox import spawner
 
 _HERE = Path(__file__).resolve().parent
 
@@ -94,7 +94,7 @@ class Zygote:
                                      str(theirs.fileno())], pass_fds=(theirs.fileno(),), close_fds=True,
                                     stdin=subprocess.DEVNULL)
 
-        self.proc = runtime.spawner().call(start)
+        self.proc = spawner.get().call(start)
         theirs.close()
 
     def alive(self) -> bool:
