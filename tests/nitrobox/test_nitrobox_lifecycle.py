@@ -311,3 +311,13 @@ def test_kernel_support_error_names_sysctl(monkeypatch):
     with pytest.raises(KernelSupportError, match="user.max_user_namespaces"):
         kernel.check_kernel(False)
     monkeypatch.setattr(kernel, "_kernel_ok", {})
+
+
+def test_unknown_image_name_is_an_image_error_never_host(state_root):
+    """Issue 28 item 4: ``Sandbox(image="name:tag")`` without such an image fails; no silent 'host'."""
+    with pytest.raises(ImageError, match="python:3.11"):
+        Sandbox(state_root=state_root, image="python:3.11")
+    with pytest.raises(ImageError, match="does not exist"):
+        Sandbox(state_root=state_root, image="/nonexistent/rootfs")
+    sboxes = os.path.join(state_root, "sandboxes")
+    assert not os.path.isdir(sboxes) or os.listdir(sboxes) == []   # nothing half-created is left
