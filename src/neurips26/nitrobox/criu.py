@@ -153,6 +153,7 @@ def checkpoint(sb, path: str | os.PathLike) -> Path:
         cfg = {f.name: getattr(sb.config, f.name) for f in dataclasses.fields(SandboxConfig)}
         cfg["image"] = None
         meta = {"image_lower": sb.image.lower, "host_usr": sb.image.host_usr, "image_name": sb.image.name,
+                "image_below": list(sb.image.below), "image_config": sb.image.config,
                 "lowers": list(sb._lowers), "control": ctl,
                 "config": cfg, "dump_s": time.perf_counter() - t0}
         (path / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -198,12 +199,13 @@ def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None, 
 def _restore_one(Sandbox, exe: str, path: Path, meta: dict, state_root: str | None):  # noqa: N803
     cfg = SandboxConfig.from_any({k: v for k, v in meta["config"].items() if k != "image"},
                                  state_root=state_root or meta["config"]["state_root"], name=None)
-    image = Image(meta["image_lower"], meta["host_usr"], meta["image_name"])
+    image = Image(meta["image_lower"], meta["host_usr"], meta["image_name"], tuple(meta.get("image_below", ())),
+                  meta.get("image_config") or {})
     base = [str(path / "fs")] + meta["lowers"]
     sb = Sandbox._new_restored(cfg, image, base)
     merged = str(sb.state_dir / "merged")
     upper, work, _ = sb._paths()
-    data = f"lowerdir={':'.join(base + [image.lower])},upperdir={upper},workdir={work},userxattr"
+    data = f"lowerdir={':'.join(base + [image.lower] + list(image.below))},upperdir={upper},workdir={work},userxattr"
     _sys.mount("overlay", merged, "overlay", 0, data)
     import socket
 

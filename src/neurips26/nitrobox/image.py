@@ -15,7 +15,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from neurips26.nitrobox import _sys
@@ -37,6 +37,8 @@ class Image:
     lower: str
     host_usr: bool
     name: str
+    below: tuple = ()              # further read-only layers under ``lower`` (imported images), top first
+    config: dict = field(default_factory=dict, compare=False, hash=False)  # OCI config (Env, ...)
 
 
 def _copy_etc_entry(src: Path, dst: Path) -> None:

@@ -23,7 +23,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
-from neurips26.nitrobox import _sys, child, criu, kernel, limits as _limits, maintenance, reaper, runtime, spawner
+from neurips26.nitrobox import (_sys, child, criu, kernel, limits as _limits, maintenance, oci, reaper, runtime,
+                                spawner)
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import (LimitsUnavailableError, SandboxClosedError, SandboxError,
                                        SandboxStartError, SnapshotNotFoundError)
@@ -154,6 +155,10 @@ def _resolve_image(image: Any, state_root: str) -> tuple[Image, list]:
         return host_image(state_root), []
     if isinstance(image, Image):
         return image, []
+    if isinstance(image, str) and not image.startswith(("/", ".")):
+        imported = oci.find_image(image, state_root)  # Sandbox(image="repo:tag") after import_image
+        if imported is not None:
+            return imported, []
     if isinstance(image, (str, os.PathLike)):
         return dir_image(image), []
     raise TypeError(f"image must be 'host', a rootfs directory path or a Snapshot, got {type(image).__name__}")
@@ -352,13 +357,14 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         upper, work, merged = self._paths()
         base = str(self._root)
         # layer paths relative to the state root: the sandbox's mountinfo shows no host path
-        lowers = [os.path.relpath(p, base) for p in self._lowers + [self.image.lower]]
+        lowers = [os.path.relpath(p, base) for p in self._lowers + [self.image.lower] + list(self.image.below)]
         upper_r, work_r = os.path.relpath(upper, base), os.path.relpath(work, base)
         data = f"lowerdir={':'.join(lowers)},upperdir={upper_r},workdir={work_r},userxattr"
         if len(data) > 4000:
             raise SandboxError(f"overlay options too long ({len(data)} bytes): too many layers")
         env = {"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb",
                "HOSTNAME": cfg.hostname}
+        env.update(oci.image_env(self.image))  # an imported image's config Env, then the user's
         env.update(cfg.env)
         from neurips26.nitrobox import seccomp_filter
 
