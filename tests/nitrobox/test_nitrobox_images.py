@@ -121,3 +121,35 @@ def test_unknown_and_hostile_images(state_root, tmp_path):
     with pytest.raises(ImageError, match="leaves the layer"):
         import_image(p, state_root=state_root)
     assert not os.path.exists(os.path.join(state_root, "images", "escape"))
+
+
+def _oci_layout(d, layers: list[bytes], env: list[str], tag: str) -> None:
+    """An OCI image layout directory (index.json -> manifest -> config + layer blobs)."""
+    blobs = d / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+
+    def put(data: bytes) -> str:
+        h = hashlib.sha256(data).hexdigest()
+        (blobs / h).write_bytes(data)
+        return "sha256:" + h
+
+    config = json.dumps({"config": {"Env": env}, "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": put(config), "size": len(config)},
+                           "layers": [{"digest": put(x), "size": len(x),
+                                       "mediaType": "application/vnd.oci.image.layer.v1.tar"} for x in layers]}
+                          ).encode()
+    index = {"schemaVersion": 2, "manifests": [{"digest": put(manifest), "size": len(manifest),
+                                                "annotations": {"org.opencontainers.image.ref.name": tag}}]}
+    (d / "index.json").write_text(json.dumps(index))
+    (d / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+
+
+def test_oci_layout_import(state_root, tmp_path):
+    import gzip
+
+    top = gzip.compress(_tar([("srv", "dir", None), ("srv/x", "file", b"oci\n")]))  # a gzip layer
+    _oci_layout(tmp_path / "layout", [_bash_layer(), top], ["GREETING=hi"], "oci/demo:3")
+    img = import_image(tmp_path / "layout", state_root=state_root)
+    assert img.name == "oci/demo:3"
+    with Sandbox(state_root=state_root, image="oci/demo:3") as sb:
+        assert sb.exec('echo $(</srv/x) "$GREETING"') == (0, "oci hi\n")
