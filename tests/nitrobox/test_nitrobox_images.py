@@ -153,3 +153,82 @@ def test_oci_layout_import(state_root, tmp_path):
     assert img.name == "oci/demo:3"
     with Sandbox(state_root=state_root, image="oci/demo:3") as sb:
         assert sb.exec('echo $(</srv/x) "$GREETING"') == (0, "oci hi\n")
+
+
+def _free_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """Debian's docker-registry (distribution 2.8) on loopback, filesystem storage in tmp."""
+    import shutil
+    import socket
+    import time
+
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        pytest.skip("docker-registry not installed (apt install docker-registry)")
+    port = _free_port()
+    cfg = tmp_path / "registry.yml"
+    cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+                   f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
+    p = subprocess.Popen([exe, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            pytest.skip("docker-registry did not start")
+        yield f"127.0.0.1:{port}"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _push(host: str, repo: str, tag: str, layers: list[bytes], env: list[str]) -> None:
+    """Push through the OCI distribution API (monolithic blob uploads, then the manifest)."""
+    import urllib.request
+
+    def blob(data: bytes) -> dict:
+        dig = "sha256:" + hashlib.sha256(data).hexdigest()
+        r = urllib.request.urlopen(urllib.request.Request(f"http://{host}/v2/{repo}/blobs/uploads/", method="POST"))
+        loc = r.headers["Location"]
+        loc = loc if loc.startswith("http") else f"http://{host}{loc}"
+        sep = "&" if "?" in loc else "?"
+        urllib.request.urlopen(urllib.request.Request(f"{loc}{sep}digest={dig}", data=data, method="PUT",
+                                                      headers={"Content-Type": "application/octet-stream"}))
+        return {"digest": dig, "size": len(data)}
+
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": env},
+                         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(x).hexdigest()
+                                                                   for x in layers]}}).encode()
+    man = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+           "config": dict(blob(config), mediaType="application/vnd.oci.image.config.v1+json"),
+           "layers": [dict(blob(x), mediaType="application/vnd.oci.image.layer.v1.tar") for x in layers]}
+    urllib.request.urlopen(urllib.request.Request(
+        f"http://{host}/v2/{repo}/manifests/{tag}", data=json.dumps(man).encode(), method="PUT",
+        headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}))
+
+
+def test_registry_pull_runs_in_a_sandbox(state_root, registry):
+    from neurips26.nitrobox.oci import pull
+
+    top = _tar([("task", "dir", None), ("task/run.sh", "file", b"echo pulled $TASK_ID\n")])
+    _push(registry, "swe/task", "v1", [_bash_layer(), top], ["TASK_ID=42"])
+    img = pull(f"{registry}/swe/task:v1", state_root=state_root)
+    assert img.name == f"{registry}/swe/task:v1" and len(img.below) == 1
+    with Sandbox(state_root=state_root, image=f"{registry}/swe/task:v1") as sb:
+        assert sb.exec("bash /task/run.sh") == (0, "pulled 42\n")
+    with pytest.raises(ImageError, match="HTTP 404"):
+        pull(f"{registry}/swe/task:nope", state_root=state_root)

@@ -10,8 +10,10 @@
 3. A reference ``<state_root>/images/refs/<name>.json`` (layers top to bottom, config Env /
    WorkingDir / User / Entrypoint / Cmd) makes ``Sandbox(image="name:tag")`` resolve it; the
    layers become one overlay lowerdir each, below the sandbox's own snapshot layers.
-Handled: plain and gzip layers. Not implemented: registry pull, zstd layers, the config's
-WorkingDir/User/Entrypoint/Cmd (stored in the reference, not applied yet; Env is applied).
+4. ``pull(ref)``: the OCI distribution API (manifest or index -> platform manifest, blobs checked
+   against their digests, Bearer-token challenge), then the same import.
+Handled: plain and gzip layers. Not implemented: zstd layers, the config's WorkingDir/User/
+Entrypoint/Cmd (stored in the reference, not applied yet; Env is applied).
 """
 
 from __future__ import annotations
@@ -241,3 +243,105 @@ def image_env(image: Image) -> dict[str, str]:
         if k:
             out[k] = v
     return out
+
+
+# ------------------------------------------------------------------------- registry pull (OCI API)
+_ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+                     "application/vnd.docker.distribution.manifest.v2+json",
+                     "application/vnd.docker.distribution.manifest.list.v2+json"))
+
+
+def _split_ref(ref: str) -> tuple[str, str, str]:
+    """``host[:port]/repo[:tag|@digest]`` -> (registry, repository, tag or digest)."""
+    if "/" not in ref:
+        raise ValueError(f"reference must name a registry, like 'localhost:5000/repo:tag', got {ref!r}")
+    host, _, rest = ref.partition("/")
+    if "@" in rest:
+        repo, _, tag = rest.partition("@")
+    elif ":" in rest.rsplit("/", 1)[-1]:
+        repo, _, tag = rest.rpartition(":")
+    else:
+        repo, tag = rest, "latest"
+    return host, repo, tag
+
+
+class _Registry:
+    """The few OCI distribution API calls a pull needs, with Bearer token auth (RFC 6750 challenge)."""
+
+    def __init__(self, host: str, insecure: bool | None = None, timeout: float = 60.0):
+        local = host.split(":")[0] in ("localhost", "127.0.0.1", "::1")
+        self.base = f"{'http' if (insecure if insecure is not None else local) else 'https'}://{host}"
+        self.timeout = timeout
+        self.token: str | None = None
+
+    def get(self, path: str, accept: str | None = None) -> tuple[bytes, dict]:
+        import urllib.error
+        import urllib.request
+
+        for attempt in (0, 1):
+            req = urllib.request.Request(self.base + path)
+            if accept:
+                req.add_header("Accept", accept)
+            if self.token:
+                req.add_header("Authorization", f"Bearer {self.token}")
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                    return r.read(), dict(r.headers)
+            except urllib.error.HTTPError as e:
+                if e.code == 401 and attempt == 0 and self._login(e.headers.get("WWW-Authenticate", "")):
+                    continue
+                raise ImageError(f"registry {self.base}: GET {path}: HTTP {e.code} {e.reason}") from None
+            except urllib.error.URLError as e:
+                raise ImageError(f"registry {self.base} unreachable: {e.reason}") from None
+        raise ImageError(f"registry {self.base}: GET {path}: unauthorized")
+
+    def _login(self, challenge: str) -> bool:
+        import re
+        import urllib.parse
+        import urllib.request
+
+        if not challenge.lower().startswith("bearer "):
+            return False
+        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        realm = params.pop("realm", None)
+        if not realm:
+            return False
+        url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=self.timeout) as r:
+            body = json.loads(r.read())
+        self.token = body.get("token") or body.get("access_token")
+        return bool(self.token)
+
+
+def pull(reference: str, name: str | None = None, state_root: str | os.PathLike | None = None,
+         insecure: bool | None = None, platform: str = "linux/amd64") -> Image:
+    """Pull ``host/repo:tag`` from an OCI registry (plain HTTP for localhost unless ``insecure=False``)
+    into the layer cache and import it as ``name`` (default: the reference). Digests are verified."""
+    import tempfile
+
+    host, repo, tag = _split_ref(reference)
+    reg = _Registry(host, insecure)
+    body, headers = reg.get(f"/v2/{repo}/manifests/{tag}", _ACCEPT)
+    man = json.loads(body)
+    if "manifests" in man:  # an index: the entry for our platform
+        os_, _, arch = platform.partition("/")
+        pick = next((m for m in man["manifests"] if m.get("platform", {}).get("os") == os_
+                     and m.get("platform", {}).get("architecture") == arch), None)
+        if pick is None:
+            raise ImageError(f"{reference}: no manifest for {platform}")
+        body, _ = reg.get(f"/v2/{repo}/manifests/{pick['digest']}", _ACCEPT)
+        man = json.loads(body)
+    with tempfile.TemporaryDirectory(prefix="nbx-pull-") as tmp:
+        blobs = Path(tmp) / "blobs" / "sha256"
+        blobs.mkdir(parents=True)
+        for desc in [man["config"]] + list(man["layers"]):
+            data, _ = reg.get(f"/v2/{repo}/blobs/{desc['digest']}")
+            algo, _, hexd = desc["digest"].partition(":")
+            if algo != "sha256" or hashlib.sha256(data).hexdigest() != hexd:
+                raise ImageError(f"{reference}: blob {desc['digest']} does not match its digest")
+            (blobs / hexd).write_bytes(data)
+        mdig = hashlib.sha256(body).hexdigest()
+        (blobs / mdig).write_bytes(body)
+        (Path(tmp) / "index.json").write_text(json.dumps(
+            {"schemaVersion": 2, "manifests": [{"digest": "sha256:" + mdig, "size": len(body)}]}))
+        return import_image(tmp, name or reference, state_root)
