@@ -42,7 +42,10 @@ class SandboxConfig:
                   download), a rootfs directory, or a ``Snapshot`` (used as an image).
     working_dir:  absolute path inside the sandbox; created in the upper layer, owned by the caller.
     env:          extra environment of the shell (keys without ``=``/NUL).
-    network:      ``"none"`` (own netns with only ``lo``) or ``"host"``.
+    network:      ``"none"`` (own netns with only ``lo``), ``"host"``, or ``"nat"`` (own netns with a
+                  user-mode NAT'd interface through slirp4netns: outbound access, DNS at 10.0.2.3).
+    ports:        ``nat`` only: ``{host_port: sandbox_port}`` TCP forwards on the host's 127.0.0.1.
+    nat_host_loopback: ``nat`` only: let the sandbox reach the host's 127.0.0.1 as 10.0.2.2.
     memory/pids/cpu/disk_limit: limits; ``None`` = unlimited. ``strict_limits=True`` raises
                   ``LimitsUnavailableError`` if the active backend cannot enforce one.
     exec_timeout: default per-exec timeout (s), ``None`` = none.
@@ -62,6 +65,8 @@ class SandboxConfig:
     hostname: str = "sandbox"
     name: str | None = None
     network: str = "none"
+    ports: dict = field(default_factory=dict)
+    nat_host_loopback: bool = False
     memory: Any = None
     pids: int | None = None
     cpu: float | None = None
@@ -100,6 +105,7 @@ class SandboxConfig:
             raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}")
         cfg = cls(**base)
         cfg.env = dict(cfg.env or {})
+        cfg.ports = dict(cfg.ports or {})
         cfg.validate()
         return cfg
 
@@ -119,8 +125,16 @@ class SandboxConfig:
             if (not isinstance(self.name, str) or not self.name or "/" in self.name or ".." in self.name
                     or "\0" in self.name or len(self.name) > 64):
                 raise ValueError(f"name must be 1-64 chars without '/', '..' or NUL, got {self.name!r}")
-        if self.network not in ("none", "host"):
-            raise ValueError(f"network must be 'none' or 'host', got {self.network!r}")
+        if self.network not in ("none", "host", "nat"):
+            raise ValueError(f"network must be 'none', 'host' or 'nat', got {self.network!r}")
+        if not isinstance(self.ports, Mapping):
+            raise TypeError(f"ports must be a dict of host port to sandbox port, got {type(self.ports).__name__}")
+        for hp, sp in self.ports.items():
+            for v, what in ((hp, "host port"), (sp, "sandbox port")):
+                if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+                    raise ValueError(f"ports: {what} must be an int in [1, 65535], got {v!r}")
+        if self.ports and self.network != "nat":
+            raise ValueError(f"ports needs network='nat', got network={self.network!r}")
         mem = parse_size(self.memory, "memory")
         if mem is not None and mem < 4 << 20:
             raise ValueError(f"memory must be >= 4 MiB, got {self.memory!r}")
@@ -148,7 +162,7 @@ class SandboxConfig:
             raise ValueError(f"max_file_bytes must be an int >= 1, got {self.max_file_bytes!r}")
         if self.spawn_mode not in ("auto", "direct", "zygote"):
             raise ValueError(f"spawn_mode must be 'auto', 'direct' or 'zygote', got {self.spawn_mode!r}")
-        for flag in ("strict_limits", "stateful", "subuid", "criu"):
+        for flag in ("strict_limits", "stateful", "subuid", "criu", "nat_host_loopback"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if isinstance(self.max_layers, bool) or not isinstance(self.max_layers, int) \

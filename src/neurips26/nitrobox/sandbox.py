@@ -42,11 +42,13 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
-    __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid")
+    __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid",
+                 "net")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = None
         self.ctl: socket.socket | None = None  # the agent's control socket (SOCK_SEQPACKET)
+        self.net = None  # network="nat": (slirp4netns Popen, its exit-fd write end)
         self.disk_fd = self.disk_a_pid = None
         self.a_pidfd = None  # zygote mode: A is the zygote's child, tracked by pidfd
         self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
@@ -126,6 +128,15 @@ class _Proc:
             except OSError:
                 pass
             self.ctl = None
+        if self.net is not None:  # closing its exit fd stops slirp4netns; then reap it
+            p, exit_w = self.net
+            self.net = None
+            os.close(exit_w)
+            try:
+                p.wait(5)
+            except Exception:  # noqa: BLE001 - TimeoutExpired
+                p.kill()
+                p.wait()
         self.b_pid = None
 
 
@@ -298,7 +309,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         enforced = {k: v for k, v in self._backend.enforced.items()}
         return {
             "namespaces": ["user", "mnt", "pid", "ipc", "uts", "cgroup"]
-            + (["net"] if self.config.network == "none" else []),
+            + (["net"] if self.config.network in ("none", "nat") else []),
+            "network": self.config.network + (" (slirp4netns: 10.0.2.100/24, gw 10.0.2.2, dns 10.0.2.3)"
+                                              if self.config.network == "nat" else ""),
             "uid_map": "0 0 65536" if not self.rootless else f"0 {os.geteuid()} 1",
             "rootless": self.rootless,
             "seccomp": "filter (EPERM deny list, clone3 ENOSYS)",
@@ -373,7 +386,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         return child.ChildSpec(
             sock=sock, parent_pid=os.getpid(),
             map_by_parent=not self.rootless or cfg.subuid, uid=os.geteuid(), gid=os.getegid(),
-            cgroup_procs=procs, network_none=cfg.network == "none", pdeathsig_b=not cfg.criu,
+            cgroup_procs=procs, network_none=cfg.network in ("none", "nat"), pdeathsig_b=not cfg.criu,
             merged=merged, overlay_data=data, overlay_cwd=base, host_usr=self.image.host_usr,
             disk_dir=str(self._dir / "disk") if disk else None, disk_size=disk or 0,
             disk_mkdirs=(upper, work, upper + "/" + cfg.working_dir.strip("/").split("/")[0])
@@ -383,7 +396,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             seccomp=seccomp_filter.program(), env=env,
             usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None,
             criu_agent=_criu_sources() if cfg.criu else None,
-            resolv_conf=_host_resolv_conf() if cfg.network == "host" else None)
+            resolv_conf=_host_resolv_conf() if cfg.network == "host" else
+            (b"nameserver 10.0.2.3\n" if cfg.network == "nat" else None))
 
     def _spawn(self) -> None:
         """Create steps 2-11: control socket, fork A via the spawner, id map, wait for B's agent."""
@@ -445,6 +459,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             ctl.settimeout(None)
             proc.ctl = ctl
             ctl = None
+            if cfg.network == "nat":
+                self._start_nat(b_pid, deadline)
             self._generation += 1
             self._shell_dead = False
         except BaseException:
@@ -455,6 +471,57 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         finally:
             if ctl is not None:
                 ctl.close()
+
+    def _start_nat(self, b_pid: int, deadline: float) -> None:
+        """network='nat': slirp4netns on B's netns (tap0, 10.0.2.100/24), ports forwarded on 127.0.0.1.
+
+        It stops when its exit fd closes (our ``_Proc.kill``, or the client's death)."""
+        import json
+        import shutil
+        import subprocess
+
+        exe = shutil.which("slirp4netns")
+        if exe is None:
+            raise SandboxStartError("network='nat' needs slirp4netns (apt install slirp4netns)")
+        exit_r, exit_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        api = str(self._dir / "slirp.sock")
+        try:
+            os.unlink(api)
+        except FileNotFoundError:
+            pass
+        args = [exe, "--configure", "--mtu=65520", "--exit-fd", str(exit_r), "--ready-fd", str(ready_w),
+                "--api-socket", api, "--netns-type=path", f"--userns-path=/proc/{b_pid}/ns/user"]
+        if not self.config.nat_host_loopback:
+            args.append("--disable-host-loopback")
+        args += [f"/proc/{b_pid}/ns/net", "tap0"]
+        try:
+            p = subprocess.Popen(args, pass_fds=(exit_r, ready_w), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        finally:
+            os.close(exit_r)
+            os.close(ready_w)
+        self._proc.net = (p, exit_w)
+        try:
+            if not wait_fd(ready_r, max(0.1, deadline - time.monotonic())) or os.read(ready_r, 1) != b"1":
+                err = p.stderr.read().decode(errors="replace")[-300:] if p.poll() is not None else "timeout"
+                raise SandboxStartError(f"sandbox {self.id}: slirp4netns did not come up: {err}")
+        finally:
+            os.close(ready_r)
+        for hp, sp in self.config.ports.items():
+            req = {"execute": "add_hostfwd", "arguments": {"proto": "tcp", "host_addr": "127.0.0.1",
+                                                            "host_port": int(hp), "guest_port": int(sp)}}
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.settimeout(5)
+                s.connect(api)
+                s.sendall(json.dumps(req).encode())
+                s.shutdown(socket.SHUT_WR)
+                reply = json.loads(s.recv(65536) or b"{}")
+            finally:
+                s.close()
+            if "error" in reply:
+                raise SandboxStartError(f"sandbox {self.id}: port {hp} -> {sp}: {reply['error']}")
 
     def _write_maps(self, a_pid: int) -> None:
         if not self.rootless:
