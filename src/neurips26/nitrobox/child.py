@@ -60,6 +60,8 @@ class ChildSpec:
     disk_size: int = 0
     disk_mkdirs: tuple = ()
     shm_size: int = 64 << 20
+    mounts: list = field(default_factory=list)   # [(host src, sandbox target, "ro"|"rw"|"cow", cow upper dir)]
+    devices: list = field(default_factory=list)  # host device paths bound at the same path
     hostname: str = "sandbox"
     rlimits: list = field(default_factory=list)
     cap_last: int = 40
@@ -157,6 +159,79 @@ def _describe(e: BaseException) -> str:
 def _mkfile(path: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
     os.close(fd)
+
+
+def _target_fd(m: str, target: str, is_dir: bool) -> int:
+    """An O_PATH fd of ``target`` inside the new root, created if missing, every component resolved
+    *inside* it (B still sees the host's root: a symlink planted in the layers must not lead there;
+    a dangling symlink component is followed inside the root and its target created there)."""
+    flags = _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS
+    root = os.open(m, os.O_PATH | os.O_DIRECTORY)
+    try:
+        parts = [p for p in target.split("/") if p]
+        cur, hops = "", 0
+        while parts:
+            p = parts.pop(0)
+            nxt = cur + "/" + p if cur else p
+            try:
+                os.close(_sys.openat2(root, nxt, os.O_PATH, 0, flags))
+                cur = nxt
+                continue
+            except FileNotFoundError:
+                pass
+            dfd = _sys.openat2(root, cur or ".", os.O_RDONLY | os.O_DIRECTORY, 0, flags)
+            try:
+                try:
+                    link = os.readlink(p, dir_fd=dfd)
+                except OSError:
+                    link = None
+                if link is not None:  # dangling symlink: continue from its target, inside the root
+                    hops += 1
+                    if hops > 40:
+                        raise OSError(40, "too many levels of symbolic links", target)
+                    base = [] if link.startswith("/") else [x for x in cur.split("/") if x]
+                    parts = base + [x for x in link.split("/") if x] + parts
+                    cur = ""
+                    continue
+                if not parts and not is_dir:
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd))
+                else:
+                    os.mkdir(p, 0o755, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+            cur = nxt
+        return _sys.openat2(root, cur or ".", os.O_PATH, 0, flags)
+    finally:
+        os.close(root)
+
+
+def _bind_mounts(m: str, s: "ChildSpec") -> None:
+    """Bind mounts (read-only, read-write, copy-on-write overlay) and devices, before pivot_root."""
+    for src, target, mode, upper in s.mounts:
+        is_dir = os.path.isdir(src)
+        fd = _target_fd(m, target, is_dir)
+        where = f"/proc/self/fd/{fd}"
+        try:
+            if mode == "cow":
+                _sys.mount("overlay", where, "overlay", 0,
+                           f"lowerdir={src},upperdir={upper}/upper,workdir={upper}/work,userxattr")
+            else:
+                _sys.mount(src, where, None, _sys.MS_BIND | _sys.MS_REC)
+                if mode == "ro":  # a fresh fd: the old one names the dentry under the new mount
+                    top = _target_fd(m, target, is_dir)
+                    try:
+                        _sys.mount(None, f"/proc/self/fd/{top}", None, _sys.MS_BIND | _sys.MS_REMOUNT
+                                   | _sys.MS_RDONLY | _sys.locked_mount_flags(src))
+                    finally:
+                        os.close(top)
+        finally:
+            os.close(fd)
+    for dev in s.devices:
+        fd = _target_fd(m, dev, False)
+        try:
+            _sys.mount(dev, f"/proc/self/fd/{fd}", None, _sys.MS_BIND)
+        finally:
+            os.close(fd)
 
 
 def _mask_dir(path: str) -> None:
@@ -267,6 +342,9 @@ def run_b(s: ChildSpec) -> None:
         os.mkdir(dev + "/shm", 0o1777)
         _sys.mount("tmpfs", dev + "/shm", "tmpfs", _sys.MS_NOSUID | _sys.MS_NODEV,
                    f"mode=1777,size={s.shm_size}")
+        if s.mounts or s.devices:
+            step = "B:mounts"
+            _bind_mounts(m, s)
         step = "B:sys"
         if s.trace:
             marks.append((step, clock()))

@@ -46,6 +46,10 @@ class SandboxConfig:
                   user-mode NAT'd interface through slirp4netns: outbound access, DNS at 10.0.2.3).
     ports:        ``nat`` only: ``{host_port: sandbox_port}`` TCP forwards on the host's 127.0.0.1.
     nat_host_loopback: ``nat`` only: let the sandbox reach the host's 127.0.0.1 as 10.0.2.2.
+    mounts:       host paths into the sandbox: ``"src:dst[:ro|rw|cow]"`` or ``(src, dst, mode)``; ``ro``
+                  (default) read-only bind, ``rw`` read-write bind (writes reach the host), ``cow`` an
+                  overlay over the host path whose writes stay in the sandbox (reset drops them).
+    devices:      host device nodes bound at the same path, e.g. ``["/dev/kvm"]`` or ``["kvm"]``.
     memory/pids/cpu/disk_limit: limits; ``None`` = unlimited. ``strict_limits=True`` raises
                   ``LimitsUnavailableError`` if the active backend cannot enforce one.
     exec_timeout: default per-exec timeout (s), ``None`` = none.
@@ -66,6 +70,8 @@ class SandboxConfig:
     name: str | None = None
     network: str = "none"
     ports: dict = field(default_factory=dict)
+    mounts: list = field(default_factory=list)
+    devices: list = field(default_factory=list)
     nat_host_loopback: bool = False
     memory: Any = None
     pids: int | None = None
@@ -133,6 +139,8 @@ class SandboxConfig:
             for v, what in ((hp, "host port"), (sp, "sandbox port")):
                 if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
                     raise ValueError(f"ports: {what} must be an int in [1, 65535], got {v!r}")
+        self.mounts = [parse_mount(x) for x in self.mounts]
+        self.devices = [parse_device(x) for x in self.devices]
         if self.ports and self.network != "nat":
             raise ValueError(f"ports needs network='nat', got network={self.network!r}")
         mem = parse_size(self.memory, "memory")
@@ -202,6 +210,49 @@ class SandboxConfig:
         if self.max_lifetime is not None:
             out["wall"] = self.max_lifetime
         return out
+
+
+def parse_mount(spec: Any) -> tuple[str, str, str]:
+    """``"src:dst[:mode]"`` or ``(src, dst[, mode])`` -> (abs host src, abs sandbox dst, mode)."""
+    if isinstance(spec, str):
+        parts = spec.split(":")
+    elif isinstance(spec, (list, tuple)):
+        parts = list(spec)
+    else:
+        raise TypeError(f"mounts entries must be 'src:dst[:mode]' or (src, dst, mode), got {spec!r}")
+    if len(parts) == 2:
+        parts.append("ro")
+    if len(parts) != 3 or not all(isinstance(p, str) for p in parts):
+        raise ValueError(f"mounts entry must be 'src:dst[:ro|rw|cow]', got {spec!r}")
+    src, dst, mode = parts
+    if mode not in ("ro", "rw", "cow"):
+        raise ValueError(f"mounts mode must be 'ro', 'rw' or 'cow', got {mode!r} in {spec!r}")
+    if not os.path.isabs(src) or not os.path.exists(src):
+        raise ValueError(f"mounts source must be an existing absolute host path, got {src!r}")
+    if not dst.startswith("/") or any(p == ".." for p in dst.split("/")) or dst.rstrip("/") in ("", "/proc", "/dev",
+                                                                                             "/sys"):
+        raise ValueError(f"mounts target must be an absolute sandbox path without '..', got {dst!r}")
+    if any(c in src for c in ",:\0") or "\0" in dst:
+        raise ValueError(f"mounts paths must not contain ',', ':' or NUL, got {spec!r}")
+    if mode == "cow" and not os.path.isdir(src):
+        raise ValueError(f"mounts mode 'cow' needs a directory, got {src!r}")
+    return os.path.realpath(src), dst.rstrip("/") or "/", mode
+
+
+def parse_device(dev: Any) -> str:
+    """``"kvm"`` or ``"/dev/kvm"`` -> ``"/dev/kvm"`` (must be a character or block device)."""
+    import stat as _stat
+
+    if not isinstance(dev, str) or not dev:
+        raise TypeError(f"devices entries must be device names or /dev paths, got {dev!r}")
+    path = dev if dev.startswith("/dev/") else "/dev/" + dev
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise ValueError(f"device {path!r} does not exist on the host") from None
+    if not (_stat.S_ISCHR(st.st_mode) or _stat.S_ISBLK(st.st_mode)):
+        raise ValueError(f"device {path!r} is not a character or block device")
+    return path
 
 
 def check_path_text(path: str, name: str) -> None:

@@ -364,6 +364,10 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             os.makedirs(upper + self.config.working_dir, mode=0o755, exist_ok=True)
             os.makedirs(work, exist_ok=True)
         os.makedirs(self._dir / "merged", exist_ok=True)
+        for i, (_, _, mode) in enumerate(self.config.mounts):  # cow mounts: their own upper, reset with ours
+            if mode == "cow":
+                for sub in ("upper", "work"):
+                    os.makedirs(self._dir / "cow" / str(i) / sub, exist_ok=True)
 
     def _child_spec(self, sock: int) -> child.ChildSpec:
         cfg = self.config
@@ -396,6 +400,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             seccomp=seccomp_filter.program(), env=env,
             usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None,
             criu_agent=_criu_sources() if cfg.criu else None,
+            mounts=[(src, dst, mode, str(self._dir / "cow" / str(i))) for i, (src, dst, mode) in enumerate(cfg.mounts)],
+            devices=list(cfg.devices),
             resolv_conf=_host_resolv_conf() if cfg.network == "host" else
             (b"nameserver 10.0.2.3\n" if cfg.network == "nat" else None))
 
@@ -567,6 +573,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             os.mkdir(tdir)
             os.rename(upper, tdir / "upper")
             os.rename(work, tdir / "work")
+            if os.path.isdir(self._dir / "cow"):
+                os.rename(self._dir / "cow", tdir / "cow")
         self._fresh_upper()
         if old is None and tdir is not None:
             reaper.get().submit(str(tdir))
