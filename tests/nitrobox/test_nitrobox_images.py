@@ -52,7 +52,7 @@ def _bash_layer() -> bytes:
                                                               os.path.basename(path))))
     members = [("usr", "dir", None), ("usr/bin", "dir", None), ("bin", "sym", "usr/bin"),
                ("usr/bin/bash", "hostfile", "/usr/bin/bash"), ("usr/bin/sh", "sym", "bash"),
-               ("etc", "dir", None), ("etc/passwd", "file", b"root:x:0:0:root:/root:/bin/bash\n"),
+               ("etc", "dir", None), ("etc/passwd", "file", b"root:x:0:0:root:/root:/bin/bash\nrunner:x:1000:1000::/home/runner:/bin/bash\n"),
                ("app", "dir", None), ("app/b.txt", "file", b"B\n"), ("app/keep.txt", "file", b"K\n"),
                ("opq", "dir", None), ("opq/old.txt", "file", b"old\n")]
     seen = {"usr", "usr/bin"}
@@ -75,7 +75,7 @@ def _bash_layer() -> bytes:
 
 
 def _docker_save(path, layers: list[bytes], env: list[str], tag: str) -> None:
-    config = json.dumps({"config": {"Env": env, "WorkingDir": "/app", "Cmd": ["bash"]},
+    config = json.dumps({"config": {"Env": env, "WorkingDir": "/app", "User": "runner", "Cmd": ["bash"]},
                          "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(x).hexdigest()
                                                                    for x in layers]}}).encode()
     cfg_name = hashlib.sha256(config).hexdigest() + ".json"
@@ -103,6 +103,8 @@ def test_docker_save_import_layers_whiteouts_env(state_root, archive):
     with Sandbox(state_root=state_root, image="demo/task:1") as sb:
         r = sb.exec('echo $(</app/a.txt) /app/* /opq/* "$FOO"; [ -e /usr/bin/python3 ] || echo no-host-usr')
         assert r == (0, "A /app/a.txt /app/keep.txt /opq/new.txt bar\nno-host-usr\n")
+        assert sb.exec('echo "$PWD" $UID $HOME') == (0, "/app 1000 /home/runner\n")  # WorkingDir, User
+        assert sb.exec("echo $UID", user="root") == (0, "0\n")
         sb.write_file("/app/keep.txt", "changed")   # copy-up into the sandbox's own upper
     with Sandbox(state_root=state_root, image="demo/task:1") as sb2:   # the shared layers are unchanged
         assert sb2.read_file("/app/keep.txt") == b"K\n"

@@ -471,8 +471,12 @@ class ExecClient:
         return stream
 
     def _resolve_user(self, user: str | int | None) -> tuple[int, int, str] | None:
-        """(uid, gid, home) from the sandbox's own /etc/passwd and /etc/group; None = root."""
-        if user is None or user == "" or user == "root" or user == 0:
+        """(uid, gid, home) from the sandbox's own /etc/passwd and /etc/group; None = root.
+
+        ``user=None`` means the image's default (an imported image's config ``User``), else root."""
+        if user is None:
+            user = (getattr(getattr(self, "image", None), "config", None) or {}).get("User") or None
+        if user is None or user == "" or user == "root" or user == 0 or user == "0":
             return None
         if isinstance(user, bool) or not isinstance(user, (str, int)):
             raise TypeError(f"user must be a name, a uid or 'uid:gid', got {user!r}")

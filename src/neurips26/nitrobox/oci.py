@@ -12,8 +12,9 @@
    layers become one overlay lowerdir each, below the sandbox's own snapshot layers.
 4. ``pull(ref)``: the OCI distribution API (manifest or index -> platform manifest, blobs checked
    against their digests, Bearer-token challenge), then the same import.
-Handled: plain and gzip layers. Not implemented: zstd layers, the config's WorkingDir/User/
-Entrypoint/Cmd (stored in the reference, not applied yet; Env is applied).
+Applied from the image config: ``Env`` (under the user's env), ``WorkingDir`` (replaces the default
+``/workspace``), ``User`` (the default user of execs; ``user="root"`` overrides). Handled: plain and
+gzip layers. Not implemented: zstd layers; ``Entrypoint``/``Cmd`` are stored, not run.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from neurips26.nitrobox.procfs import fs_type, proc_start_time, rss_bytes, subid
 
 __all__ = ["Sandbox", "ExecResult", "ExecStream", "BackgroundJob", "FileInfo", "Snapshot"]
 
+_DEFAULT_WORKDIR = SandboxConfig.__dataclass_fields__["working_dir"].default
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -222,6 +223,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             self.image, base_lowers = _resolve_image(cfg.image, self._state_root)
         else:
             self.image = image
+        wd = (self.image.config or {}).get("WorkingDir")
+        if wd and cfg.working_dir == _DEFAULT_WORKDIR and isinstance(wd, str) and wd.startswith("/"):
+            cfg.working_dir = wd  # an imported image's WorkingDir replaces the default /workspace
         self.id = cfg.name or uuid.uuid4().hex[:12]
         self._dir = root / "sandboxes" / self.id
         if cfg.spawn_mode == "zygote" or (cfg.spawn_mode == "auto" and rss_bytes() >= 256 << 20):
