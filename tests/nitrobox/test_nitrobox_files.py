@@ -99,15 +99,16 @@ def test_upload_keeps_modes_mtimes_and_links(sb, tmp_path):
     assert r == (0, "755 1500000000.123456789\npkg/run.sh\nran\n")
 
 
-def test_same_size_edit_within_a_second_is_not_a_stale_pyc(sb, tmp_path):
-    """The issue's stale-.pyc case: upload keeps mtimes, so an edit with a new mtime recompiles."""
+def test_upload_keeps_mtime_so_a_same_size_edit_recompiles(sb, tmp_path):
+    """The issue's stale-.pyc case: 49a5fe8 gave every upload the upload time as mtime, so a same-size
+    edit uploaded within the same second kept the old .pyc; the source's own mtime now travels."""
     f = tmp_path / "m.py"
     f.write_text("X = 1\n")
     os.utime(f, ns=(1_600_000_000_000_000_000,) * 2)
     sb.upload(f, "/workspace/m.py")
+    assert sb.exec("stat -c %Y m.py").output == "1600000000\n"
     assert sb.exec("python3 -c 'import m; print(m.X)'").output == "1\n"   # writes __pycache__
-    f.write_text("X = 2\n")                                                # same size
-    os.utime(f, ns=(1_600_000_000_400_000_000,) * 2)                       # same second? no: +0.4 s
+    f.write_text("X = 2\n")                                                # same size, new mtime
     os.utime(f, ns=(1_600_000_001_000_000_000,) * 2)
     sb.upload(f, "/workspace/m.py")
     assert sb.exec("python3 -c 'import m; print(m.X)'").output == "2\n"
