@@ -22,10 +22,10 @@ def state_root():
     """A dedicated state root outside pytest's 0700 tmp tree, removed afterwards."""
     root = f"/dev/shm/neurips26-nbx-test-{os.getpid()}-{next(_counter)}"
     yield root
-    from neurips26.nitrobox import runtime
+    from neurips26.nitrobox import reaper
 
     deadline = time.monotonic() + 10
-    while runtime.reaper().pending and time.monotonic() < deadline:
+    while reaper.get().pending and time.monotonic() < deadline:
         time.sleep(0.01)
     shutil.rmtree(root, ignore_errors=True)
 

@@ -77,7 +77,7 @@ def test_async_api(state_root):
 
 
 def test_docker_like_adapter_runs_swebench_style_code(state_root):
-    client = DockerLikeClient({"state_root": state_root})
+    client = DockerLikeClient({"state_root": state_root}, images={"python:3.11": "host"})
     c = client.containers.create("python:3.11", command="tail -f /dev/null", working_dir="/testbed",
                                  environment=["PYTHONDONTWRITEBYTECODE=1"])
     c.start()
@@ -147,3 +147,32 @@ def test_cli_user_errors(args, msg, state_root):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and msg in lines[0] and "Traceback" not in r.stderr
+
+
+def test_readme_example_runs(state_root, monkeypatch):
+    """Issue 28 item 8: the README's first example works as written on the default image."""
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "src" / "neurips26" / "nitrobox" / "README.md"
+    block = re.search(r"```python\n(.*?)```", readme.read_text(), re.S).group(1)
+    monkeypatch.setenv("NEURIPS26_NBX_STATE", state_root)
+    exec(compile(block, str(readme), "exec"), {"__name__": "readme_example"})
+
+
+@pytest.mark.anchor
+def test_agentdocker_lite_backend_one_lifecycle(state_root):
+    """The authors' earlier implementation as a bench anchor (skips unless installed and root)."""
+    pytest.importorskip("agentdocker_lite")
+    if os.geteuid() != 0:
+        pytest.skip("agentdocker-lite's rootful backend needs root")
+    from neurips26.nitrobox import microbench
+    from neurips26.nitrobox.backends import make_backend
+
+    be = make_backend("agentdocker-lite", state_root=state_root)
+    out = {op: [] for op in microbench.OPS}
+    try:
+        microbench.one_lifecycle(be, out)   # raises if echo, read-back or reset is wrong
+    finally:
+        be.close()
+    assert all(len(out[op]) == 1 for op in ("create", "exec_echo", "reset", "delete"))

@@ -91,9 +91,9 @@ def test_reset_restores_creation_tree(sb):
     sb.reset()
     assert _tree_listing(sb) == listing0
     assert sb.exec("sha256sum /etc/passwd /etc/hosts /etc/hostname").output == hashes0
-    from neurips26.nitrobox import runtime
+    from neurips26.nitrobox import reaper
 
-    assert wait_until(lambda: runtime.reaper().pending == 0 and not os.listdir(trash), timeout=10)
+    assert wait_until(lambda: reaper.get().pending == 0 and not os.listdir(trash), timeout=10)
 
 
 def test_old_pidns_is_empty_after_reset_and_never_aliases_the_new_one(state_root):
@@ -163,7 +163,7 @@ def test_zygote_mode_lifecycle(state_root):
     assert procs_in_pidns(ns) == []
     assert mounts_referencing(str(sdir)) == [] and not os.path.exists(sdir)
     z = zygote.get()
-    assert z.alive() and _children_of(z.proc.pid) == []  # the zygote reaped every child A
+    assert z.alive() and wait_until(lambda: _children_of(z.proc.pid) == [])  # the zygote reaps every A
 
 
 def test_context_manager_deletes(state_root):
@@ -177,15 +177,15 @@ def test_failed_create_leaves_nothing(state_root, tmp_path):
     img = f"{state_root}-noimage"
     os.makedirs(img + "/bin")
     try:
-        with open(img + "/bin/sh", "w") as f:  # has /bin/sh (passes ImageError) but no /bin/bash
+        with open(img + "/bin/sh", "w") as f:  # has /bin/sh (passes ImageError), not executable, no bash
             f.write("#!/nonexistent\n")
-        os.chmod(img + "/bin/sh", 0o755)
-        with pytest.raises(SandboxStartError, match="B:exec"):
+        os.chmod(img + "/bin/sh", 0o644)
+        with pytest.raises(SandboxStartError, match="B:shell"):
             Sandbox(state_root=state_root, image=img)
         sandboxes = os.path.join(state_root, "sandboxes")
-        from neurips26.nitrobox import runtime
+        from neurips26.nitrobox import reaper
 
-        assert wait_until(lambda: runtime.reaper().pending == 0)
+        assert wait_until(lambda: reaper.get().pending == 0)
         assert os.listdir(sandboxes) == []
         assert mounts_referencing(state_root) == []
         from neurips26.nitrobox import zygote
@@ -302,12 +302,22 @@ def test_config_roundtrip_and_sizes():
 
 
 def test_kernel_support_error_names_sysctl(monkeypatch):
-    from neurips26.nitrobox import KernelSupportError, runtime
+    from neurips26.nitrobox import KernelSupportError, kernel
 
-    monkeypatch.setattr(runtime, "_kernel_ok", {})
-    real = runtime._read_int
-    monkeypatch.setattr(runtime, "_read_int",
+    monkeypatch.setattr(kernel, "_kernel_ok", {})
+    real = kernel._read_int
+    monkeypatch.setattr(kernel, "_read_int",
                         lambda p: 0 if p.endswith("max_user_namespaces") else real(p))
     with pytest.raises(KernelSupportError, match="user.max_user_namespaces"):
-        runtime.check_kernel(False)
-    monkeypatch.setattr(runtime, "_kernel_ok", {})
+        kernel.check_kernel(False)
+    monkeypatch.setattr(kernel, "_kernel_ok", {})
+
+
+def test_unknown_image_name_is_an_image_error_never_host(state_root):
+    """Issue 28 item 4: ``Sandbox(image="name:tag")`` without such an image fails; no silent 'host'."""
+    with pytest.raises(ImageError, match="python:3.11"):
+        Sandbox(state_root=state_root, image="python:3.11")
+    with pytest.raises(ImageError, match="does not exist"):
+        Sandbox(state_root=state_root, image="/nonexistent/rootfs")
+    sboxes = os.path.join(state_root, "sandboxes")
+    assert not os.path.isdir(sboxes) or os.listdir(sboxes) == []   # nothing half-created is left

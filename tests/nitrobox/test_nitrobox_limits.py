@@ -130,3 +130,20 @@ def test_max_lifetime_watchdog(state_root):
     while not sb.closed and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sb.closed
+
+
+def test_features_say_where_files_land(state_root, tmp_path):
+    """Issue 28 item 3: with no disk_limit the writable layer is the state root's filesystem; features
+    says whether that is host RAM and whether it counts against the memory limit."""
+    with Sandbox(state_root=state_root, memory="256m") as sb:
+        st = sb.features["storage"]
+        assert st["host_ram"] is True and st["size_cap_bytes"] is None   # /dev/shm state root
+        assert st["charged_to_memory_limit"] == ("memory" in sb.features["limits"])
+        assert "disk_limit" in st["note"]
+    with Sandbox(state_root=state_root, disk_limit="8m") as sb:
+        assert sb.features["storage"]["size_cap_bytes"] == 8 << 20
+    disk_root = str(tmp_path / "state")
+    with Sandbox(state_root=disk_root) as sb:
+        st = sb.features["storage"]
+        assert st["host_ram"] is False and "disk" in st["note"]
+        assert sb.exec("echo x > /workspace/f && cat /workspace/f") == (0, "x\n")

@@ -68,6 +68,11 @@ except OSError as e:
 out["sysrq"] = try_open("/proc/sysrq-trigger") if os.path.exists("/proc/sysrq-trigger") else "absent"
 out["sentinel"] = os.path.exists("SENTINEL")
 out["kcore"] = os.stat("/proc/kcore").st_size if os.path.exists("/proc/kcore") else 0
+# issue 28 item 3: Docker's masked paths, io_uring denied, no host path in mountinfo
+out["firmware"] = sorted(os.listdir("/sys/firmware")) if os.path.isdir("/sys/firmware") else []
+out["acpi"] = sorted(os.listdir("/proc/acpi")) if os.path.isdir("/proc/acpi") else []
+out["io_uring_setup"] = sc(425, 1, ctypes.create_string_buffer(120))
+out["mountinfo"] = open("/proc/self/mountinfo").read()
 print(json.dumps(out))
 ''')
 
@@ -84,7 +89,7 @@ def _isolation_checks(state_root: str, port: int, sentinel: str, spawn_mode: str
             "threads": sb.exec("python3 -c 'import threading; t=threading.Thread(target=print, args=(7,)); "
                                "t.start(); t.join()'").output,
         }
-        return {"probe": r.output, "code": r.exit_code, **shell}
+        return {"probe": r.output, "code": r.exit_code, "state_root": state_root, **shell}
     finally:
         sb.delete(wait=True)
 
@@ -107,6 +112,9 @@ def _assert_isolated(res: dict) -> None:
     assert out["sysrq"] in ("absent", "EROFS", "EACCES", "EPERM")
     assert out["sentinel"] is False
     assert out["kcore"] == 0
+    assert out["firmware"] == [] and out["acpi"] == []
+    assert out["io_uring_setup"] == 1  # EPERM, as Docker's default profile
+    assert res["state_root"] not in out["mountinfo"] and "/dev/shm/" not in out["mountinfo"]
     assert res["unshare_cli"] != 0 and res["mount_cli"] != 0
     assert res["threads"] == "7\n"  # clone3 -> ENOSYS keeps pthread_create working
 
@@ -287,12 +295,68 @@ def test_sigkill_client_leaves_no_sandbox_process(state_root, mode):
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
 
 
-def test_network_host_opt_in(state_root, listener):
+def test_network_host_opt_in(state_root, listener, sentinel):
+    sentinel_host = sentinel
     sb = Sandbox(state_root=state_root, network="host")
     try:
         assert "net" not in sb.features["namespaces"]
         r = sb.exec(f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), 2); "
                     f"print('connected')\"; touch /sys/x")
         assert r.output.startswith("connected\n") and "Read-only file system" in r.output
+        # issue 28 item 4: the host's resolver config (49a5fe8: an empty resolv.conf, pip failed)
+        with open("/etc/resolv.conf", "rb") as f:
+            assert sb.read_file("/etc/resolv.conf") == f.read()
+        # a symlink planted in the kept upper does not make the next spawn write on the host
+        sb.exec(f"rm /etc/resolv.conf; ln -s {sentinel_host} /etc/resolv.conf")
+        os.kill(sb.pid, 9)
+        assert sb.exec("true").exit_code == 137            # the agent is gone; the next exec respawns
+        assert sb.exec("true").exit_code == 0
+        with open(sentinel_host) as f:
+            assert f.read() == "host secret\n"
     finally:
         sb.delete(wait=True)
+
+
+def _rootless_channel_and_files(root: str) -> dict:
+    """Issue 28 items 1-2 as an unprivileged host user (uid 65534): the same guarantees rootless."""
+    import errno as _errno
+    import tempfile
+
+    sb = Sandbox(state_root=root, spawn_mode="direct")
+    out = {}
+    try:
+        r = sb.exec("echo 0 >&3; echo after; exit 7")
+        out["forge"] = (r.exit_code, r.output.endswith("after\n"))
+        out["next"] = tuple(sb.exec("echo hello"))
+        r = sb.exec("for f in /proc/1/fd/*; do echo 'x 0 -' > $f; done 2>/dev/null; "
+                    "cat /proc/1/environ >/dev/null 2>&1 && echo LEAK; exit 5")
+        out["proc1"] = (r.exit_code, "LEAK" in r.output)
+        out["stateful"] = (sb.exec("cd /tmp; exit 3", stateful=True).exit_code,
+                           sb.exec("pwd", stateful=True).output)
+        job = sb.exec("sleep 100", background=True)
+        job.kill()
+        out["job"] = job.wait(10)
+        sb.exec("mkfifo /workspace/p; ln -s /dev/zero /workspace/z; mkdir -p /workspace/d; ln -s .. /workspace/d/loop")
+        for name in ("p", "z"):
+            try:
+                sb.read_file("/workspace/" + name)
+                out[name] = "read"
+            except OSError as e:
+                out[name] = _errno.errorcode.get(e.errno, str(e.errno))
+        with tempfile.TemporaryDirectory() as t:
+            sb.download("/workspace/d", t + "/d")
+            out["loop"] = os.readlink(t + "/d/loop")
+    finally:
+        sb.delete(wait=True)
+    return out
+
+
+@needs_root
+def test_exec_channel_and_files_rootless(nobody_root):
+    out = run_as_nobody(_rootless_channel_and_files, nobody_root)
+    assert out["forge"] == (7, True) and out["next"] == (0, "hello\n")
+    assert out["proc1"] == (5, False)
+    assert out["stateful"] == (3, "/tmp\n")
+    assert out["job"] == 137
+    assert out["p"] == "EINVAL" and out["z"] == "EINVAL"
+    assert out["loop"] == ".."

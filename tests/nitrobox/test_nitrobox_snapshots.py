@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from neurips26.nitrobox import Sandbox, SnapshotNotFoundError, runtime
+from neurips26.nitrobox import Sandbox, SnapshotNotFoundError, reaper
 from neurips26.nitrobox.diagnostics import support_problem, wait_until
 from neurips26.nitrobox.image import tree_hash
 
@@ -126,7 +126,7 @@ def test_32_sandboxes_from_threads_no_fd_leak_high_fds(state_root):
             t.join()
         assert not errors, errors[:3]
         assert all(results[i] == [f"{i}-{k}\n" for k in range(5)] for i in range(32))
-        assert wait_until(lambda: runtime.reaper().pending == 0, timeout=20)
+        assert wait_until(lambda: reaper.get().pending == 0, timeout=20)
         assert len(os.listdir("/proc/self/fd")) == fds0
         assert os.listdir(os.path.join(state_root, "sandboxes")) == []
     finally:
@@ -144,7 +144,7 @@ def test_churn_1000_cycles_leave_nothing(state_root):
             fds0 = len(os.listdir("/proc/self/fd"))
         assert sb.exec("echo x").output == "x\n"
         sb.delete()
-    assert wait_until(lambda: runtime.reaper().pending == 0, timeout=60)
+    assert wait_until(lambda: reaper.get().pending == 0, timeout=60)
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
     assert os.listdir(os.path.join(state_root, "trash")) == []
     assert [m for m in open("/proc/self/mountinfo") if state_root in m] == []

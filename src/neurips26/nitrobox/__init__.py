@@ -8,8 +8,9 @@ from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import (CheckpointUnavailable, ImageError, KernelSupportError,
                                        LimitsUnavailableError, SandboxClosedError, SandboxError,
                                        SandboxStartError, SnapshotNotFoundError)
+from neurips26.nitrobox.oci import import_image
 from neurips26.nitrobox.sandbox import BackgroundJob, ExecResult, Sandbox, Snapshot
 
-__all__ = ["Sandbox", "SandboxConfig", "ExecResult", "Snapshot", "BackgroundJob", "SandboxError",
+__all__ = ["Sandbox", "SandboxConfig", "ExecResult", "Snapshot", "BackgroundJob", "import_image", "SandboxError",
            "ImageError", "KernelSupportError", "LimitsUnavailableError", "SandboxStartError",
            "SandboxClosedError", "SnapshotNotFoundError", "CheckpointUnavailable"]

@@ -19,9 +19,9 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 _MACHINE = platform.machine()
 _NR = {
     "x86_64": {"pivot_root": 155, "seccomp": 317, "openat2": 437, "close_range": 436,
-               "pidfd_open": 434, "pidfd_send_signal": 424},
+               "pidfd_open": 434, "pidfd_send_signal": 424, "capget": 125, "capset": 126},
     "aarch64": {"pivot_root": 41, "seccomp": 277, "openat2": 437, "close_range": 436,
-                "pidfd_open": 434, "pidfd_send_signal": 424},
+                "pidfd_open": 434, "pidfd_send_signal": 424, "capget": 90, "capset": 91},
 }.get(_MACHINE)
 
 # --- clone/unshare flags ---------------------------------------------------------------------------
@@ -162,6 +162,39 @@ def pidfd_send_signal(pidfd: int, sig: int) -> None:
     import signal as _signal
 
     _signal.pidfd_send_signal(pidfd, sig)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+_CAP_V3 = 0x20080522
+
+
+def capget() -> tuple[int, int, int]:
+    """(effective, permitted, inheritable) capability masks of the calling thread (64-bit ints)."""
+    hdr = _CapHeader(_CAP_V3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.syscall(_NR["capget"], ctypes.byref(hdr), data), "capget")
+    return tuple(data[0].__getattribute__(k) | (data[1].__getattribute__(k) << 32)
+                 for k in ("effective", "permitted", "inheritable"))
+
+
+def capset(effective: int, permitted: int, inheritable: int) -> None:
+    """Set the calling thread's capability masks (lowering ``effective`` needs no privilege)."""
+    hdr = _CapHeader(_CAP_V3, 0)
+    data = (_CapData * 2)()
+    for i in (0, 1):
+        sh = 32 * i
+        data[i].effective = (effective >> sh) & 0xFFFFFFFF
+        data[i].permitted = (permitted >> sh) & 0xFFFFFFFF
+        data[i].inheritable = (inheritable >> sh) & 0xFFFFFFFF
+    _check(_libc.syscall(_NR["capset"], ctypes.byref(hdr), data), "capset")
 
 
 class _SockFprog(ctypes.Structure):

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from neurips26.nitrobox import runtime
+from neurips26.nitrobox import reaper, runtime
 from neurips26.nitrobox.image import host_image
 
 WORKDIR = "/workspace"
@@ -319,7 +319,7 @@ class NaiveUnshareBackend:
         return self.create()
 
     def delete(self, h):
-        runtime.trash(self.root, h)
+        reaper.trash(self.root, h)
 
     def close(self):
         pass
@@ -605,7 +605,7 @@ class RuncBackend(_FilesThroughExec):
         subprocess.run([self.exe, "--root", str(self.base / "state"), "delete", "-f", h], capture_output=True)
         b = self.base / h
         subprocess.run(["umount", str(b / "rootfs")], capture_output=True)
-        runtime._force_rmtree(str(b))
+        reaper.force_rmtree(str(b))
 
     def close(self):
         if self.base.exists():
@@ -615,8 +615,59 @@ class RuncBackend(_FilesThroughExec):
             shutil.rmtree(self.base, ignore_errors=True)
 
 
+class AgentDockerLiteBackend:
+    """The authors' earlier implementation, ``agentdocker-lite`` 0.0.3 (PyPI), on the same skeleton
+    image with the host ``/usr`` as a read-only volume and its own net namespace (root only)."""
+
+    name = "agentdocker-lite"
+
+    def __init__(self, state_root: str | None = None):
+        try:
+            import agentdocker_lite  # noqa: F401 - optional anchor
+        except ImportError as e:
+            raise BackendUnavailable(f"agentdocker-lite not installed (pip install agentdocker-lite==0.0.3): "
+                                     f"{e}") from None
+        if os.geteuid() != 0:
+            raise BackendUnavailable("agentdocker-lite's rootful backend needs root here")
+        from agentdocker_lite import Sandbox as _ADL, SandboxConfig as _ADLConfig
+
+        root = runtime.ensure_state_root(state_root or runtime.default_state_root())
+        self.skel = host_image(str(root)).lower
+        self.env_dir = str(root / "adl-env")
+        self._Sandbox, self._Config = _ADL, _ADLConfig
+        self._n = 0
+
+    def create(self):
+        self._n += 1
+        cfg = self._Config(image=self.skel, working_dir=WORKDIR, volumes=["/usr:/usr:ro"], net_isolate=True,
+                           env_base_dir=self.env_dir)
+        return self._Sandbox(cfg, name=f"nbx-bench-{os.getpid()}-{self._n}")
+
+    def exec(self, h, cmd, timeout=None):
+        out, code = h.run(cmd, timeout=None if timeout is None else int(max(1, timeout)))
+        return code, out
+
+    def write_file(self, h, path, data):
+        h.write_file(path, data)
+
+    def read_file(self, h, path):
+        data = h.read_file(path)
+        return data.encode() if isinstance(data, str) else data
+
+    def reset(self, h):
+        h.reset()
+        return h
+
+    def delete(self, h):
+        h.delete()
+
+    def close(self):
+        shutil.rmtree(self.env_dir, ignore_errors=True)
+
+
 BACKENDS = {"nitrobox": NitroBackend, "bwrap": BwrapBackend, "unshare": NaiveUnshareBackend,
-            "runc": RuncBackend, "podman": PodmanBackend, "docker": DockerBackend}
+            "runc": RuncBackend, "podman": PodmanBackend, "docker": DockerBackend,
+            "agentdocker-lite": AgentDockerLiteBackend}
 
 
 def make_backend(name: str, state_root: str | None = None, **kw: Any):

@@ -20,7 +20,7 @@ from neurips26.harness import BenchRow, RunContext
 from neurips26.nitrobox import microbench
 from neurips26.nitrobox.backends import open_backends
 
-REPS = {"nitrobox": 30, "bwrap": 30, "unshare": 15, "runc": 10, "podman": 6, "docker": 10}
+REPS = {"nitrobox": 30, "agentdocker-lite": 15, "bwrap": 30, "unshare": 15, "runc": 10, "podman": 6, "docker": 10}
 TARGETS = {"create": 15.0, "reset": 30.0, "delete": 50.0}
 CONCURRENCY = (1, 8, 32)   # lifecycles/s measured at these c
 IDLE_N = 16                # sandboxes kept idle for the memory row
@@ -130,6 +130,9 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         for op in ("create", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete"):
             anchor_row(op, "docker", f"{op} median", med, f"p90 ours {p90['nitrobox'][op]:.1f} ms")
             anchor_row(op, "docker", f"{op} p90", p90)
+        for op in ("create", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete"):
+            anchor_row(op, "agentdocker-lite", f"{op} median vs agentdocker-lite", med,
+                       "the authors' earlier implementation (PyPI 0.0.3); issue target: faster on every step")
         for anchor in ("podman", "runc"):
             for op in ("create", "exec_echo", "reset", "delete"):
                 anchor_row(op, anchor, f"{op} median vs {anchor}")

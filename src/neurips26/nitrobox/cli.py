@@ -76,16 +76,15 @@ def _main(argv: list[str]) -> int:
                 print("neurips26 nitrobox: error: exec needs a command (after --)", file=sys.stderr)
                 return 2
             try:
-                r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=args.timeout)
+                r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=args.timeout, merge_stderr=False,
+                            on_output=_relay)
             except ValueError as e:
                 print(f"neurips26 nitrobox: error: {e}", file=sys.stderr)
                 return 2
-            sys.stdout.buffer.write(r.output_bytes)
             return r.exit_code
         # shell
         if args.command is not None:
-            r = sb.exec(args.command, stateful=True)
-            sys.stdout.buffer.write(r.output_bytes)
+            r = sb.exec(args.command, stateful=True, merge_stderr=False, on_output=_relay)
             return r.exit_code
         interactive = sys.stdin.isatty()
         code = 0
@@ -99,13 +98,18 @@ def _main(argv: list[str]) -> int:
                 break
             if not line.strip():
                 continue
-            r = sb.exec(line.rstrip("\n"), stateful=True)
-            sys.stdout.buffer.write(r.output_bytes)
-            sys.stdout.flush()
+            r = sb.exec(line.rstrip("\n"), stateful=True, merge_stderr=False, on_output=_relay)
             code = r.exit_code
         return code
     finally:
         sb.delete()
+
+
+def _relay(stream: str, chunk: bytes) -> None:
+    """Stream a command's stdout/stderr to ours as it arrives."""
+    out = sys.stdout if stream == "stdout" else sys.stderr
+    out.buffer.write(chunk)
+    out.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,10 +42,19 @@ class SandboxConfig:
                   download), a rootfs directory, or a ``Snapshot`` (used as an image).
     working_dir:  absolute path inside the sandbox; created in the upper layer, owned by the caller.
     env:          extra environment of the shell (keys without ``=``/NUL).
-    network:      ``"none"`` (own netns with only ``lo``) or ``"host"``.
+    network:      ``"none"`` (own netns with only ``lo``), ``"host"``, or ``"nat"`` (own netns with a
+                  user-mode NAT'd interface through slirp4netns: outbound access, DNS at 10.0.2.3).
+    ports:        ``nat`` only: ``{host_port: sandbox_port}`` TCP forwards on the host's 127.0.0.1.
+    nat_host_loopback: ``nat`` only: let the sandbox reach the host's 127.0.0.1 as 10.0.2.2.
+    mounts:       host paths into the sandbox: ``"src:dst[:ro|rw|cow]"`` or ``(src, dst, mode)``; ``ro``
+                  (default) read-only bind, ``rw`` read-write bind (writes reach the host), ``cow`` an
+                  overlay over the host path whose writes stay in the sandbox (reset drops them).
+    devices:      host device nodes bound at the same path, e.g. ``["/dev/kvm"]`` or ``["kvm"]``.
     memory/pids/cpu/disk_limit: limits; ``None`` = unlimited. ``strict_limits=True`` raises
                   ``LimitsUnavailableError`` if the active backend cannot enforce one.
     exec_timeout: default per-exec timeout (s), ``None`` = none.
+    max_output_bytes / max_file_bytes: caps on one exec's captured output (head + tail kept) and on
+                  one file read by the files API.
     max_lifetime: watchdog (s) that deletes the sandbox after this wall time, ``None`` = none.
     state_root:   where state dirs live (default ``$NEURIPS26_NBX_STATE`` or
                   ``/dev/shm/neurips26-nbx-<uid>``).
@@ -60,6 +69,10 @@ class SandboxConfig:
     hostname: str = "sandbox"
     name: str | None = None
     network: str = "none"
+    ports: dict = field(default_factory=dict)
+    mounts: list = field(default_factory=list)
+    devices: list = field(default_factory=list)
+    nat_host_loopback: bool = False
     memory: Any = None
     pids: int | None = None
     cpu: float | None = None
@@ -69,6 +82,7 @@ class SandboxConfig:
     exec_timeout: float | None = None
     max_lifetime: float | None = None
     max_output_bytes: int = 1 << 20
+    max_file_bytes: int = 256 << 20
     start_timeout: float = 10.0
     stateful: bool = False
     state_root: str | None = None
@@ -97,6 +111,7 @@ class SandboxConfig:
             raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}")
         cfg = cls(**base)
         cfg.env = dict(cfg.env or {})
+        cfg.ports = dict(cfg.ports or {})
         cfg.validate()
         return cfg
 
@@ -116,8 +131,18 @@ class SandboxConfig:
             if (not isinstance(self.name, str) or not self.name or "/" in self.name or ".." in self.name
                     or "\0" in self.name or len(self.name) > 64):
                 raise ValueError(f"name must be 1-64 chars without '/', '..' or NUL, got {self.name!r}")
-        if self.network not in ("none", "host"):
-            raise ValueError(f"network must be 'none' or 'host', got {self.network!r}")
+        if self.network not in ("none", "host", "nat"):
+            raise ValueError(f"network must be 'none', 'host' or 'nat', got {self.network!r}")
+        if not isinstance(self.ports, Mapping):
+            raise TypeError(f"ports must be a dict of host port to sandbox port, got {type(self.ports).__name__}")
+        for hp, sp in self.ports.items():
+            for v, what in ((hp, "host port"), (sp, "sandbox port")):
+                if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+                    raise ValueError(f"ports: {what} must be an int in [1, 65535], got {v!r}")
+        self.mounts = [parse_mount(x) for x in self.mounts]
+        self.devices = [parse_device(x) for x in self.devices]
+        if self.ports and self.network != "nat":
+            raise ValueError(f"ports needs network='nat', got network={self.network!r}")
         mem = parse_size(self.memory, "memory")
         if mem is not None and mem < 4 << 20:
             raise ValueError(f"memory must be >= 4 MiB, got {self.memory!r}")
@@ -140,9 +165,12 @@ class SandboxConfig:
         if isinstance(self.max_output_bytes, bool) or not isinstance(self.max_output_bytes, int) \
                 or self.max_output_bytes < 64:
             raise ValueError(f"max_output_bytes must be an int >= 64, got {self.max_output_bytes!r}")
+        if isinstance(self.max_file_bytes, bool) or not isinstance(self.max_file_bytes, int) \
+                or self.max_file_bytes < 1:
+            raise ValueError(f"max_file_bytes must be an int >= 1, got {self.max_file_bytes!r}")
         if self.spawn_mode not in ("auto", "direct", "zygote"):
             raise ValueError(f"spawn_mode must be 'auto', 'direct' or 'zygote', got {self.spawn_mode!r}")
-        for flag in ("strict_limits", "stateful", "subuid", "criu"):
+        for flag in ("strict_limits", "stateful", "subuid", "criu", "nat_host_loopback"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if isinstance(self.max_layers, bool) or not isinstance(self.max_layers, int) \
@@ -182,6 +210,49 @@ class SandboxConfig:
         if self.max_lifetime is not None:
             out["wall"] = self.max_lifetime
         return out
+
+
+def parse_mount(spec: Any) -> tuple[str, str, str]:
+    """``"src:dst[:mode]"`` or ``(src, dst[, mode])`` -> (abs host src, abs sandbox dst, mode)."""
+    if isinstance(spec, str):
+        parts = spec.split(":")
+    elif isinstance(spec, (list, tuple)):
+        parts = list(spec)
+    else:
+        raise TypeError(f"mounts entries must be 'src:dst[:mode]' or (src, dst, mode), got {spec!r}")
+    if len(parts) == 2:
+        parts.append("ro")
+    if len(parts) != 3 or not all(isinstance(p, str) for p in parts):
+        raise ValueError(f"mounts entry must be 'src:dst[:ro|rw|cow]', got {spec!r}")
+    src, dst, mode = parts
+    if mode not in ("ro", "rw", "cow"):
+        raise ValueError(f"mounts mode must be 'ro', 'rw' or 'cow', got {mode!r} in {spec!r}")
+    if not os.path.isabs(src) or not os.path.exists(src):
+        raise ValueError(f"mounts source must be an existing absolute host path, got {src!r}")
+    if not dst.startswith("/") or any(p == ".." for p in dst.split("/")) or dst.rstrip("/") in ("", "/proc", "/dev",
+                                                                                             "/sys"):
+        raise ValueError(f"mounts target must be an absolute sandbox path without '..', got {dst!r}")
+    if any(c in src for c in ",:\0") or "\0" in dst:
+        raise ValueError(f"mounts paths must not contain ',', ':' or NUL, got {spec!r}")
+    if mode == "cow" and not os.path.isdir(src):
+        raise ValueError(f"mounts mode 'cow' needs a directory, got {src!r}")
+    return os.path.realpath(src), dst.rstrip("/") or "/", mode
+
+
+def parse_device(dev: Any) -> str:
+    """``"kvm"`` or ``"/dev/kvm"`` -> ``"/dev/kvm"`` (must be a character or block device)."""
+    import stat as _stat
+
+    if not isinstance(dev, str) or not dev:
+        raise TypeError(f"devices entries must be device names or /dev paths, got {dev!r}")
+    path = dev if dev.startswith("/dev/") else "/dev/" + dev
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise ValueError(f"device {path!r} does not exist on the host") from None
+    if not (_stat.S_ISCHR(st.st_mode) or _stat.S_ISBLK(st.st_mode)):
+        raise ValueError(f"device {path!r} is not a character or block device")
+    return path
 
 
 def check_path_text(path: str, name: str) -> None:

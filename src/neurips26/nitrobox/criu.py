@@ -5,12 +5,13 @@ opt-in ``fetch_provider()`` into ``~/.cache/neurips26/criu`` (never committed). 
 if ``criu check`` passes; otherwise ``CheckpointUnavailable`` carries the reason (Debian's CRIU 3.17
 fails on kernels >= 6.13: "vdso: Unexpected rt vDSO area bounds").
 
-checkpoint: ``criu dump -t <B> --leave-stopped --external pipe:[ino] (each control pipe)
---external mnt[] --ext-mount-map auto --enable-external-masters --manage-cgroups=ignore``; while the
-tree is stopped the upper is copied into the checkpoint (``fs/``); then SIGCONT every task.
-restore (per branch): overlay ``fs/ : lowers : image`` with its own upper mounted on a host dir, new
-pipes, ``criu restore --root <dir> --restore-detached --pidfile P --inherit-fd fd[N]:pipe:[ino]``;
-the client is a child subreaper so the restored init is its child.
+checkpoint: ``criu dump -t <B> --leave-stopped --ext-unix-sk --external unix:[ino] (the agent's
+control socket, fd 3 of B) --external mnt[] --ext-mount-map auto --enable-external-masters
+--manage-cgroups=ignore``; while the tree is stopped the upper is copied into the checkpoint
+(``fs/``); then SIGCONT every task.
+restore (per branch): overlay ``fs/ : lowers : image`` with its own upper mounted on a host dir, a new
+socketpair, ``criu restore --root <dir> --restore-detached --pidfile P --inherit-fd
+fd[N]:socket:[ino]``; the client is a child subreaper so the restored init is its child.
 Limits: the restored tree keeps no cgroup limits (``--manage-cgroups=ignore``) and no PDEATHSIG
 (``neurips26 nitrobox cleanup`` handles leaks); sandboxes need ``criu=True`` and no ``disk_limit``.
 """
@@ -31,6 +32,7 @@ from neurips26.nitrobox import _sys
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import CheckpointUnavailable
 from neurips26.nitrobox.image import Image
+from neurips26.nitrobox.procfs import descendants
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "neurips26" / "criu"
 _found: tuple[str | None, str] | None = None
@@ -110,9 +112,7 @@ def _require(sb=None) -> str:
 
 
 def _tree(pid: int) -> list[int]:
-    from neurips26.nitrobox.sandbox import _descendants
-
-    return [pid] + _descendants(pid)
+    return [pid] + descendants(pid)
 
 
 def checkpoint(sb, path: str | os.PathLike) -> Path:
@@ -124,14 +124,13 @@ def checkpoint(sb, path: str | os.PathLike) -> Path:
     with sb._exec_lock, sb._life:
         sb._check_open()
         b = sb.pid
-        inos = {fd: os.readlink(f"/proc/{b}/fd/{fd}") for fd in (0, 1, 3)}
+        ctl = os.readlink(f"/proc/{b}/fd/3")  # the agent's control socket: "socket:[ino]"
         img = path / "img"
         img.mkdir(parents=True)
         args = [exe, "dump", "-t", str(b), "-D", str(img), "--leave-stopped", "--external", "mnt[]",
                 "--ext-mount-map", "auto", "--enable-external-masters", "--manage-cgroups=ignore",
                 "-o", "dump.log"]
-        for ino in sorted(set(inos.values())):
-            args += ["--external", ino]
+        args += ["--ext-unix-sk", "--external", "unix[" + ctl.split("[", 1)[1].rstrip("]") + "]"]
         t0 = time.perf_counter()
         r = subprocess.run(args, capture_output=True, text=True)
         try:
@@ -154,14 +153,20 @@ def checkpoint(sb, path: str | os.PathLike) -> Path:
         cfg = {f.name: getattr(sb.config, f.name) for f in dataclasses.fields(SandboxConfig)}
         cfg["image"] = None
         meta = {"image_lower": sb.image.lower, "host_usr": sb.image.host_usr, "image_name": sb.image.name,
-                "lowers": list(sb._lowers), "pipes": {"stdin": inos[0], "out": inos[1], "status": inos[3]},
+                "image_below": list(sb.image.below), "image_config": sb.image.config,
+                "lowers": list(sb._lowers), "control": ctl,
                 "config": cfg, "dump_s": time.perf_counter() - t0}
         (path / "meta.json").write_text(json.dumps(meta, indent=1))
     return path
 
 
-def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None) -> list:
-    """``n`` sandboxes restored from one checkpoint, each continuing from the dumped state."""
+def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None, sandbox_cls=None) -> list:
+    """``n`` sandboxes restored from one checkpoint, each continuing from the dumped state.
+
+    ``sandbox_cls``: the ``Sandbox`` class (passed in by ``Sandbox.from_checkpoint``; this module
+    does not import ``sandbox``, which imports it)."""
+    if sandbox_cls is None:
+        raise TypeError("call Sandbox.from_checkpoint(path, n) (restore needs the Sandbox class)")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
     exe = _require()
@@ -180,7 +185,7 @@ def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None) 
     out = []
     try:
         for _ in range(n):
-            out.append(_restore_one(exe, path, meta, state_root))
+            out.append(_restore_one(sandbox_cls, exe, path, meta, state_root))
     except BaseException:
         for sb in out:
             sb.delete()
@@ -191,22 +196,21 @@ def restore(path: str | os.PathLike, n: int = 1, state_root: str | None = None) 
     return out
 
 
-def _restore_one(exe: str, path: Path, meta: dict, state_root: str | None):
-    from neurips26.nitrobox.sandbox import Sandbox
-
+def _restore_one(Sandbox, exe: str, path: Path, meta: dict, state_root: str | None):  # noqa: N803
     cfg = SandboxConfig.from_any({k: v for k, v in meta["config"].items() if k != "image"},
                                  state_root=state_root or meta["config"]["state_root"], name=None)
-    image = Image(meta["image_lower"], meta["host_usr"], meta["image_name"])
+    image = Image(meta["image_lower"], meta["host_usr"], meta["image_name"], tuple(meta.get("image_below", ())),
+                  meta.get("image_config") or {})
     base = [str(path / "fs")] + meta["lowers"]
     sb = Sandbox._new_restored(cfg, image, base)
     merged = str(sb.state_dir / "merged")
     upper, work, _ = sb._paths()
-    data = f"lowerdir={':'.join(base + [image.lower])},upperdir={upper},workdir={work},userxattr"
+    data = f"lowerdir={':'.join(base + [image.lower] + list(image.below))},upperdir={upper},workdir={work},userxattr"
     _sys.mount("overlay", merged, "overlay", 0, data)
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    st_r, st_w = os.pipe()
-    newfd = {meta["pipes"]["stdin"]: in_r, meta["pipes"]["out"]: out_w, meta["pipes"]["status"]: st_w}
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    newfd = {meta["control"]: theirs.fileno()}
     args = [exe, "restore", "-D", str(path / "img"), "--root", merged, "--restore-detached",
             "--pidfile", str(sb.state_dir / "criu.pid"), "--ext-mount-map", "auto",
             "--manage-cgroups=ignore", "-o", str(sb.state_dir / "restore.log")]
@@ -219,8 +223,8 @@ def _restore_one(exe: str, path: Path, meta: dict, state_root: str | None):
             raise CheckpointUnavailable(f"criu restore failed: {log.strip()}")
         b = int((sb.state_dir / "criu.pid").read_text())
     except BaseException:
-        for fd in (in_r, in_w, out_r, out_w, st_r, st_w):
-            os.close(fd)
+        ours.close()
+        theirs.close()
         _sys.umount2(merged, _sys.MNT_DETACH)
         sb._closed[0] = False
         sb.delete()
@@ -230,8 +234,7 @@ def _restore_one(exe: str, path: Path, meta: dict, state_root: str | None):
             _sys.umount2(merged, _sys.MNT_DETACH)  # the restored mount ns keeps its own reference
         except OSError:
             pass
-    for fd in (in_r, out_w, st_w):
-        os.close(fd)
-    sb._adopt(b, in_w, out_r, st_r)
+    theirs.close()
+    sb._adopt(b, ours)
     return sb
 

@@ -20,9 +20,9 @@ def support_problem() -> str | None:
 
 def _probe() -> str | None:
     try:
-        from neurips26.nitrobox import runtime
+        from neurips26.nitrobox import kernel
 
-        runtime.check_kernel(os.geteuid() != 0)
+        kernel.check_kernel(os.geteuid() != 0)
     except Exception as e:  # noqa: BLE001
         return str(e)
     try:

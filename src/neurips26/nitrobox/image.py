@@ -15,7 +15,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from neurips26.nitrobox import _sys
@@ -37,6 +37,8 @@ class Image:
     lower: str
     host_usr: bool
     name: str
+    below: tuple = ()              # further read-only layers under ``lower`` (imported images), top first
+    config: dict = field(default_factory=dict, compare=False, hash=False)  # OCI config (Env, ...)
 
 
 def _copy_etc_entry(src: Path, dst: Path) -> None:
@@ -115,8 +117,13 @@ def resolve_in_image(root: str, path: str) -> bool:
 
 def dir_image(path: str | os.PathLike) -> Image:
     """A rootfs directory as an image; ``ImageError`` if it is missing or has no ``/bin/sh``."""
-    p = os.path.abspath(os.fspath(path))
+    raw = os.fspath(path)
+    p = os.path.abspath(raw)
     if not os.path.isdir(p):
+        if isinstance(raw, str) and not raw.startswith(("/", ".")):
+            raise ImageError(f"image {raw!r} is neither 'host', a Snapshot nor a rootfs directory; "
+                             f"image names (name:tag) need an imported image, and OCI / docker-save "
+                             f"import is not implemented yet: pass a rootfs directory")
         raise ImageError(f"image directory {p!r} does not exist")
     if any(c in p for c in ",:"):
         raise ImageError(f"image path {p!r} must not contain ',' or ':' (overlay lowerdir syntax)")

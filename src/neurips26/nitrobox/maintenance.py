@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
-from neurips26.nitrobox import limits as _limits, runtime
+from neurips26.nitrobox import limits as _limits, reaper, runtime
 
 
 def _owner_alive(owner_file: Path) -> bool:
@@ -41,14 +43,23 @@ def _kill_processes_under(sdir: str) -> int:
     return n
 
 
-def cleanup(state_root: str | None = None, dry_run: bool = False) -> list[str]:
-    """Remove sandboxes whose owner pid is dead, their cgroups and the trash; return what went."""
+CREATE_GRACE_S = 60.0  # a state dir without an owner file this young is being created, not leaked
+
+
+def cleanup(state_root: str | None = None, dry_run: bool = False, trash: bool = True) -> list[str]:
+    """Remove sandboxes whose owner pid is dead, their cgroups and (``trash``) the trash; return what went."""
     root = Path(state_root or runtime.default_state_root())
     removed: list[str] = []
     sboxes = root / "sandboxes"
     if sboxes.is_dir():
         for sdir in sorted(sboxes.iterdir()):
             if _owner_alive(sdir / "owner"):
+                continue
+            try:
+                young = not (sdir / "owner").exists() and time.time() - sdir.stat().st_mtime < CREATE_GRACE_S
+            except OSError:
+                continue  # gone meanwhile
+            if young:
                 continue
             removed.append(str(sdir))
             if dry_run:
@@ -64,12 +75,30 @@ def cleanup(state_root: str | None = None, dry_run: bool = False) -> list[str]:
                 if owner_pid is not None:
                     cgs.append(os.path.join(base, f"{sdir.name}-{owner_pid}"))
             _limits.remove_cgroups([c for c in cgs if os.path.isdir(c)])
-            runtime._force_rmtree(str(sdir))
+            reaper.force_rmtree(str(sdir))
     if not dry_run:
         _limits.remove_empty_bases()
-    trash = root / "trash"
-    if trash.is_dir() and not dry_run:
-        for t in trash.iterdir():
+    tdir = root / "trash"
+    if trash and tdir.is_dir() and not dry_run:
+        for t in tdir.iterdir():
             removed.append(str(t))
-            runtime._force_rmtree(str(t))
+            reaper.force_rmtree(str(t))
     return removed
+
+
+_reaped: set = set()
+_reaped_lock = threading.Lock()
+
+
+def reap_dead_owners(state_root: str) -> "threading.Event | None":
+    """Once per process and state root: clean up in the background what crashed clients left.
+
+    Called by the first ``Sandbox`` of a process; the work runs on the reaper thread, so create does
+    not wait for it. Returns the reaper's Event (``None`` if this root was already handled).
+    """
+    key = (os.getpid(), os.path.realpath(state_root))
+    with _reaped_lock:
+        if key in _reaped:
+            return None
+        _reaped.add(key)
+    return reaper.get().submit(lambda: cleanup(state_root, trash=False))

@@ -21,6 +21,7 @@ DENY_EPERM = (
     "keyctl", "add_key", "request_key", "userfaultfd",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
     "reboot", "swapon", "swapoff", "open_by_handle_at",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",  # as Docker's default profile (>= 25.0)
 )
 _CLONE_NEW_BITS = (_sys.CLONE_NEWNS, _sys.CLONE_NEWCGROUP, _sys.CLONE_NEWUTS, _sys.CLONE_NEWIPC,
                    _sys.CLONE_NEWUSER, _sys.CLONE_NEWPID, _sys.CLONE_NEWNET, _sys.CLONE_NEWTIME)

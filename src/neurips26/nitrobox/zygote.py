@@ -2,7 +2,7 @@
 
 fork() from a 3 GiB trainer costs ~200 ms (MEASURED in the spec), so ``spawn_mode="zygote"`` (auto
 above 256 MiB RSS) hands every fork to a small process started once with ``subprocess``. It loads
-only ``_sys.py`` and ``_child.py`` by file path (no package import), receives a spec and the four fds
+only ``_sys.py``, ``agent.py`` and ``child.py`` by file path (no package import), receives a spec and the control socket's fd
 over a SOCK_SEQPACKET socket (``SCM_RIGHTS``), forks child A from its main thread and answers with
 A's pid. It is private to one client, holds no state after the hand-off, reaps its children
 (a SIGCHLD handler) and dies with the client (``PR_SET_PDEATHSIG`` + a ``getppid`` check). It is
@@ -21,7 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
-from neurips26.nitrobox import runtime
+from neurips26.nitrobox import spawner
 
 _HERE = Path(__file__).resolve().parent
 
@@ -35,8 +35,9 @@ def _load(name, path):
     return mod
 here, parent, fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 _sys = _load("_nbx_sys", os.path.join(here, "_sys.py"))
-_child = _load("_nbx_child", os.path.join(here, "_child.py"))
-import resource, fcntl, struct as _st, time  # everything the children use, imported before any fork
+_agent = _load("_nbx_agent", os.path.join(here, "agent.py"))
+child = _load("_nbx_child", os.path.join(here, "child.py"))
+import resource, fcntl, marshal, selectors, struct as _st, time  # everything the children use, imported before any fork
 _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
 if os.getppid() != parent:
     os._exit(0)
@@ -61,16 +62,16 @@ while True:
     if bpf and bpf not in progs:
         progs[bpf] = _sys.SeccompProgram(bpf)
     d["seccomp"] = progs.get(bpf)
-    d["sock"], d["stdin_r"], d["out_w"], d["status_w"] = fds[:4]
+    d["sock"] = fds[0]
     d["parent_pid"] = os.getpid()
-    spec = _child.ChildSpec(**d)
+    spec = child.ChildSpec(**d)
     try:
         pid = os.fork()
     except OSError as e:
         pid = -e.errno
     if pid == 0:
         try:
-            _child.run_a(spec)
+            child.run_a(spec)
         finally:
             os._exit(127)
     for f in fds:
@@ -93,7 +94,7 @@ class Zygote:
                                      str(theirs.fileno())], pass_fds=(theirs.fileno(),), close_fds=True,
                                     stdin=subprocess.DEVNULL)
 
-        self.proc = runtime.spawner().call(start)
+        self.proc = spawner.get().call(start)
         theirs.close()
 
     def alive(self) -> bool:
@@ -103,7 +104,7 @@ class Zygote:
         d = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
         prog = d.pop("seccomp")
         d["seccomp_bpf"] = prog.bpf if prog is not None else b""
-        fds = [d.pop("sock"), d.pop("stdin_r"), d.pop("out_w"), d.pop("status_w")]
+        fds = [d.pop("sock")]
         d.pop("parent_pid")
         payload = pickle.dumps(d)
         with self.lock:

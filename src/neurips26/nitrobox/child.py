@@ -12,8 +12,8 @@ Numbered steps refer to the spec's "create(config)" section.
 from __future__ import annotations
 
 import fcntl
+import marshal
 import os
-import resource
 import signal
 import socket
 import struct
@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass, field
 
 try:  # loaded as part of the package
-    from neurips26.nitrobox import _sys
-except ImportError:  # loaded by file path inside the zygote (``_sys`` injected first)
+    from neurips26.nitrobox import _sys, agent
+except ImportError:  # loaded by file path inside the zygote (``_sys``, ``agent`` injected first)
     import _nbx_sys as _sys  # type: ignore[no-redef]
+    import _nbx_agent as agent  # type: ignore[no-redef]
 
 # Docker's default capability keep-list; every other cap is dropped from the bounding set.
 KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
@@ -32,6 +33,8 @@ KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
 
 PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 PROC_NULL = ("kcore", "keys", "timer_list", "sched_debug", "latency_stats")
+PROC_EMPTY = ("acpi", "scsi")                              # Docker's masked dirs: an empty ro tmpfs
+SYS_EMPTY = ("firmware", "devices/virtual/powercap")      # ACPI tables, RAPL energy counters
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 SIOCSIFFLAGS = 0x8914
 IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
@@ -41,10 +44,7 @@ IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 class ChildSpec:
     """Everything the children need, computed by the client before fork (no work after fork)."""
 
-    sock: int                      # child end of the control socketpair (CLOEXEC)
-    stdin_r: int
-    out_w: int
-    status_w: int
+    sock: int                      # child end of the control socketpair (SEQPACKET, CLOEXEC)
     parent_pid: int
     map_by_parent: bool            # rootful (0 0 65536) or rootless subuid: the client writes maps
     uid: int
@@ -54,17 +54,21 @@ class ChildSpec:
     pdeathsig_b: bool = True
     merged: str = ""
     overlay_data: str = ""
+    overlay_cwd: str = "/"         # the layer paths in overlay_data are relative to it (no host path in mountinfo)
     host_usr: bool = True
     disk_dir: str | None = None    # tmpfs mount point holding upper/work when disk_limit is set
     disk_size: int = 0
     disk_mkdirs: tuple = ()
     shm_size: int = 64 << 20
+    mounts: list = field(default_factory=list)   # [(host src, sandbox target, "ro"|"rw"|"cow", cow upper dir)]
+    devices: list = field(default_factory=list)  # host device paths bound at the same path
     hostname: str = "sandbox"
     rlimits: list = field(default_factory=list)
     cap_last: int = 40
     seccomp: object = None         # _sys.SeccompProgram
-    shell: str = "/bin/bash"
-    argv: list = field(default_factory=lambda: ["bash", "--noprofile", "--norc"])
+    shells: tuple = ("/bin/bash", "/bin/sh")
+    resolv_conf: bytes | None = None  # network="host": the host's /etc/resolv.conf, written into the sandbox
+    criu_agent: dict | None = None  # criu=True: sources of _sys/agent for an agent exec'd from the image
     env: dict = field(default_factory=dict)
     usr_flags: int = 0             # locked flags of the host /usr mount, translated ST_ -> MS_
     trace: bool = False            # B reports per-step timings ("T:" line) before exec (diagnostics)
@@ -88,7 +92,7 @@ def run_a(s: ChildSpec) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         except ValueError:
             pass
-        _sys.close_all_except([s.sock, s.stdin_r, s.out_w, s.status_w])
+        _sys.close_all_except([s.sock])
         step = "A:cgroup"
         me = str(os.getpid()).encode()
         for procs in s.cgroup_procs:  # step 2: join the sandbox's cgroup(s)
@@ -132,8 +136,7 @@ def run_a(s: ChildSpec) -> None:
             run_b(s)
         # From here on A's root follows B's pivot_root: no filesystem access.
         _send(s.sock, f"P:{pid}\n" + (f"D:{os.getpid()},{keep}\n" if keep is not None else ""))
-        for fd in (s.sock, s.stdin_r, s.out_w, s.status_w):
-            os.close(fd)
+        os.close(s.sock)
         while True:
             try:
                 _, status = os.waitpid(pid, 0)
@@ -158,6 +161,94 @@ def _mkfile(path: str) -> None:
     os.close(fd)
 
 
+def _target_fd(m: str, target: str, is_dir: bool) -> int:
+    """An O_PATH fd of ``target`` inside the new root, created if missing, every component resolved
+    *inside* it (B still sees the host's root: a symlink planted in the layers must not lead there;
+    a dangling symlink component is followed inside the root and its target created there)."""
+    flags = _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS
+    root = os.open(m, os.O_PATH | os.O_DIRECTORY)
+    try:
+        parts = [p for p in target.split("/") if p]
+        cur, hops = "", 0
+        while parts:
+            p = parts.pop(0)
+            nxt = cur + "/" + p if cur else p
+            try:
+                os.close(_sys.openat2(root, nxt, os.O_PATH, 0, flags))
+                cur = nxt
+                continue
+            except FileNotFoundError:
+                pass
+            dfd = _sys.openat2(root, cur or ".", os.O_RDONLY | os.O_DIRECTORY, 0, flags)
+            try:
+                try:
+                    link = os.readlink(p, dir_fd=dfd)
+                except OSError:
+                    link = None
+                if link is not None:  # dangling symlink: continue from its target, inside the root
+                    hops += 1
+                    if hops > 40:
+                        raise OSError(40, "too many levels of symbolic links", target)
+                    base = [] if link.startswith("/") else [x for x in cur.split("/") if x]
+                    parts = base + [x for x in link.split("/") if x] + parts
+                    cur = ""
+                    continue
+                if not parts and not is_dir:
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd))
+                else:
+                    os.mkdir(p, 0o755, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+            cur = nxt
+        return _sys.openat2(root, cur or ".", os.O_PATH, 0, flags)
+    finally:
+        os.close(root)
+
+
+def _bind_mounts(m: str, s: "ChildSpec") -> None:
+    """Bind mounts (read-only, read-write, copy-on-write overlay) and devices, before pivot_root."""
+    for src, target, mode, upper in s.mounts:
+        is_dir = os.path.isdir(src)
+        fd = _target_fd(m, target, is_dir)
+        where = f"/proc/self/fd/{fd}"
+        try:
+            if mode == "cow":
+                _sys.mount("overlay", where, "overlay", 0,
+                           f"lowerdir={src},upperdir={upper}/upper,workdir={upper}/work,userxattr")
+            else:
+                _sys.mount(src, where, None, _sys.MS_BIND | _sys.MS_REC)
+                if mode == "ro":  # a fresh fd: the old one names the dentry under the new mount
+                    top = _target_fd(m, target, is_dir)
+                    try:
+                        _sys.mount(None, f"/proc/self/fd/{top}", None, _sys.MS_BIND | _sys.MS_REMOUNT
+                                   | _sys.MS_RDONLY | _sys.locked_mount_flags(src))
+                    finally:
+                        os.close(top)
+        finally:
+            os.close(fd)
+    for dev in s.devices:
+        fd = _target_fd(m, dev, False)
+        try:
+            _sys.mount(dev, f"/proc/self/fd/{fd}", None, _sys.MS_BIND)
+        finally:
+            os.close(fd)
+
+
+def _mask_dir(path: str) -> None:
+    """Hide a directory behind an empty read-only tmpfs (Docker's masked paths)."""
+    if os.path.isdir(path):
+        _sys.mount("tmpfs", path, "tmpfs", _sys.MS_RDONLY | _sys.MS_NOSUID | _sys.MS_NODEV | _sys.MS_NOEXEC,
+                   "size=0,mode=555")
+
+
+def _executable(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_mode & 0o170000) == 0o100000 and bool(st.st_mode & 0o111)
+
+
 def run_b(s: ChildSpec) -> None:
     """Child B = pid 1 of the sandbox: steps 5-10. Never returns."""
     step = "B:start"
@@ -173,7 +264,39 @@ def run_b(s: ChildSpec) -> None:
         step = "B:overlay"
         if s.trace:
             marks.append((step, clock()))
+        os.chdir(s.overlay_cwd)
         _sys.mount("overlay", m, "overlay", 0, s.overlay_data)  # step 5
+        if s.resolv_conf is not None:  # network="host": the host's resolver config (pip, git, curl work)
+            step = "B:resolv.conf"
+            root = os.open(m, os.O_PATH | os.O_DIRECTORY)
+            try:
+                try:
+                    os.mkdir("etc", 0o755, dir_fd=root)
+                except FileExistsError:
+                    pass
+                # resolved inside the new root, the old entry replaced, never followed: a symlink
+                # planted in a kept upper cannot make this write land on the host
+                etc = _sys.openat2(root, "etc", os.O_PATH | os.O_DIRECTORY, 0,
+                                   _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS)
+                try:
+                    try:
+                        os.unlink("resolv.conf", dir_fd=etc)
+                    except (FileNotFoundError, IsADirectoryError, PermissionError):
+                        pass
+                    try:
+                        fd = _sys.openat2(etc, "resolv.conf", os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                          | os.O_NOFOLLOW, 0o644, _sys.RESOLVE_BENEATH | _sys.RESOLVE_NO_SYMLINKS)
+                    except OSError:  # e.g. the sandbox made it a directory: its own resolver, its problem
+                        fd = None
+                    if fd is not None:
+                        try:
+                            os.write(fd, s.resolv_conf)
+                        finally:
+                            os.close(fd)
+                finally:
+                    os.close(etc)
+            finally:
+                os.close(root)
         if s.host_usr:
             step = "B:usr"
             if s.trace:
@@ -198,6 +321,8 @@ def run_b(s: ChildSpec) -> None:
             p = m + "/proc/" + name
             if os.path.exists(p):
                 _sys.mount("/dev/null", p, None, _sys.MS_BIND)
+        for name in PROC_EMPTY:
+            _mask_dir(m + "/proc/" + name)
         step = "B:dev"
         if s.trace:
             marks.append((step, clock()))
@@ -217,12 +342,17 @@ def run_b(s: ChildSpec) -> None:
         os.mkdir(dev + "/shm", 0o1777)
         _sys.mount("tmpfs", dev + "/shm", "tmpfs", _sys.MS_NOSUID | _sys.MS_NODEV,
                    f"mode=1777,size={s.shm_size}")
+        if s.mounts or s.devices:
+            step = "B:mounts"
+            _bind_mounts(m, s)
         step = "B:sys"
         if s.trace:
             marks.append((step, clock()))
         sflags = _sys.MS_RDONLY | _sys.MS_NOSUID | _sys.MS_NODEV | _sys.MS_NOEXEC
         if s.network_none:
             _sys.mount("sysfs", m + "/sys", "sysfs", sflags)
+            for name in SYS_EMPTY:
+                _mask_dir(m + "/sys/" + name)
         else:
             _sys.mount("tmpfs", m + "/sys", "tmpfs", sflags, "size=4k")
         step = "B:net"
@@ -243,16 +373,12 @@ def run_b(s: ChildSpec) -> None:
         _sys.pivot_root(".", ".")
         _sys.umount2(".", _sys.MNT_DETACH)
         os.chdir("/")
-        step = "B:rlimits"
-        if s.trace:
-            marks.append((step, clock()))  # spec step 9
-        for res, soft, hard in s.rlimits:
-            resource.setrlimit(res, (soft, hard))
         step = "B:caps"
         if s.trace:
             marks.append((step, clock()))
-        for cap in range(s.cap_last + 1):
-            if cap not in KEEP_CAPS:
+        drop = tuple(c for c in range(s.cap_last + 1) if c not in KEEP_CAPS)
+        if s.criu_agent is None:
+            for cap in drop:
                 _sys.prctl(_sys.PR_CAPBSET_DROP, cap)
         _sys.prctl(_sys.PR_SET_NO_NEW_PRIVS, 1)
         step = "B:seccomp"
@@ -260,22 +386,57 @@ def run_b(s: ChildSpec) -> None:
             marks.append((step, clock()))
         if s.seccomp is not None:
             s.seccomp.load()
-        step = "B:exec"
+        step = "B:shell"  # the agent runs every command with the first executable shell
+        shells = tuple(sh for sh in s.shells if _executable(sh))
+        if not shells:
+            raise FileNotFoundError(2, "no executable shell in the image", " or ".join(s.shells))
+        step = "B:agent"
         if s.trace:
-            marks.append((step, clock()))  # spec step 10
-        srcs = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (s.stdin_r, s.out_w, s.status_w, s.sock)]
-        os.dup2(srcs[0], 0)
-        os.dup2(srcs[1], 1)
-        os.dup2(srcs[1], 2)
-        os.dup2(srcs[2], 3)
-        sock = srcs[3]
-        _sys.close_all_except([0, 1, 2, 3, sock])
+            marks.append((step, clock()))  # spec step 10: the agent instead of a shell
+        if s.criu_agent is None:  # (criu mode: CRIU needs a dumpable init; the capability check
+            _sys.prctl(_sys.PR_SET_DUMPABLE, 0)  # below still keeps /proc/1/* from every command)
+        sock = fcntl.fcntl(s.sock, fcntl.F_DUPFD_CLOEXEC, 10)
+        _sys.close_all_except([sock])
         s.sock = sock
+        null = os.open("/dev/null", os.O_RDWR)  # fd 0
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.dup2(sock, 3, inheritable=False)  # fixed fd 3 for the agent's socket (CRIU finds it there)
+        os.close(sock)
+        s.sock = 3
         if s.trace:
             marks.append(("B:end", clock()))
             _send(s.sock, "T:" + ",".join(f"{a}={(t2 - t1) * 1e3:.3f}" for (a, t1), (_, t2)
                                           in zip(marks, marks[1:])) + "\n")
-        os.execve(s.shell, s.argv, s.env)
+        keep = sum(1 << c for c in KEEP_CAPS)
+        if s.criu_agent is not None:
+            step = "B:criu-agent"
+            py = next((p for p in agent.CRIU_PYTHONS if _executable(p)), None)
+            if py is None:
+                raise FileNotFoundError(2, "criu=True needs python3 in the image", agent.CRIU_PYTHONS[0])
+            args = dict(s.criu_agent, env=s.env, rlimits=[list(r) for r in s.rlimits], shells=list(shells),
+                        keep=keep, drop=list(drop))
+            boot = os.memfd_create("nbx-agent-boot", 0)  # the arguments (sources) as fd 4
+            os.write(boot, marshal.dumps(args))
+            os.lseek(boot, 0, os.SEEK_SET)
+            if boot != 4:
+                os.dup2(boot, 4)
+                os.close(boot)
+            # a control socket born in the sandbox's netns (CRIU finds sockets by netns): B keeps
+            # one end as fd 3, the client gets the other over the old socket, which B then closes
+            here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            old = socket.socket(fileno=os.dup(3))
+            socket.send_fds(old, [b"S\n"], [there.fileno()])
+            old.close()
+            there.close()
+            os.dup2(here.detach(), 3)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
+            _send(s.sock, "R\n")
+            os.execve(py, ["python3", "-S", "-c", agent.CRIU_BOOT], {"PATH": "/usr/bin:/bin"})
+        _send(s.sock, "R\n")
+        agent.serve(s.sock, s.env, s.rlimits, shells, keep)
+        os._exit(0)
     except BaseException as e:  # noqa: BLE001
         _send(s.sock, f"F:{step}: {_describe(e)}\n")
         os._exit(127)
