@@ -25,6 +25,8 @@ TARGETS = {"create": 15.0, "reset": 30.0, "delete": 50.0}
 CONCURRENCY = (1, 8, 32)   # lifecycles/s measured at these c
 IDLE_N = 16                # sandboxes kept idle for the memory row
 SNAP_REPS = 10
+# smoke scale (the contract test): NitroBox and bubblewrap only, a few reps, c = 1; seconds
+SMOKE_REPS = {"nitrobox": 3, "bwrap": 3}
 
 
 def _pss_kib(pids) -> int:
@@ -111,11 +113,17 @@ def _time(fn, reps: int) -> list[float]:
 
 
 def bench(ctx: RunContext) -> list[BenchRow]:
+    smoke = ctx.scale == "smoke"
+    reps = SMOKE_REPS if smoke else REPS
+    concurrency = (1,) if smoke else CONCURRENCY
+    idle_n, snap_reps = (2, 2) if smoke else (IDLE_N, SNAP_REPS)
     state_root = f"/dev/shm/neurips26-nbx-bench-{os.getpid()}"
-    backends, why = open_backends(REPS, state_root, ctx.log)
+    backends, why = open_backends(reps, state_root, ctx.log)
+    if smoke:
+        why = {n: "not run at smoke scale" for n in REPS if n not in reps} | why
     rows: list[BenchRow] = []
     try:
-        samples = microbench.interleaved(backends, {n: REPS[n] for n in backends}, ctx.track)
+        samples = microbench.interleaved(backends, {n: reps[n] for n in backends}, ctx.track)
         med = {n: {op: 1e3 * statistics.median(xs) for op, xs in s.items() if xs} for n, s in samples.items()}
         p90 = {n: {op: 1e3 * float(np.percentile(xs, 90)) for op, xs in s.items() if xs}
                for n, s in samples.items()}
@@ -146,7 +154,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         # delete: visible latency vs time-to-free -----------------------------------------------
         nb = backends["nitrobox"]
         free = []
-        for _ in range(SNAP_REPS):
+        for _ in range(snap_reps):
             h = nb.create()
             h.exec("for i in $(seq 100); do echo $i > /workspace/f$i; done")
             t = time.perf_counter()
@@ -160,9 +168,9 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         h = nb.create()
         h.exec("for i in $(seq 100); do echo $i > /workspace/f$i; done")
         snaps = []
-        snap_t = _time(lambda: snaps.append(h.snapshot()), SNAP_REPS)
+        snap_t = _time(lambda: snaps.append(h.snapshot()), snap_reps)
         kids = []
-        branch_t = _time(lambda: kids.extend(h.branch(snaps[-1], 1)), SNAP_REPS)
+        branch_t = _time(lambda: kids.extend(h.branch(snaps[-1], 1)), snap_reps)
         for k in kids:
             k.delete()
         docker_commit = docker_branch = None
@@ -187,7 +195,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                              f"p90 ours {1e3 * np.percentile(branch_t, 90):.1f} ms"))
 
         # lifecycles per second ----------------------------------------------------------------------
-        for c in CONCURRENCY:
+        for c in concurrency:
             ours_lps = microbench.lifecycles_per_s(nb, c, max(32, 2 * c))
             anc, err = None, why.get("docker", "")
             if "docker" in backends:
@@ -206,15 +214,15 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         from neurips26.nitrobox.backends import NitroBackend
 
         zy = NitroBackend(state_root=state_root, spawn_mode="zygote")
-        cmax = CONCURRENCY[-1]
+        cmax = concurrency[-1]
         zy_lps = microbench.lifecycles_per_s(zy, cmax, 2 * cmax)
         rows.append(BenchRow(f"full lifecycles/s at c={cmax}, zygote spawner", zy_lps, rows[-1].anchor, "docker",
                              "lifecycles/s", "higher", "spawn_mode='zygote' (forks from a tiny helper)"))
-        mem_zy = _idle_memory_nitro(zy, IDLE_N)
-        mem_ours = _idle_memory_nitro(nb, IDLE_N)
+        mem_zy = _idle_memory_nitro(zy, idle_n)
+        mem_ours = _idle_memory_nitro(nb, idle_n)
         mem_docker = None
         if "docker" in backends:
-            mem_docker = _idle_memory_docker(backends["docker"], max(1, IDLE_N // 2))
+            mem_docker = _idle_memory_docker(backends["docker"], max(1, idle_n // 2))
         rows.append(BenchRow("memory per idle sandbox (PSS)", mem_ours / 1024, None if mem_docker is None
                              else mem_docker / 1024, "docker", "MiB", "lower",
                              "direct spawn; ours: A + bash PSS + upper; Docker: growth of dockerd+containerd+shims+tail PSS"))
