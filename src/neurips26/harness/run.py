@@ -38,8 +38,7 @@ from neurips26.harness.bench import BenchRow  # noqa: F401  (re-exported: the ro
 from neurips26.harness.paper import SeedMetrics, evaluate_all
 from neurips26.harness.parallel import map_tasks, resolve_backend
 
-REQUIRED_SCALES = ("smoke", "quick", "full")
-SCALES = REQUIRED_SCALES  # the scales every paper has; a paper may add more (nas: "mid")
+REQUIRED_SCALES = ("smoke", "quick", "full")  # the scales every paper has; a paper may add more (nas: "mid")
 RESULT_FILE = "result.json"
 BENCH_FILE = "bench.json"
 RESULT_KEYS = ("paper", "scale", "seed", "seconds", "provenance", "metrics", "claims")

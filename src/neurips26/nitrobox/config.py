@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from neurips26.harness.validation import check_choice, check_scalar
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -137,8 +138,7 @@ class SandboxConfig:
             raise TypeError(f"ports must be a dict of host port to sandbox port, got {type(self.ports).__name__}")
         for hp, sp in self.ports.items():
             for v, what in ((hp, "host port"), (sp, "sandbox port")):
-                if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
-                    raise ValueError(f"ports: {what} must be an int in [1, 65535], got {v!r}")
+                check_scalar(v, f"ports: {what}", int, min=1, max=65535)
         self.mounts = [parse_mount(x) for x in self.mounts]
         self.devices = [parse_device(x) for x in self.devices]
         if self.ports and self.network != "nat":
@@ -147,12 +147,9 @@ class SandboxConfig:
         if mem is not None and mem < 4 << 20:
             raise ValueError(f"memory must be >= 4 MiB, got {self.memory!r}")
         if self.pids is not None:
-            if isinstance(self.pids, bool) or not isinstance(self.pids, int) or self.pids < 8:
-                raise ValueError(f"pids must be an int >= 8, got {self.pids!r}")
+            check_scalar(self.pids, "pids", int, min=8)
         if self.cpu is not None:
-            if isinstance(self.cpu, bool) or not isinstance(self.cpu, (int, float)) or not (
-                    math.isfinite(self.cpu) and self.cpu > 0):
-                raise ValueError(f"cpu must be a positive number of cores, got {self.cpu!r}")
+            check_scalar(self.cpu, "cpu", float, min=0, inclusive="neither")
         disk = parse_size(self.disk_limit, "disk_limit")
         if disk is not None and disk < 1 << 20:
             raise ValueError(f"disk_limit must be >= 1 MiB, got {self.disk_limit!r}")
@@ -162,20 +159,12 @@ class SandboxConfig:
         check_timeout(self.exec_timeout, "exec_timeout", allow_none=True)
         check_timeout(self.max_lifetime, "max_lifetime", allow_none=True)
         check_timeout(self.start_timeout, "start_timeout")
-        if isinstance(self.max_output_bytes, bool) or not isinstance(self.max_output_bytes, int) \
-                or self.max_output_bytes < 64:
-            raise ValueError(f"max_output_bytes must be an int >= 64, got {self.max_output_bytes!r}")
-        if isinstance(self.max_file_bytes, bool) or not isinstance(self.max_file_bytes, int) \
-                or self.max_file_bytes < 1:
-            raise ValueError(f"max_file_bytes must be an int >= 1, got {self.max_file_bytes!r}")
-        if self.spawn_mode not in ("auto", "direct", "zygote"):
-            raise ValueError(f"spawn_mode must be 'auto', 'direct' or 'zygote', got {self.spawn_mode!r}")
+        check_scalar(self.max_output_bytes, "max_output_bytes", int, min=64)
+        check_scalar(self.max_file_bytes, "max_file_bytes", int, min=1)
+        check_choice(self.spawn_mode, "spawn_mode", ("auto", "direct", "zygote"))
         for flag in ("strict_limits", "stateful", "subuid", "criu", "nat_host_loopback"):
-            if not isinstance(getattr(self, flag), bool):
-                raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
-        if isinstance(self.max_layers, bool) or not isinstance(self.max_layers, int) \
-                or not 1 <= self.max_layers <= 400:
-            raise ValueError(f"max_layers must be an int in [1, 400], got {self.max_layers!r}")
+            check_scalar(getattr(self, flag), flag, bool)
+        check_scalar(self.max_layers, "max_layers", int, min=1, max=400)
         if self.state_root is not None:
             if not isinstance(self.state_root, (str, os.PathLike)) or not os.path.isabs(str(self.state_root)):
                 raise ValueError(f"state_root must be an absolute path, got {self.state_root!r}")
@@ -276,6 +265,4 @@ def check_env(env: Mapping[str, Any], name: str = "env") -> dict[str, str]:
 def check_timeout(t: Any, name: str, allow_none: bool = False) -> float | None:
     if t is None and allow_none:
         return None
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-        raise ValueError(f"{name} must be a positive finite number of seconds, got {t!r}")
-    return float(t)
+    return check_scalar(t, name, float, min=0, inclusive="neither")

@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from neurips26.harness.validation import check_scalar
 from neurips26.nitrobox.agent import _kind
 from neurips26.nitrobox.config import check_path_text
 from neurips26.nitrobox.errors import SandboxError
@@ -53,9 +54,7 @@ _MAX_DEPTH = 256
 
 
 def _check_mode(mode: Any) -> int:
-    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777:
-        raise ValueError(f"mode must be an int permission in [0, 0o7777], got {mode!r}")
-    return mode
+    return check_scalar(mode, "mode", int, min=0, max=0o7777)
 
 
 def _kind_name(mode: int) -> str:
@@ -150,8 +149,7 @@ class FilesClient:
         a FIFO, device or socket raises ``OSError(EINVAL)`` unless ``special=True``.
         """
         cap = self.config.max_file_bytes if max_bytes is None else max_bytes
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-            raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
+        cap = check_scalar(cap, "max_bytes", int, min=0)
         p = self._abs(path)
         _, fds = self._fop({"op": "open", "how": "r", "path": p, "special": bool(special),
                             "nofollow": not follow_symlinks})

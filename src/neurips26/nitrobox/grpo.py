@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neurips26.nitrobox.tasks import K, VERIFY_CMD, Task, generate
+from neurips26.harness.validation import check_scalar
+from neurips26.nitrobox.tasks import VERIFY_CMD, K, Task, generate
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -80,10 +81,8 @@ def run_grpo(backend, B: int = 4, G: int = 4, steps: int = 2, seed: int = 0, gen
              progress=None) -> GRPOResult:
     """Run the loop on ``backend`` (a ``SandboxBackend``; ``None`` = oracle rewards, no sandbox)."""
     for name, v in (("B", B), ("G", G), ("steps", steps)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-    if not (isinstance(gen_ms, (int, float)) and gen_ms >= 0):
-        raise ValueError(f"gen_ms must be a number >= 0, got {gen_ms!r}")
+        check_scalar(v, name, int, min=1)
+    check_scalar(gen_ms, "gen_ms", float, min=0)
     tasks = tasks if tasks is not None else generate(B, seed)
     theta = np.zeros((B, K))
     res = GRPOResult(getattr(backend, "name", "oracle"), float(gen_ms))

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from neurips26.harness.validation import check_scalar
 from neurips26.nitrobox import reaper, runtime
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import SandboxError, SnapshotNotFoundError
@@ -195,8 +196,7 @@ class LayerOps:
     def branch(self, snapshot: Snapshot | str, n: int = 1, **overrides: Any) -> list:
         """``n`` new sandboxes sharing the snapshot's frozen layers, each with its own empty upper."""
         snap = self._lookup(snapshot)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an int >= 1, got {n!r}")
+        n = check_scalar(n, "n", int, min=1)
         kw = {k: getattr(self.config, k) for k in SandboxConfig.__dataclass_fields__}
         kw.update(image=snap, name=None, state_root=self._state_root)
         kw.update(overrides)

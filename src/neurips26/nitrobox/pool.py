@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
+from neurips26.harness.validation import check_scalar
 from neurips26.nitrobox.config import SandboxConfig, check_timeout
 from neurips26.nitrobox.errors import SandboxClosedError, SandboxError
 from neurips26.nitrobox.sandbox import ExecResult, Sandbox, Snapshot
@@ -33,15 +34,10 @@ class SandboxPool:
     def __init__(self, config: SandboxConfig | Mapping[str, Any] | None = None, size: int = 4,
                  max_size: int | None = None, reset_workers: int = 2, reset_on_release: bool = True):
         self.config = SandboxConfig.from_any(config)
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"size must be an int >= 0, got {size!r}")
-        max_size = size if max_size is None else max_size
-        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < max(1, size):
-            raise ValueError(f"max_size must be an int >= max(1, size), got {max_size!r}")
-        if isinstance(reset_workers, bool) or not isinstance(reset_workers, int) or reset_workers < 1:
-            raise ValueError(f"reset_workers must be an int >= 1, got {reset_workers!r}")
-        if not isinstance(reset_on_release, bool):
-            raise TypeError(f"reset_on_release must be a bool, got {reset_on_release!r}")
+        size = check_scalar(size, "size", int, min=0)
+        max_size = check_scalar(size if max_size is None else max_size, "max_size", int, min=max(1, size))
+        reset_workers = check_scalar(reset_workers, "reset_workers", int, min=1)
+        reset_on_release = check_scalar(reset_on_release, "reset_on_release", bool)
         self.size, self.max_size = size, max_size
         self.reset_on_release = reset_on_release
         self._ready: queue.Queue = queue.Queue()

@@ -15,6 +15,7 @@ import threading
 import uuid
 from typing import Any, Mapping
 
+from neurips26.harness.validation import check_scalar
 from neurips26.nitrobox.errors import SandboxError
 
 
@@ -97,11 +98,9 @@ class RaySandboxPool:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 0:
-            raise ValueError(f"per_node must be an int >= 0, got {per_node!r}")
-        max_per_node = max(1, per_node) if max_per_node is None else max_per_node
-        if isinstance(max_per_node, bool) or not isinstance(max_per_node, int) or max_per_node < max(1, per_node):
-            raise ValueError(f"max_per_node must be an int >= max(1, per_node), got {max_per_node!r}")
+        per_node = check_scalar(per_node, "per_node", int, min=0)
+        max_per_node = check_scalar(max(1, per_node) if max_per_node is None else max_per_node, "max_per_node",
+                                    int, min=max(1, per_node))
         if not ray.is_initialized():
             ray.init(address=address, ignore_reinit_error=True)
         self._lock = threading.Lock()
