@@ -69,3 +69,17 @@ def test_thresholds_are_in_the_statements():
     q = ex.CONFIGS["quick"]
     got = (q.fed.d, q.fed.rounds, q.fed.epochs, q.fed.lr, q.fed.batch, len(q.seeds))
     assert got == (32, 12, 2, 3e-3, 64, 3)
+
+
+def test_sweep_chooses_on_validation_only():
+    from neurips26.obsalign.federation import source_accuracy
+    from neurips26.obsalign.obsbench import SourceSpec, make_obsbench
+
+    specs = [SourceSpec((0, 1), None, 40), SourceSpec((0, 2), None, 40)]
+    bench = make_obsbench(0, specs, unimodal_per_class=2)
+    cfg = ex.ExperimentConfig(fed=ex.FedConfig(rounds=2, epochs=1, warmup=1), sweep=((0.1, 5.0), (0.3, 1.0)))
+    res, rows = ex._tuned_obsalign(bench, cfg, 0)
+    vals = [r["val_mean_acc"] for r in rows]
+    assert sum(r["chosen"] for r in rows) == 1
+    assert rows[int(np.argmax(vals))]["chosen"] == 1
+    assert np.isclose(np.mean(source_accuracy(bench, res.models, res.guidance, split="val")), max(vals))
