@@ -29,3 +29,16 @@ def test_loop_learns_breast_cancer():
 def test_bad_dataset():
     with pytest.raises(ValueError, match="dataset"):
         make_healthcare(0, "mimic")
+
+
+def test_digits_tri_offline_and_learnable():
+    pytest.importorskip("mnist1d")
+    from neurips26.obsalign.semireal import make_digits_tri, text_features
+
+    b = make_digits_tri(0, unimodal_per_class=5)
+    assert b.dims == (64, 40, 24) and b.n_classes == 10
+    assert b.fingerprint() == make_digits_tri(0, unimodal_per_class=5).fingerprint()
+    t = text_features(np.array([7]), np.random.default_rng(0))
+    assert t.sum() == t[0].sum() and 3 <= t.sum() <= 5
+    res = run_federation(b, "obsalign", FedConfig(rounds=3, epochs=1, warmup=1, d=16), seed=0)
+    assert np.mean(source_accuracy(b, res.models, res.guidance)) > 0.5

@@ -13,7 +13,7 @@ from neurips26.obsalign.obsbench import (MODALITIES, ObsBench, Source, SourceSpe
                                          quick_sources)
 from neurips26.obsalign.observability import (ObservabilityTracker, OmegaParams, calibrate, kappa_neg,
                                               omega_raw, reliability, signals, transfer_weight)
-from neurips26.obsalign.semireal import make_healthcare
+from neurips26.obsalign.semireal import make_digits_tri, make_healthcare
 from neurips26.obsalign.sketch import Pooled, Sketch, build_sketch, pool
 
 __all__ = ["make_obsbench", "ObsBench", "Source", "SourceSpec", "Split", "MODALITIES", "quick_sources",
@@ -21,4 +21,4 @@ __all__ = ["make_obsbench", "ObsBench", "Source", "SourceSpec", "Split", "MODALI
            "omega_raw", "calibrate", "kappa_neg", "reliability", "transfer_weight", "ObsModel", "Guidance",
            "local_loss", "predict", "Weights", "fedavg_weights", "evidence_weights", "consolidate", "Method",
            "METHODS", "FedConfig", "FedResult", "run_federation", "guidance_for", "source_accuracy",
-           "unimodal_accuracy", "make_healthcare"]
+           "unimodal_accuracy", "make_healthcare", "make_digits_tri"]
