@@ -1,7 +1,8 @@
 """ObsAlign round vs FedAvg round (the anchor), its parts, and upload bytes (sketch vs parameters).
 
 Rows: one whole round (all sources' local epochs + sketches + server work) of ObsAlign vs
-FedAvg-NoAlign (target ratio >= 1/1.15); local training, sketch build and server omega +
+FedAvg-NoAlign (target ratio >= 1/1.15) and vs FedAvg-AlwaysAlign (same loss terms, so the ratio is the
+cost of sketches, omega and evidence-aware consolidation); local training, sketch build and server omega +
 consolidation side by side; bytes uploaded per source, sketch vs parameters, in the encoder regime
 (target < 15% at d = 32) and the VLM regime (reported). Timing through ``harness.bench.compare``.
 """
@@ -106,6 +107,15 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         for m, st in zip(models, new):
             m.load_state_dict(st)
 
+    always = [guidance_for(METHODS["alwaysalign"], p0, None, None, cfg) for _ in models]
+
+    def round_always():
+        for i, (m, s) in enumerate(zip(models, bench_.sources)):
+            train_epochs(m, opts[i], s.train, s.spec.modalities, always[i], cfg, gen)
+        new, _ = server_fedavg()
+        for m, st in zip(models, new):
+            m.load_state_dict(st)
+
     shape = f"{len(models)} sources, {int(sizes.sum())} training samples, 1 local epoch, d={cfg.d}, 1 thread"
     r = sz["rounds"]
     rows = [
@@ -117,6 +127,15 @@ def bench(ctx: RunContext) -> list[BenchRow]:
             unit="ms",
             rounds=r,
             note=f"{shape}; target ratio >= {1 / 1.15:.2f}",
+        ),
+        compare(
+            "round (ObsAlign vs FedAvg-AlwaysAlign)",
+            round_obs,
+            round_always,
+            "FedAvg-AlwaysAlign round",
+            unit="ms",
+            rounds=r,
+            note=f"{shape}; isolates sketches + omega + evidence-aware consolidation from the loss terms",
         ),
         compare(
             "local training (guided vs CE only)",
