@@ -149,6 +149,8 @@ def run(cfg: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
         y = rel_align.ravel()
         out["omega_auroc"] = float(roc_auc_score(y, scores.ravel())) if 0 < y.sum() < y.size else float("nan")
     _plot(ctx, methods, cfg.methods)
+    if omega is not None and 0 < rel_align.sum() < rel_align.size:
+        _plot_roc(ctx, rel_align.ravel(), np.array(out["omega"]).ravel(), out["omega_auroc"])
     return out
 
 
@@ -267,6 +269,23 @@ def not_below_noalign(m: Mapping[str, Any]) -> tuple[str, str]:
 
 
 # ---- plots ---------------------------------------------------------------------------------------
+
+
+def _plot_roc(ctx: RunContext, y: np.ndarray, score: np.ndarray, auc: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, _ = roc_curve(y, score)
+    fig, ax = plt.subplots(figsize=(3.5, 3.5))
+    ax.plot(fpr, tpr, label=f"omega (AUROC {auc:.2f})")
+    ax.plot([0, 1], [0, 1], "k:", lw=0.8)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.legend(fontsize=7)
+    ctx.save_plot(fig, f"omega_roc_seed{ctx.seed}")
 
 
 def _plot(ctx: RunContext, methods: Mapping[str, Any], names: tuple[str, ...]) -> None:
