@@ -1,0 +1,85 @@
+"""Claim logic on synthetic metrics: thresholds, gating on the phenomenon, inconclusive inside the noise."""
+
+import numpy as np
+
+from neurips26.harness.paper import SeedMetrics
+from neurips26.obsalign import experiment as ex
+
+C = 12
+
+
+def _seed(aa_audio, na_audio, cell, obs_nt, aa_nt, obs_gain, aa_gain, obs_acc, best_acc, auroc):
+    nt = np.zeros((3, C))
+    nt[2, 2] = cell
+    meth = lambda acc, audio, ntv, gain: {"mean_acc": acc, "unimodal": {"audio": audio},  # noqa: E731
+                                          "nt_nonalign": ntv, "gain_align": gain, "nt_cells": nt.tolist(),
+                                          "unimodal_mean": acc}
+    cell_na = np.zeros((3, C), int)
+    cell_na[2, 2] = 1
+    return {"methods": {"alwaysalign": meth(best_acc - 0.01, aa_audio, aa_nt, aa_gain),
+                        "noalign": meth(best_acc, na_audio, 0.0, 0.0),
+                        "local": meth(best_acc - 0.1, na_audio, 0.0, 0.0),
+                        "obsalign": meth(obs_acc, na_audio, obs_nt, obs_gain)},
+            "cell_nonalign": cell_na.tolist(), "omega_auroc": auroc,
+            "alignable": [[1, 0, 1, 0]] * 3, "omega": [[0.9, 0.1, 0.8, 0.2]] * 3}
+
+
+def _metrics(**kw):
+    seeds = [0, 1, 2]
+    runs = [_seed(**{k: (v + 0.001 * i if isinstance(v, float) else v) for k, v in kw.items()})
+            for i in seeds]
+    return SeedMetrics(seeds, runs)
+
+
+GOOD = dict(aa_audio=0.80, na_audio=0.70, cell=0.3, obs_nt=0.01, aa_nt=0.2, obs_gain=0.09, aa_gain=0.1,
+            obs_acc=0.9, best_acc=0.85, auroc=0.9)
+
+
+def _verdicts(m):
+    return {c.id: c.evaluate(m).verdict for c in ex.CLAIMS}
+
+
+def test_all_hold_when_measurements_support_them():
+    v = _verdicts(_metrics(**GOOD))
+    assert v["phenomenon"] == v["negative_transfer"] == v["best_overall"] == "holds"
+    assert v["omega_auroc"] == "holds"
+
+
+def test_phenomenon_fails_and_gates_the_rest():
+    v = _verdicts(_metrics(**{**GOOD, "cell": 0.05}))
+    assert v["phenomenon"] == "fails"
+    assert v["negative_transfer"] == v["best_overall"] == v["omega_auroc"] == "inconclusive"
+
+
+def test_negative_transfer_fails_when_nt_too_large_or_gain_lost():
+    assert _verdicts(_metrics(**{**GOOD, "obs_nt": 0.15}))["negative_transfer"] == "fails"
+    assert _verdicts(_metrics(**{**GOOD, "obs_gain": 0.02}))["negative_transfer"] == "fails"
+    assert _verdicts(_metrics(**{**GOOD, "obs_acc": 0.7}))["best_overall"] == "fails"
+
+
+def test_one_seed_is_inconclusive():
+    m = SeedMetrics([0], [_seed(**GOOD)])
+    assert set(_verdicts(m).values()) == {"inconclusive"}
+
+
+def test_thresholds_are_in_the_statements():
+    text = {c.id: c.statement for c in ex.CLAIMS}
+    assert "0.75" in text["omega_auroc"] and "70%" in text["negative_transfer"]
+    assert set(ex.CONFIGS) >= {"smoke", "quick", "full"}
+    q = ex.CONFIGS["quick"]
+    got = (q.fed.d, q.fed.rounds, q.fed.epochs, q.fed.lr, q.fed.batch, len(q.seeds))
+    assert got == (32, 12, 2, 3e-3, 64, 3)
+
+
+def test_sweep_chooses_on_validation_only():
+    from neurips26.obsalign.federation import source_accuracy
+    from neurips26.obsalign.obsbench import SourceSpec, make_obsbench
+
+    specs = [SourceSpec((0, 1), None, 40), SourceSpec((0, 2), None, 40)]
+    bench = make_obsbench(0, specs, unimodal_per_class=2)
+    cfg = ex.ExperimentConfig(fed=ex.FedConfig(rounds=2, epochs=1, warmup=1), sweep=((0.1, 5.0), (0.3, 1.0)))
+    res, rows = ex._tuned_obsalign(bench, cfg, 0)
+    vals = [r["val_mean_acc"] for r in rows]
+    assert sum(r["chosen"] for r in rows) == 1
+    assert rows[int(np.argmax(vals))]["chosen"] == 1
+    assert np.isclose(np.mean(source_accuracy(bench, res.models, res.guidance, split="val")), max(vals))
