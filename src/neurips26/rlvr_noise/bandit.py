@@ -56,8 +56,8 @@ class BanditPrior:
     p_correct: float = 0.4
     bug_strength: float = 3.0  # max boost (logits) of the bucket's bug skill, drawn U(0, max)
     p_malformed: float = 0.35
-    p_canonical: float = 0.62  # share of well-formed answers in the canonical format
-    other_root_logit: float = 2.2  # family-level pull of the equations towards the other root (skill 3)
+    p_canonical: float = 0.63  # share of well-formed answers in the canonical format
+    other_root_logit: float = 3.2  # family-level pull of the equations towards the other root (skill 3)
 
     def __post_init__(self) -> None:
         for name in ("p_correct", "p_malformed", "p_canonical"):

@@ -40,7 +40,7 @@ from neurips26.rlvr_noise.reverify import reverify
 class Config:
     n_train: int = 2000
     n_test: int = 600
-    multi_share: float = 0.3
+    multi_share: float = 0.33
     n_construct: int = 16
     train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=60, batch=32, group=8, lr=1.0))
     prior: BanditPrior = field(default_factory=BanditPrior)

@@ -147,7 +147,7 @@ class MathData:
 
 
 def make_problems(
-    n_train: int = 2000, n_test: int = 600, multi_share: float = 0.3, seed: int = 0
+    n_train: int = 2000, n_test: int = 600, multi_share: float = 0.33, seed: int = 0
 ) -> MathData:
     """Train and test problems (disjoint operand tuples), ``multi_share`` of them multi-answer equations."""
     n_train = check_scalar(n_train, "n_train", int, min=1)
