@@ -4,8 +4,8 @@ import sqlite3
 
 import pytest
 
-from neurips26.rlvr_noise.sqlex import (SQLEvaluator, extract_answer, is_benign, is_single_select,
-                                        make_university_db, sql_reward)
+from neurips26.rlvr_noise.sqlex import (SQLEvaluator, execution_accuracy, extract_answer, is_benign,
+                                        is_single_select, make_university_db, sql_reward)
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +65,15 @@ def test_benign_tagging_on_k_instances(dbs):
 def test_is_single_select():
     assert is_single_select("  with x as (select 1) select * from x;")
     assert not is_single_select("PRAGMA table_info(students)") and not is_single_select(None)
+
+
+def test_process_pool_equals_serial(dbs):
+    db = dbs[0].db_path
+    gold = "SELECT COUNT(*) FROM students WHERE age > 20"
+    pairs = [(f"SELECT COUNT(*) FROM students WHERE age > {a}", gold) for a in range(17, 25)]
+    pairs.append(("DROP TABLE students", "SELECT 1"))
+    serial = execution_accuracy(pairs, db, executor="serial")
+    assert serial == [int(a == 20) for a in range(17, 25)] + [0]
+    assert execution_accuracy(pairs, db, executor="process", workers=2) == serial
+    with pytest.raises(ValueError, match="executor"):
+        execution_accuracy(pairs, db, executor="nitrobox")

@@ -12,8 +12,8 @@ from neurips26.rlvr_noise.objectives import (VARIANTS, Variant, advantages, get_
                                              informative_groups, overlong_shaping, pass_at_k, pgbc_advantages,
                                              pgfc_advantages, policy_loss, sapo_gate, token_grad_coef)
 from neurips26.rlvr_noise.reverify import ReverifyReport, clopper_pearson_upper, normalise, reverify
-from neurips26.rlvr_noise.sqlex import (SQLEvaluator, extract_answer, is_benign, is_single_select,
-                                        make_university_db, sql_reward)
+from neurips26.rlvr_noise.sqlex import (SQLEvaluator, execution_accuracy, extract_answer, is_benign,
+                                        is_single_select, make_university_db, sql_reward)
 from neurips26.rlvr_noise.verifiers import (compute_score, format_reward, last_boxed, math_reward,
                                             raw_math_verify, trl_math_reward)
 
@@ -25,6 +25,7 @@ __all__ = [
     "overlong_shaping", "pass_at_k", "pgbc_advantages", "pgfc_advantages", "policy_loss", "sapo_gate",
     "token_grad_coef",
     "ReverifyReport", "clopper_pearson_upper", "normalise", "reverify",
-    "SQLEvaluator", "extract_answer", "is_benign", "is_single_select", "make_university_db", "sql_reward",
+    "SQLEvaluator", "execution_accuracy", "extract_answer", "is_benign", "is_single_select",
+    "make_university_db", "sql_reward",
     "compute_score", "format_reward", "last_boxed", "math_reward", "raw_math_verify", "trl_math_reward",
 ]

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from neurips26.harness.validation import check_scalar
+from neurips26.harness.parallel import map_tasks
+from neurips26.harness.validation import check_choice, check_scalar
 
 HANDLER_EVERY = 1_000
 MAX_STEPS = 10_000_000
@@ -189,3 +190,38 @@ def is_benign(noisy_gold: str, clean_gold: str, evaluators) -> bool:
     if not evaluators:
         raise ValueError("evaluators must name at least one database instance")
     return all(ev.execute(noisy_gold) == ev.gold_rows(clean_gold) for ev in evaluators)
+
+
+EXECUTORS = ("serial", "process", "ray")
+
+
+def _ex_shard(task: tuple) -> list[int]:
+    """One worker's shard: one read-only connection, EX of each (pred, gold) pair."""
+    db_path, pairs, max_steps = task
+    ev = SQLEvaluator(db_path, max_steps=max_steps)
+    try:
+        return [ev.ex(p, g) for p, g in pairs]
+    finally:
+        ev.close()
+
+
+def execution_accuracy(pairs, db_path: str | Path, executor: str = "process", workers: int | None = None,
+                       max_steps: int = MAX_STEPS) -> list[int]:
+    """EX of every (pred, gold) pair, sharded over ``workers`` (one read-only connection per shard).
+
+    executor: ``"process"`` (default; the harness process pool), ``"serial"`` or ``"ray"``
+    (``harness.parallel.map_tasks``). A bad gold raises, as in ``SQLEvaluator.ex``.
+    """
+    check_choice(executor, "executor", EXECUTORS)
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("pairs must not be empty")
+    if not Path(db_path).is_file():
+        raise FileNotFoundError(f"db_path: no database file at {db_path}")
+    n = min(workers or 2, len(pairs)) if executor != "serial" else 1
+    shards = [(str(db_path), pairs[i::n], max_steps) for i in range(n)]
+    results = map_tasks(_ex_shard, shards, backend=executor, workers=n, progress=False)
+    out = [0] * len(pairs)
+    for i, res in enumerate(results):
+        out[i::n] = res
+    return out
