@@ -1,0 +1,74 @@
+"""Claim logic on synthetic metrics (verdicts computed from measurements; noise -> inconclusive)."""
+
+import copy
+
+import pytest
+
+from neurips26.harness.paper import SeedMetrics
+
+exp = pytest.importorskip("neurips26.rlvr_noise.experiment")
+
+
+def _seed(clean=0.95, truly=0.05, fmt=0.27, cont=0.08, base=0.18, sweep=(0.95, 0.9, 0.7, 0.2, 0.05),
+          rq2=None, jitter=0.0):
+    keys = ("p0", "p25", "p50", "p75", "p100")
+    rq2 = rq2 or {"dr_grpo": 0.6, "dapo": 0.72, "sapo": 0.7}
+    return {
+        "construction": {"excluded_fraction": 0.16 + jitter, "reason_shares": {"multi_answer": 0.09},
+                         "precision": 1.0, "recall": 1.0, "audit_upper95": 0.0295},
+        "rq1": {n: {"acc": v + jitter} for n, v in (("clean", clean), ("truly_noisy", truly), ("format", fmt),
+                                                     ("contaminated", cont), ("base", base))},
+        "sweep": {k: {"acc": v + jitter} for k, v in zip(keys, sweep)},
+        "sweep_spearman": -1.0,
+        "rq2": {"grpo": {"acc": sweep[2] + jitter}, **{k: {"acc": v + jitter} for k, v in rq2.items()},
+                "clean": {"acc": clean + jitter}},
+    }
+
+
+def _metrics(**kw):
+    runs = [_seed(jitter=j, **kw) for j in (0.0, 0.01, -0.01)]
+    return SeedMetrics([0, 1, 2], runs)
+
+
+def _verdicts(m):
+    return {c.id: c.evaluate(m).verdict for c in exp.CLAIMS}
+
+
+def test_paper_like_metrics_hold():
+    v = _verdicts(_metrics())
+    for cid in ("reverify_contamination", "truly_vs_clean", "truly_not_above_format",
+                "contaminated_geq_truly", "monotone_in_noise", "rq2_no_variant_closes_gap"):
+        assert v[cid] == "holds", cid
+    assert v["noisy_above_base"] == "fails" and v["sql_corrected_beats_original"] == "inconclusive"
+
+
+def test_refuting_metrics_fail():
+    v = _verdicts(_metrics(truly=0.93, fmt=0.3, rq2={"dapo": 0.95}))
+    assert v["truly_vs_clean"] == "fails" and v["truly_not_above_format"] == "fails"
+    assert v["rq2_no_variant_closes_gap"] == "fails"
+
+
+def test_one_seed_is_inconclusive_and_missing_metric_too():
+    m = _seed()
+    assert _verdicts(m)["truly_vs_clean"] == "inconclusive"
+    broken = copy.deepcopy(m)
+    del broken["sweep"]
+    assert _verdicts(broken)["monotone_in_noise"] == "inconclusive"
+
+
+def test_configs():
+    assert set(exp.CONFIGS) >= {"smoke", "quick", "full"}
+    assert len(exp.CONFIGS["quick"].seeds) == 3
+    q = exp.CONFIGS["quick"].train
+    assert (q.steps, q.batch, q.group) == (60, 32, 8)
+
+
+@pytest.mark.slow
+def test_check12_quick_outcomes(tmp_path):
+    from neurips26.harness.run import run_paper
+
+    res = run_paper("rlvr_noise", "quick", out=tmp_path / "q", progress=False)
+    v = {c["id"]: c["verdict"] for c in res["claims"]}
+    for cid in ("truly_vs_clean", "truly_not_above_format", "contaminated_geq_truly", "monotone_in_noise"):
+        assert v[cid] == "holds", (cid, res["claims"])
+    assert v["rq2_no_variant_closes_gap"] != "fails"
