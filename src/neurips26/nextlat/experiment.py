@@ -21,6 +21,7 @@ from neurips26.harness import Claim
 from neurips26.harness.paper import INCONCLUSIVE, fmt_se, judge, paired, seed_values, verdict
 from neurips26.harness.run import RunContext
 from neurips26.nextlat import data
+from neurips26.nextlat.baselines import MTPForCausalLM
 from neurips26.nextlat.metrics import effective_rank, probe_accuracy
 from neurips26.nextlat.model import NextLatForCausalLM, tiny_llama
 from neurips26.nextlat.speculative import greedy_generate, self_speculative_generate
@@ -113,6 +114,7 @@ CONFIGS = {
             lr=5e-4,
             prompts=2000,
             latents=4000,
+            models=("gpt", "nextlat_d1", "nextlat_d3", "mtp"),
         ),
         LMConfig(
             hidden=384,
@@ -135,10 +137,13 @@ CONFIGS = {
 }
 VOLATILE_METRICS = ("*.seconds", "lm.spec.*.wall_ratio", "lm.seconds", "city.*.seconds")
 
+MTP_HEADS = 2
 _D = {"gpt": (1, 0.0), "nextlat_d1": (1, 1.0), "nextlat_d3": (3, 1.0)}
 
 
-def _wrap(base, name: str, eos=None, pad=None) -> NextLatForCausalLM:
+def _wrap(base, name: str, eos=None, pad=None):
+    if name == "mtp":
+        return MTPForCausalLM(base, n_future=MTP_HEADS, pad_token_id=pad)
     d, lam = _D[name]
     return NextLatForCausalLM(
         base, d=d, lambda_h=lam, lambda_kl=lam, proj_factor=1.0, eos_token_id=eos, pad_token_id=pad

@@ -19,7 +19,7 @@ def rollouts(model: NextLatForCausalLM, grid: CityGrid, prompts: np.ndarray, T: 
     With probability ``q`` each model move is replaced by a uniformly random legal move (detour).
     Returns the legal-move rate (fraction of generated move tokens that follow a directed edge from the
     true current node; a rollout stops at its first illegal token) and the success rate (the goal is
-    reached with legal moves only within T-3 moves).
+    reached with legal moves only within T-3 moves, or EOS is emitted at the goal).
     """
     q = check_scalar(q, "q", float, min=0, max=1)
     rng = np.random.default_rng(seed)
@@ -38,6 +38,7 @@ def rollouts(model: NextLatForCausalLM, grid: CityGrid, prompts: np.ndarray, T: 
                 continue
             tok = int(y[b])
             if tok == grid.eos:
+                success[b] = cur[b] == goal[b]   # a walk may end where it started
                 alive[b] = False
                 continue
             k = tok - grid.move_base
