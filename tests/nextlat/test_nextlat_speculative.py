@@ -32,6 +32,7 @@ def test_greedy_speculative_equals_greedy(models, which, use_cache):
     m = models[which]
     prompt = torch.tensor([[1, 2, 3, 4, 0, 1], [3, 3, 7, 1, 0, 9]])
     ref = greedy_generate(m, prompt, 20, use_cache=False)
+    assert all(torch.equal(a, b) for a, b in zip(ref, greedy_generate(m, prompt, 20, use_cache=True)))
     for gamma in range(1, 9):
         out, st = self_speculative_generate(m, prompt, 20, gamma=gamma, top_k=1, use_cache=use_cache)
         for a, b in zip(out, ref):
