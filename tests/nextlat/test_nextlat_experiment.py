@@ -1,0 +1,67 @@
+import pytest
+
+from neurips26.harness.paper import SeedMetrics
+
+
+def _claims():
+    from neurips26.harness import registry
+
+    exp = registry.load("nextlat", "experiment")
+    return exp, {c.id: c for c in exp.CLAIMS}
+
+
+def _metrics(nl_rank, gpt_rank, nl_legal, gpt_legal):
+    runs = []
+    for a, b, c, d in zip(nl_rank, gpt_rank, nl_legal, gpt_legal):
+        city = {
+            "gpt": {"erank": b, "legal_rate": d, "detour": 0.5, "probe_node": 0.5},
+            "nextlat_d1": {"erank": a, "legal_rate": c, "detour": 0.5, "probe_node": 0.5},
+            "nextlat_d3": {"erank": a, "legal_rate": c, "detour": 0.5, "probe_node": 0.5},
+        }
+        runs.append({"city": city})
+    return SeedMetrics(list(range(len(runs))), runs)
+
+
+def test_compression_claim_counts_seeds():
+    exp, c = _claims()
+    assert (
+        c["compression"].evaluate(_metrics([12, 12, 20], [21, 21, 21], [1] * 3, [1] * 3)).verdict == "holds"
+    )
+    assert (
+        c["compression"].evaluate(_metrics([12, 20, 20], [21, 21, 21], [1] * 3, [1] * 3)).verdict == "fails"
+    )
+    one = {"city": _metrics([12], [21], [1], [1]).per_seed[0]["city"]}
+    assert c["compression"].evaluate(one).verdict == "inconclusive"  # needs 3 seeds for "2 of 3"
+
+
+def test_legal_claims():
+    exp, c = _claims()
+    m = _metrics([1] * 3, [1] * 3, [0.93, 0.94, 0.935], [0.98, 0.985, 0.99])
+    assert c["legal_moves"].evaluate(m).verdict == "holds"
+    assert c["legal_vs_gpt"].evaluate(m).verdict == "fails"  # consistently ~5 points lower
+    low = _metrics([1] * 3, [1] * 3, [0.85, 0.95, 0.95], [0.98] * 3)
+    assert c["legal_moves"].evaluate(low).verdict == "fails"
+    assert c["lm_loss"].evaluate(m).verdict == "inconclusive"  # no LM measured
+
+
+def test_spec_claim_requires_greedy_equality():
+    exp, c = _claims()
+    sp = {
+        "tokens_per_forward_prompts": [1.4, 1.5, 1.45, 1.5],
+        "accepted_beyond_first": 1.0,
+        "equals_greedy": True,
+    }
+    m = {"lm": {"spec": {"gamma4": sp}}}
+    assert c["spec_decoding"].evaluate(m).verdict == "holds"
+    sp["equals_greedy"] = False
+    assert c["spec_decoding"].evaluate(m).verdict == "fails"
+
+
+@pytest.mark.slow
+def test_quick_statistics_three_seeds(tmp_path):
+    """Check 11: legal rate >= 0.9 (GPT, NextLat d=1), erank < 0.8 x GPT in >= 2 of 3 seeds, tok/fwd > 1."""
+    from neurips26.harness.run import run_paper
+
+    r = run_paper("nextlat", "quick", out=tmp_path, progress=False)
+    v = {c["id"]: c["verdict"] for c in r["claims"]}
+    assert v["legal_moves"] == "holds" and v["compression"] == "holds" and v["spec_decoding"] == "holds"

@@ -1,0 +1,78 @@
+from collections import deque
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from neurips26.nextlat import data
+from neurips26.nextlat.model import NextLatForCausalLM, tiny_llama
+from neurips26.nextlat.training import row_sampler, train
+from neurips26.nextlat.world_model import latents, rollouts
+
+
+class Oracle(torch.nn.Module):
+    """A stand-in LM whose greedy move is the first step of a shortest path to the goal (or a fixed token)."""
+
+    def __init__(self, grid, fixed=None):
+        super().__init__()
+        self.grid, self.fixed = grid, fixed
+
+    def _next(self, seq):
+        g = self.grid
+        u, goal = int(seq[0]), int(seq[1])
+        for tok in seq[2:]:
+            k = int(tok) - g.move_base
+            if k not in g.edges[u]:       # a finished rollout keeps being fed; its later tokens do not matter
+                return g.eos
+            u = g.edges[u][k]
+        if self.fixed is not None:
+            return self.fixed
+        if u == goal:
+            return g.eos
+        prev, dq = {u: None}, deque([u])
+        while dq:
+            x = dq.popleft()
+            for k, v in g.edges[x].items():
+                if v not in prev:
+                    prev[v] = (x, k)
+                    dq.append(v)
+        v = goal
+        while prev[v][0] != u:
+            v = prev[v][0]
+        return g.move_base + prev[v][1]
+
+    def forward(self, input_ids):
+        logits = torch.zeros(input_ids.shape[0], input_ids.shape[1], self.grid.vocab)
+        for b, row in enumerate(input_ids):
+            logits[b, -1, self._next(row)] = 1.0
+        return SimpleNamespace(logits=logits)
+
+
+def _stub(grid, fixed=None):
+    return SimpleNamespace(model=Oracle(grid, fixed), eval=lambda: None)
+
+
+def test_rollout_metrics_on_oracles():
+    grid = data.city_grid(5, seed=0)
+    ids, _ = data.city_walks(grid, 30, 24, seed=1)
+    good = rollouts(_stub(grid), grid, ids, 24)
+    assert good == {"legal_rate": 1.0, "success": 1.0}
+    detour = rollouts(_stub(grid), grid, ids, 24, q=0.5, seed=0)
+    assert detour["legal_rate"] == 1.0 and 0.5 <= detour["success"] <= 1.0
+    bad = rollouts(_stub(grid, fixed=0), grid, ids, 24)     # a node id is never a legal move
+    assert bad == {"legal_rate": 0.0, "success": 0.0}
+
+
+def test_training_learns_walks_and_latents_shape():
+    grid = data.city_grid(3, seed=0)
+    ids, states = data.city_walks(grid, 300, 12, seed=0)
+    torch.manual_seed(0)
+    m = NextLatForCausalLM(tiny_llama(grid.vocab, 64, 1, 2, ctx=12), eos_token_id=grid.eos,
+                           pad_token_id=grid.pad)
+    losses = train(m, row_sampler(ids, 32, 0), 60, 3e-3)
+    assert np.mean(losses[-10:]) < np.mean(losses[:5]) - 0.3
+    H, s = latents(m, ids[:20], states[:20], grid.pad, 100)
+    assert H.shape == (100, 64) and (s >= 0).all()
+    with pytest.raises(ValueError, match="q"):
+        rollouts(m, grid, ids[:2], 12, q=1.5)
