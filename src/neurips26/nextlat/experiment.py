@@ -300,7 +300,7 @@ def _paired_check(metric: str, label: str):
     def check(m: Mapping[str, Any]) -> tuple[str, str]:
         mean, se, n = paired(m, f"city.nextlat_d1.{metric}", f"city.gpt.{metric}")
         return judge(mean, se, n, 0.0, K_SE, "higher"), (
-            f"{label} NextLat(d=1) - GPT = {fmt_se(mean, se, n)} (inconclusive within {K_SE:g} s.e.)"
+            f"{label} NextLat(d=1) - GPT = {fmt_se(mean, se, n)} (judged at {K_SE:g} s.e.)"
         )
 
     return check
