@@ -224,3 +224,32 @@ def run_ncm(backbone: nn.Module, tasks: Sequence[Sequence[int]], train: tuple, t
     counts = [int(np.isin(yte, cs).sum()) for cs in tasks]
     return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": 0,
             "stored_adapter_params": 0, "model": None}
+
+
+def save_adapters(model: CILModel) -> dict:
+    """The trained adapter stacks and classifier rows with their layout (task count, factorization)."""
+    lay = model.layers[0]
+    return {"method": model.method, "n_tasks": len(model.classes), "classes": model.classes,
+            "out_factors": lay.out_factors, "in_factors": lay.in_factors, "bond": lay.bond, "rank": lay.rank,
+            "state": {k: v.detach().clone() for k, v in model.state_dict().items() if _is_adapter_key(k)}}
+
+
+ADAPTER_KEYS = (".adapters.", ".alphas.", ".mods.", "gamma_param")
+
+
+def _is_adapter_key(k: str) -> bool:
+    return not k.startswith("backbone.") or any(s in k for s in ADAPTER_KEYS)
+
+
+def load_adapters(model: CILModel, ckpt: dict) -> None:
+    """Load ``save_adapters`` output into ``model`` (same method, task count and factorization)."""
+    lay = model.layers[0]
+    for key, have in (("method", model.method), ("n_tasks", len(model.classes)),
+                      ("out_factors", lay.out_factors), ("in_factors", lay.in_factors), ("bond", lay.bond),
+                      ("rank", lay.rank)):
+        if ckpt.get(key) != have:
+            raise ValueError(f"checkpoint {key}={ckpt.get(key)!r} differs from the model's {have!r}")
+    missing, unexpected = model.load_state_dict(ckpt["state"], strict=False)
+    bad = [k for k in missing if not k.startswith("backbone.") or ".adapters." in k] + list(unexpected)
+    if bad:
+        raise ValueError(f"checkpoint does not match the model's adapter layout: {bad[:4]}")
