@@ -93,11 +93,12 @@ def test_hnota_identity_equals_nota_and_gradcheck(backbone):
     x = torch.randn(10, 64)
     assert (nota(x) - hier(x)).abs().max() < 1e-6
     from neurips26.nota.mpo import contract
-    small = AdaptedLinear(torch.nn.Linear(8, 8), rule="hier", bond=2, out_factors=(2, 2, 2), in_factors=(2, 2, 2))
+    small = AdaptedLinear(torch.nn.Linear(8, 8), rule="hier", bond=2, out_factors=(2, 2, 2),
+                          in_factors=(2, 2, 2))
     small.new_task()
     cores = [torch.randn_like(c, dtype=torch.float64).requires_grad_() for c in small.adapters[0].cores]
-    mods = [(torch.eye(2, dtype=torch.float64) + 0.1 * torch.randn(2, 2, dtype=torch.float64)).requires_grad_()
-            for _ in range(2)]
+    eye = torch.eye(2, dtype=torch.float64)
+    mods = [(eye + 0.1 * torch.randn(2, 2, dtype=torch.float64)).requires_grad_() for _ in range(2)]
     fn = lambda *a: global_normalize(contract(a[:3], a[3:]), 0.7, 1e-3)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (*cores, *mods))
 

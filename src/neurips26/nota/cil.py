@@ -187,18 +187,34 @@ def run_cil(backbone: nn.Module, method: str, tasks: Sequence[Sequence[int]], tr
     xte, yte = test
     t_n = len(tasks)
     acc = np.full((t_n, t_n), np.nan)
-    per_task = []
+    per_task, snaps = [], []
     for t, cs in enumerate(tasks):
         model.new_task(cs, g)
         per_task.append(model.trainable_adapter_params())
         m = np.isin(ytr, cs)
         train_task(model, xtr[m], ytr[m], settings, g)
+        with torch.no_grad():
+            snaps.append([layer.delta().detach().clone() for layer in model.layers])
         seen_m = np.isin(yte, model.seen_classes)
         pred = predict(model, xte[seen_m])
         acc[t, :t + 1] = task_accuracies(pred, yte[seen_m], tasks[:t + 1])
     counts = [int(np.isin(yte, cs).sum()) for cs in tasks]
     return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": per_task[-1],
-            "stored_adapter_params": model.stored_adapter_params(), "model": model}
+            "stored_adapter_params": model.stored_adapter_params(), "drift": relative_drift(model, snaps),
+            "model": model}
+
+
+def relative_drift(model: CILModel, snaps: list[list[torch.Tensor]]) -> dict:
+    """Measured drift in units of each layer's budget gamma_l = rho ||W0_l||_F (max over layers).
+
+    ``from_first[t]`` = max_l ||dW^(t) - dW^(1)|| / gamma_l (how far the model moves from task 1's as
+    tasks are added), ``max_final`` = max_{k, l} ||dW^(T) - dW^(k)|| / gamma_l (the global rule: <= 2).
+    """
+    gam = [layer.gamma0 for layer in model.layers]
+    first, last = snaps[0], snaps[-1]
+    from_first = [max(float((w - w1).norm()) / g for w, w1, g in zip(s, first, gam)) for s in snaps]
+    max_final = max(float((w - wk).norm()) / g for s in snaps for w, wk, g in zip(last, s, gam))
+    return {"from_first": from_first, "max_final": max_final}
 
 
 @torch.no_grad()
@@ -223,7 +239,7 @@ def run_ncm(backbone: nn.Module, tasks: Sequence[Sequence[int]], train: tuple, t
         acc[t, :t + 1] = task_accuracies(pred, yte[m], tasks[:t + 1])
     counts = [int(np.isin(yte, cs).sum()) for cs in tasks]
     return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": 0,
-            "stored_adapter_params": 0, "model": None}
+            "stored_adapter_params": 0, "drift": None, "model": None}
 
 
 def save_adapters(model: CILModel) -> dict:
