@@ -125,3 +125,33 @@ def test_accumulate_rules_and_bad_inputs():
         AdaptedLinear(torch.nn.Linear(64, 64), eps_rel=0.0)
     with pytest.raises(ValueError, match="rule"):
         AdaptedLinear(torch.nn.Linear(64, 64), rule="normalized")
+
+
+def test_model_scope_normalizes_the_concatenation():
+    from neurips26.nota.adapters import ModelScope
+    torch.manual_seed(2)
+    layers = [AdaptedLinear(torch.nn.Linear(64, 64), rule=r) for r in ("global", "hier")]
+    scope = ModelScope(layers, rho=0.05, eps_rel=1e-3)
+    for lay in layers:
+        lay.new_task()
+        with torch.no_grad():
+            for c in lay.adapters[-1].cores:
+                c.normal_()
+    s = [lay.raw_sum() for lay in layers]
+    denom = math.sqrt(sum(float(x.pow(2).sum()) for x in s) + scope.eps ** 2)
+    with scope:
+        d = [lay.delta() for lay in layers]
+    total = math.sqrt(sum(float(x.pow(2).sum()) for x in d))
+    assert total <= scope.gamma * (1 + 1e-6)
+    assert abs(total - scope.gamma * math.sqrt(denom ** 2 - scope.eps ** 2) / denom) < 1e-6
+    assert torch.allclose(layers[0].delta(), d[0])      # cached and fresh denominators agree
+    single = AdaptedLinear(torch.nn.Linear(64, 64), rule="global")
+    ModelScope([single])
+    single.new_task()
+    with torch.no_grad():
+        for c in single.adapters[-1].cores:
+            c.normal_()
+    ref = global_normalize(single.raw_sum(), single.gamma0, single.eps)
+    assert torch.allclose(single.delta(), ref, atol=1e-7)   # one layer: model scope == layer scope
+    with pytest.raises(ValueError, match="scope='model'"):
+        ModelScope([AdaptedLinear(torch.nn.Linear(64, 64), rule="plain")])

@@ -192,3 +192,19 @@ def test_glyphs_deterministic_and_distinct(tmp_path, monkeypatch):
     assert x1.shape == (6, 32, 32) and x1.dtype == np.float32 and 0 <= x1.min() and x1.max() <= 1
     assert list(y1) == [0, 0, 0, 5, 5, 5] and x1.mean() > 0.03
     assert list(tmp_path.glob("nota/glyphs-*.npz"))
+
+
+def test_model_scope_in_the_loop(backbone):
+    model = CILModel(backbone, "nota", scope="model")
+    g = torch.Generator().manual_seed(0)
+    model.new_task([0, 1], g)
+    train_task(model, *fake_task([0, 1]), QUICK, g)
+    with torch.no_grad():
+        total = sum(float(lay.delta().pow(2).sum()) for lay in model.layers) ** 0.5
+    assert 0.5 * model.scope.gamma < total <= model.scope.gamma * (1 + 1e-6)
+    x = torch.from_numpy(fake_task([0])[0][:4])
+    prev = model.features(x).detach()
+    model.new_task([2, 3], g)
+    assert (model.features(x) - prev).abs().max() < 1e-6
+    with pytest.raises(ValueError, match="scope"):
+        CILModel(backbone, "nota", scope="network")

@@ -148,6 +148,7 @@ class AdaptedLinear(nn.Module):
         self.adapters = nn.ModuleList()
         self.alphas = nn.ParameterList()
         self.mods = nn.ModuleList()         # mods[i]: ParameterList of M_i^(k), historical adapter i
+        self.scope: ModelScope | None = None   # set by ModelScope for scope="model"
 
     # -- tasks ---------------------------------------------------------------------------------
     @property
@@ -215,6 +216,8 @@ class AdaptedLinear(nn.Module):
         deltas = self.task_deltas()
         if self.shared:
             return deltas[0]
+        if self.scope is not None and self.rule in ("global", "hier"):
+            return self.scope.gamma * self.raw_sum() / self.scope.denominator()
         if self.rule == "hier":
             return global_normalize(self.raw_sum(), self.gamma, self.eps)
         divisors = None
@@ -277,3 +280,41 @@ def attach_adapters(model: nn.Module, targets: Iterable[str] = ("q", "v"), **kwa
     if missing:
         raise ValueError(f"target layer(s) {missing} not found as nn.Linear children in the model")
     return layers
+
+
+class ModelScope:
+    """``scope="model"``: one global normalization over the concatenation of all layers' sums.
+
+    ``dW_l = gamma S_l / sqrt(sum_l ||S_l||^2 + eps^2)`` with ``gamma = rho sqrt(sum_l ||W0_l||^2)`` and
+    ``eps = eps_rel gamma``, so ``||(dW_1, ..., dW_L)||_F <= gamma``. Inside ``with scope:`` (one forward)
+    the shared denominator is computed once and reused by every layer.
+    """
+
+    def __init__(self, layers: Sequence[AdaptedLinear], rho: float = 0.05, eps_rel: float = 1e-3):
+        layers = list(layers)
+        if not layers:
+            raise ValueError("layers must hold at least one AdaptedLinear")
+        bad = [lay.rule for lay in layers if lay.rule not in ("global", "hier")]
+        if bad:
+            raise ValueError(f"scope='model' needs the rules 'global' or 'hier', got {bad[0]!r}")
+        rho = check_scalar(rho, "rho", float, min=0, inclusive="neither")
+        eps_rel = check_scalar(eps_rel, "eps_rel", float, min=0, inclusive="neither")
+        self.layers = layers
+        self.gamma = rho * math.sqrt(sum(lay.w0_norm ** 2 for lay in layers))
+        self.eps = eps_rel * self.gamma
+        self._cached: torch.Tensor | None = None
+        for lay in layers:
+            lay.scope = self
+
+    def denominator(self) -> torch.Tensor:
+        if self._cached is not None:
+            return self._cached
+        return torch.sqrt(sum(lay.raw_sum().pow(2).sum() for lay in self.layers) + self.eps ** 2)
+
+    def __enter__(self) -> "ModelScope":
+        self._cached = None
+        self._cached = self.denominator()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._cached = None

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.nota.adapters import AdaptedLinear, attach_adapters
+from neurips26.nota.adapters import AdaptedLinear, ModelScope, attach_adapters
 from neurips26.nota.data import check_images
 
 # method -> (adapter kind, rule, extra AdaptedLinear kwargs)
@@ -63,8 +63,10 @@ class TrainSettings:
 class CILModel(nn.Module):
     """A frozen backbone with adapter stacks on ``targets`` and a growing per-task classifier."""
 
-    def __init__(self, backbone: nn.Module, method: str = "nota", targets=("q", "v"), **adapter_kwargs):
+    def __init__(self, backbone: nn.Module, method: str = "nota", targets=("q", "v"), scope: str = "layer",
+                 **adapter_kwargs):
         super().__init__()
+        self.scope_kind = check_choice(scope, "scope", ("layer", "model"))
         self.method = check_choice(method, "method", tuple(METHODS))
         kind, rule, extra = METHODS[method]
         self.backbone = copy.deepcopy(backbone).eval()
@@ -74,6 +76,10 @@ class CILModel(nn.Module):
                                                            **{**extra, **adapter_kwargs})
         self.rows = nn.ParameterList()
         self.classes: list[list[int]] = []
+        self.scope = None
+        if scope == "model":
+            kw = {k: adapter_kwargs[k] for k in ("rho", "eps_rel") if k in adapter_kwargs}
+            self.scope = ModelScope(self.layers, **kw)
 
     def train(self, mode: bool = True):          # the backbone stays in eval mode (BN/Dropout off)
         super().train(mode)
@@ -90,7 +96,10 @@ class CILModel(nn.Module):
         self.classes.append(list(classes))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.backbone.features(x)
+        if self.scope is None or not self.layers[0].adapters:
+            return self.backbone.features(x)
+        with self.scope:
+            return self.backbone.features(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits over all seen classes, in the order of ``seen_classes``."""
