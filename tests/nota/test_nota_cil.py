@@ -208,3 +208,13 @@ def test_model_scope_in_the_loop(backbone):
     assert (model.features(x) - prev).abs().max() < 1e-6
     with pytest.raises(ValueError, match="scope"):
         CILModel(backbone, "nota", scope="network")
+
+
+def test_joint_upper_bound_and_digits(backbone):
+    tr, te = fake_task([0, 1, 2, 3], n=8), fake_task([0, 1, 2, 3], n=4, seed=5)
+    r = run_cil(backbone, "joint", [[0, 1], [2, 3]], tr, te, QUICK)
+    assert len(r["acc"][0]) == 2 and r["F"] == 0.0 and r["model"].rows[0].shape[0] == 4
+    from neurips26.nota.data import digits
+    xtr, ytr, xte, yte = digits(seed=0)
+    assert xtr.shape[1:] == (32, 32) and len(xtr) + len(xte) == 1797 and 0 <= xtr.min() and xtr.max() <= 1
+    assert sorted(set(ytr.tolist())) == list(range(10)) and abs(len(xte) / 1797 - 0.3) < 0.01

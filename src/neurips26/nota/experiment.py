@@ -9,7 +9,7 @@ difference over seeds (``judge``: inside K_SE standard errors, or with one seed,
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -20,7 +20,7 @@ from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE, fmt_se, judge, p
 from neurips26.harness.run import RunContext
 from neurips26.nota.backbone import PretrainConfig, pretrain
 from neurips26.nota.cil import TrainSettings, run_cil
-from neurips26.nota.data import synth_glyphs
+from neurips26.nota.data import digits, synth_glyphs
 
 K_SE = 2.0              # a paired A_last difference inside 2 s.e. over seeds is inconclusive
 MARGIN = 0.0            # "global >= plain": the paired mean difference must exceed 0
@@ -36,6 +36,7 @@ class DataConfig:
     n_tasks: tuple[int, ...] = (6,)        # several values: the "gap grows with T" experiment
     train_per_class: int = 200
     test_per_class: int = 50
+    cross_domain: bool = False             # digits 5 x 2 with a backbone pre-trained on all 48 glyphs
 
 
 @dataclass
@@ -67,7 +68,8 @@ CONFIGS = {
                     CILConfig(epochs=1, batch=16, bond=2, rank=1), seeds=(0,)),
     "quick": Config(),
     "full": Config(PretrainConfig(dim=192, depth=6, heads=8, n_stem=2, per_class=1000, epochs=10),
-                   DataConfig(n_tasks=(4, 6, 12)), CILConfig(epochs=10), seeds=(0, 1, 2, 3, 4)),
+                   DataConfig(n_tasks=(4, 6, 12), cross_domain=True),
+                   CILConfig(methods=GRID + ("joint",), epochs=10), seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
 
@@ -99,17 +101,34 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         res = {}
         for m in ctx.track(c.methods, desc=f"T={n_tasks}"):
             t1 = time.perf_counter()
-            r = run_cil(backbone, m, tasks, train, test, settings, seed=ctx.seed, rho=c.rho, bond=c.bond,
-                        rank=c.rank, eps_rel=c.eps_rel) if m != "ncm" else run_cil(backbone, m, tasks, train,
-                                                                                    test)
+            kw = {} if m == "ncm" else dict(rho=c.rho, bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
+            r = run_cil(backbone, m, tasks, train, test, settings, seed=ctx.seed, **kw)
             r.pop("model")
             out["seconds"][f"T{n_tasks}_{m}"] = time.perf_counter() - t1
             res[m] = r
         out["by_T"][str(n_tasks)] = res
+    if d.cross_domain:
+        out["digits"] = _cross_domain(cfg, ctx, settings)
     out["T_main"] = str(d.n_tasks[0] if 6 not in d.n_tasks else 6)
     out["seconds"]["pretrain"] = t_pre
     _plots(ctx, out)
     return out
+
+
+def _cross_domain(cfg: Config, ctx: RunContext, settings: TrainSettings) -> dict:
+    """Digits (real handwriting) as 5 tasks x 2 classes on a backbone pre-trained on all 48 glyphs."""
+    pre = PretrainConfig(**{**asdict(cfg.pretrain), "classes": tuple(range(48))})
+    backbone, _ = pretrain(pre)
+    xtr, ytr, xte, yte = digits(seed=ctx.seed)
+    tasks = task_split(range(10), 5, ctx.seed)
+    c = cfg.cil
+    res = {}
+    for m in c.methods:
+        kw = {} if m == "ncm" else dict(rho=c.rho, bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
+        r = run_cil(backbone, m, tasks, (xtr, ytr), (xte, yte), settings, seed=ctx.seed, **kw)
+        r.pop("model")
+        res[m] = r
+    return res
 
 
 # ----------------------------------------------------------------------------- claim checks
