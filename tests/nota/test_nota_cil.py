@@ -218,3 +218,36 @@ def test_joint_upper_bound_and_digits(backbone):
     xtr, ytr, xte, yte = digits(seed=0)
     assert xtr.shape[1:] == (32, 32) and len(xtr) + len(xte) == 1797 and 0 <= xtr.min() and xtr.max() <= 1
     assert sorted(set(ytr.tolist())) == list(range(10)) and abs(len(xte) / 1797 - 0.3) < 0.01
+
+
+def test_adapter_options():
+    torch.manual_seed(3)
+    base = torch.nn.Linear(64, 64)
+    dota = AdaptedLinear(base, rule="plain", init="dota", bond=16)
+    dota.new_task()
+    assert torch.allclose(dota.task_deltas()[0], base.weight, atol=1e-5)   # full bond: TT-SVD of W0
+    lg = AdaptedLinear(base, rule="global", learn_gamma=True, rho=0.05, rho_max=0.1)
+    lg.new_task()
+    with torch.no_grad():
+        lg.gamma_param.fill_(10.0)
+    assert float(lg.gamma) == pytest.approx(0.1 * lg.w0_norm)            # clamped to rho_max ||W0||
+    prod = AdaptedLinear(base, kind="lora", rule="taskwise", norm="product")
+    for _ in range(2):
+        prod.new_task()
+        with torch.no_grad():
+            prod.adapters[-1].b.normal_()
+    a0, d = prod.adapters[0], prod.task_deltas()
+    expected = d[0] / (a0.b.norm() * a0.a.norm()) + d[1]
+    assert torch.allclose(prod.delta(), expected, atol=1e-6)
+    frz = AdaptedLinear(base, rule="hier", freeze_hier_after_task=True)
+    for _ in range(3):
+        frz.new_task()
+    assert not any(p.requires_grad for p in frz.mods[0]) and all(p.requires_grad for p in frz.mods[1])
+    live = AdaptedLinear(base, rule="hier")
+    for _ in range(3):
+        live.new_task()
+    assert all(p.requires_grad for ml in live.mods for p in ml)
+    assert [a.requires_grad for a in live.alphas] == [True, True, True]
+    with torch.no_grad():
+        live.mods[0][0].add_(1.0)
+    assert float(live.hier_penalty()) == pytest.approx(16.0)
