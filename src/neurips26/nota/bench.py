@@ -121,6 +121,11 @@ def _rows_at(sz: dict, label: str, only_steps: bool = False) -> list[BenchRow]:
     if only_steps:
         return rows
     nota_t, lora_t = _model(sz, "nota", sz["tasks"]), _model(sz, "lora_gn", sz["tasks"])
+    hier_t = _model(sz, "hnota", sz["tasks"])
+    rows.append(compare(f"training step at task T={sz['tasks']} (H-NoTA vs NoTA)", _step_fn(hier_t, xb, yb),
+                        _step_fn(nota_t, xb, yb), "NoTA (same t)", unit="ms", rounds=r, warmup=2,
+                        note=f"{shape}; H-NoTA re-contracts every historical adapter with its modulations "
+                        f"each step (grows with t); no limit"))
     per = n_layers
     rows.append(BenchRow("trainable adapter params per task per matrix",
                          m_nota.trainable_adapter_params() / per, m_lora.trainable_adapter_params() / per,
