@@ -21,6 +21,7 @@ from neurips26.harness.run import RunContext
 from neurips26.nota.backbone import PretrainConfig, pretrain
 from neurips26.nota.cil import TrainSettings, run_cil
 from neurips26.nota.data import digits, synth_glyphs
+from neurips26.nota.inflora import run_inflora
 
 K_SE = 2.0              # a paired A_last difference inside 2 s.e. over seeds is inconclusive
 MARGIN = 0.0            # "global >= plain": the paired mean difference must exceed 0
@@ -50,6 +51,9 @@ class CILConfig:
     bond: int = 4
     rank: int = 3
     eps_rel: float = 1e-3
+    sweep_rho: tuple[float, ...] = ()       # NoTA A_last at each rho (gamma = rho ||W0||), main T
+    sweep_bond: tuple[int, ...] = ()
+    sweep_eps_rel: tuple[float, ...] = ()
 
 
 @dataclass
@@ -69,7 +73,10 @@ CONFIGS = {
     "quick": Config(),
     "full": Config(PretrainConfig(dim=192, depth=6, heads=8, n_stem=2, per_class=1000, epochs=10),
                    DataConfig(n_tasks=(4, 6, 12), cross_domain=True),
-                   CILConfig(methods=GRID + ("joint",), epochs=10), seeds=(0, 1, 2, 3, 4)),
+                   CILConfig(methods=GRID + ("inflora", "joint"), epochs=10,
+                             sweep_rho=(0.01, 0.02, 0.05, 0.1, 0.2), sweep_bond=(2, 4, 8),
+                             sweep_eps_rel=(1e-6, 1e-3, 1e-1)),
+                   seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
 
@@ -102,16 +109,37 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         for m in ctx.track(c.methods, desc=f"T={n_tasks}"):
             t1 = time.perf_counter()
             kw = {} if m == "ncm" else dict(rho=c.rho, bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
-            r = run_cil(backbone, m, tasks, train, test, settings, seed=ctx.seed, **kw)
+            r = _run_method(backbone, m, tasks, train, test, settings, ctx.seed, kw)
             r.pop("model")
             out["seconds"][f"T{n_tasks}_{m}"] = time.perf_counter() - t1
             res[m] = r
         out["by_T"][str(n_tasks)] = res
+    out["sweep"] = _sweeps(cfg, ctx, backbone, train, test, settings)
     if d.cross_domain:
         out["digits"] = _cross_domain(cfg, ctx, settings)
     out["T_main"] = str(d.n_tasks[0] if 6 not in d.n_tasks else 6)
     out["seconds"]["pretrain"] = t_pre
     _plots(ctx, out)
+    return out
+
+
+def _run_method(backbone, method: str, tasks, train, test, settings: TrainSettings, seed: int,
+                kw: dict) -> dict:
+    if method == "inflora":
+        return run_inflora(backbone, tasks, train, test, settings, seed=seed, rank=kw["rank"])
+    return run_cil(backbone, method, tasks, train, test, settings, seed=seed, **kw)
+
+
+def _sweeps(cfg: Config, ctx: RunContext, backbone, train, test, settings: TrainSettings) -> dict:
+    """NoTA's A_last over rho, bond and eps_rel (one knob at a time, the others at their defaults)."""
+    c, n_tasks = cfg.cil, (6 if 6 in cfg.data.n_tasks else cfg.data.n_tasks[0])
+    tasks = task_split(cfg.data.cil_classes, n_tasks, ctx.seed)
+    base = dict(rho=c.rho, bond=c.bond, eps_rel=c.eps_rel)
+    out: dict[str, dict[str, float]] = {}
+    for knob, values in (("rho", c.sweep_rho), ("bond", c.sweep_bond), ("eps_rel", c.sweep_eps_rel)):
+        for v in values:
+            r = run_cil(backbone, "nota", tasks, train, test, settings, seed=ctx.seed, **{**base, knob: v})
+            out.setdefault(knob, {})[str(v)] = r["A_last"]
     return out
 
 
@@ -125,7 +153,7 @@ def _cross_domain(cfg: Config, ctx: RunContext, settings: TrainSettings) -> dict
     res = {}
     for m in c.methods:
         kw = {} if m == "ncm" else dict(rho=c.rho, bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
-        r = run_cil(backbone, m, tasks, (xtr, ytr), (xte, yte), settings, seed=ctx.seed, **kw)
+        r = _run_method(backbone, m, tasks, (xtr, ytr), (xte, yte), settings, ctx.seed, kw)
         r.pop("model")
         res[m] = r
     return res
