@@ -74,12 +74,12 @@ def test_tiny_full_shaped_run_has_every_experiment(tmp_path, monkeypatch):
         s, pretrain=dataclasses.replace(s.pretrain, per_class=2),
         data=dataclasses.replace(s.data, n_tasks=(1, 2), cross_domain=True),
         cil=dataclasses.replace(s.cil, methods=("nota", "mpo_tw", "lora_gn", "sd_lora", "ncm", "joint",
-                                                "inflora"), sweep_rho=(0.1,), sweep_bond=(1,)),
+                                                "inflora", "l2p"), sweep_rho=(0.1,), sweep_bond=(1,)),
         seeds=(0, 1))
     r = run_paper("nota", config=cfg, out=tmp_path / "run", progress=False)
     ids = {c["id"]: c for c in r["claims"]}
     assert "T=2" in ids["gap_grows_with_T"]["measured"]        # computed, not "one sequence length"
     m = r["metrics"]
-    assert set(m["digits"]) == {"nota", "mpo_tw", "lora_gn", "sd_lora", "ncm", "joint", "inflora"}
+    assert set(m["digits"]) == {"nota", "mpo_tw", "lora_gn", "sd_lora", "ncm", "joint", "inflora", "l2p"}
     assert set(m["sweep"]) == {"rho", "bond"} and "0.1" in m["sweep"]["rho"]
     assert len(m["digits"]["nota"]["A_t"]) == 5 and len(m["by_T"]["2"]["joint"]["A_t"]) == 1

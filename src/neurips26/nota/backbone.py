@@ -60,14 +60,21 @@ class HybridViT(nn.Module):
         self.head = nn.Linear(dim, n_classes)
         self.dim = dim
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, dim) LayerNorm-ed pooled features."""
+    def features(self, x: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, dim) LayerNorm-ed pooled features.
+
+        prompts: optional (N, P, dim) tokens prepended before the blocks (L2P); the features are
+        then the mean of the prompt tokens' outputs.
+        """
         if x.ndim == 3:
             x = x[:, None]
         t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
+        if prompts is not None:
+            t = torch.cat([prompts, t], 1)
         for blk in self.blocks:
             t = blk(t)
-        return self.norm(t.mean(1))
+        pooled = t[:, :prompts.shape[1]].mean(1) if prompts is not None else t.mean(1)
+        return self.norm(pooled)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

@@ -12,6 +12,7 @@ from neurips26.harness.run import RunContext
 from neurips26.nota.accumulation import global_normalize
 from neurips26.nota.backbone import HybridViT
 from neurips26.nota.cil import CILModel
+from neurips26.nota.l2p import L2P
 
 SIZES = {
     "smoke": dict(dim=16, depth=1, heads=2, n_stem=3, batch=8, infer=16, tasks=2, rounds=3),
@@ -93,6 +94,12 @@ def _rows_at(sz: dict, label: str, only_steps: bool = False) -> list[BenchRow]:
             rows.append(compare(f"inference, {sz['infer']}-image batch (merged NoTA, T={sz['tasks']})", ours,
                                 anchor, "frozen backbone", unit="ms", rounds=r, warmup=3,
                                 note=f"{shape}; limit ratio >= {1 / LIMIT_INFER:.3f} at full size"))
+            l2p = L2P(frozen, generator=g)
+            two_pass = lambda: l2p.features(x) @ w.T  # noqa: E731
+            rows.append(compare("inference, L2P (query pass + prompted pass)", two_pass, anchor,
+                                "frozen backbone", unit="ms", rounds=r, warmup=3,
+                                note=f"{shape}; pool 10, length 5, top-5 (25 prompt tokens); expected ~2x; "
+                                "CODA-Prompt and EASE not implemented"))
             unmerged = lambda: nota.features(x) @ w.T  # noqa: E731
             rows.append(compare("inference, adapters un-merged (dW^(T) recomputed)", unmerged, anchor,
                                 "frozen backbone", unit="ms", rounds=r, warmup=3, note=shape))

@@ -22,6 +22,7 @@ from neurips26.nota.backbone import PretrainConfig, pretrain
 from neurips26.nota.cil import TrainSettings, run_cil
 from neurips26.nota.data import digits, synth_glyphs
 from neurips26.nota.inflora import run_inflora
+from neurips26.nota.l2p import run_l2p
 
 K_SE = 2.0              # a paired A_last difference inside 2 s.e. over seeds is inconclusive
 MARGIN = 0.0            # "global >= plain": the paired mean difference must exceed 0
@@ -73,7 +74,7 @@ CONFIGS = {
     "quick": Config(),
     "full": Config(PretrainConfig(dim=192, depth=6, heads=8, n_stem=2, per_class=1000, epochs=10),
                    DataConfig(n_tasks=(4, 6, 12), cross_domain=True),
-                   CILConfig(methods=GRID + ("inflora", "joint"), epochs=10,
+                   CILConfig(methods=GRID + ("inflora", "l2p", "joint"), epochs=10,
                              sweep_rho=(0.01, 0.02, 0.05, 0.1, 0.2), sweep_bond=(2, 4, 8),
                              sweep_eps_rel=(1e-6, 1e-3, 1e-1)),
                    seeds=(0, 1, 2, 3, 4)),
@@ -125,6 +126,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
 
 def _run_method(backbone, method: str, tasks, train, test, settings: TrainSettings, seed: int,
                 kw: dict) -> dict:
+    if method == "l2p":
+        return run_l2p(backbone, tasks, train, test, settings, seed=seed)
     if method == "inflora":
         return run_inflora(backbone, tasks, train, test, settings, seed=seed, rank=kw["rank"])
     return run_cil(backbone, method, tasks, train, test, settings, seed=seed, **kw)
