@@ -4,16 +4,28 @@ from neurips26.njord import experiment as ex
 
 
 def _metrics():
-    s = dict(per_start=dict(crps=[0.5, 0.52, 0.48, 0.5], mse=[1.0, 1.1, 0.9, 1.0], mse_last=[1.0, 1.1, 0.9, 1.0]),
-             rmse=1.0, crps=0.5, ssr=1.0, ssr_uncorrected=0.95, rmse_lead=[0.5, 1.0])
-    tw = dict(per_start=dict(crps=[0.7, 0.72, 0.69, 0.71], mse=[1.0, 1.1, 0.9, 1.0], mse_last=[1.0, 1.1, 0.9, 1.0]),
-              rmse=1.0, crps=0.7, rmse_lead=[0.5, 1.0])
+    s = dict(
+        per_start=dict(crps=[0.5, 0.52, 0.48, 0.5], mse=[1.0, 1.1, 0.9, 1.0], mse_last=[1.0, 1.1, 0.9, 1.0]),
+        rmse=1.0,
+        crps=0.5,
+        ssr=1.0,
+        ssr_uncorrected=0.95,
+        rmse_lead=[0.5, 1.0],
+    )
+    tw = dict(
+        per_start=dict(crps=[0.7, 0.72, 0.69, 0.71], mse=[1.0, 1.1, 0.9, 1.0], mse_last=[1.0, 1.1, 0.9, 1.0]),
+        rmse=1.0,
+        crps=0.7,
+        rmse_lead=[0.5, 1.0],
+    )
     pers = dict(per_start=dict(mse_last=[3.0, 3.2, 2.9, 3.1]), rmse_lead=[1.0, 1.8])
-    return dict(methods=dict(njord_kmeans=s, twin_kmeans=tw, twin_rectangular=copy.deepcopy(tw), persistence=pers),
-                calls=dict(steps=5, batch=2, members=8, prior=5, decoder=5, encoder=0, rows=[16] * 5),
-                mesh=dict(kmeans=dict(land_nodes=0, sizes=[80, 16, 4]), rectangular=dict(sizes=[79, 15, 4])),
-                oracle_subset=dict(oracle=dict(ssr=1.0)),
-                pseudo_obs=dict(njord_kmeans=dict(rmse=0.1), twin_kmeans=dict(rmse=0.2)))
+    return dict(
+        methods=dict(njord_kmeans=s, twin_kmeans=tw, twin_rectangular=copy.deepcopy(tw), persistence=pers),
+        calls=dict(steps=5, batch=2, members=8, prior=5, decoder=5, encoder=0, rows=[16] * 5),
+        mesh=dict(kmeans=dict(land_nodes=0, sizes=[80, 16, 4]), rectangular=dict(sizes=[79, 15, 4])),
+        oracle_subset=dict(oracle=dict(ssr=1.0)),
+        pseudo_obs=dict(njord_kmeans=dict(rmse=0.1), twin_kmeans=dict(rmse=0.2)),
+    )
 
 
 def _v(m):

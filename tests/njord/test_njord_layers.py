@@ -11,7 +11,9 @@ def test_scatter_matches_dense():
     A[EI[1], torch.arange(EI.shape[1])] = 1
     torch.testing.assert_close(scatter_sum(msg, EI[1], 6), torch.einsum("ne,bed->bnd", A, msg))
     deg = A.sum(1).clamp(min=1)
-    torch.testing.assert_close(scatter_mean(msg, EI[1], 6), torch.einsum("ne,bed->bnd", A, msg) / deg[None, :, None])
+    torch.testing.assert_close(
+        scatter_mean(msg, EI[1], 6), torch.einsum("ne,bed->bnd", A, msg) / deg[None, :, None]
+    )
 
 
 def test_gradcheck_both_layers():
@@ -26,7 +28,7 @@ def test_gradcheck_both_layers():
 def test_permutation_equivariance():
     torch.manual_seed(0)
     perm = torch.tensor([3, 0, 5, 1, 4, 2])
-    inv = torch.argsort(perm)          # new index of old node i is inv[i]
+    inv = torch.argsort(perm)  # new index of old node i is inv[i]
     for cls in (InteractionNet, PropagationNet):
         net = cls(EI, 4, 6)
         h, e = torch.randn(2, 6, 4), torch.randn(EI.shape[1], 4)

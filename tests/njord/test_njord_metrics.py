@@ -5,8 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from neurips26.njord.metrics import (crps_fair, crps_sorted, crps_standard, rank_histogram, rmse_ensmean,
-                                     spread, ssr)
+from neurips26.njord.metrics import (
+    crps_fair,
+    crps_sorted,
+    crps_standard,
+    rank_histogram,
+    rmse_ensmean,
+    spread,
+    ssr,
+)
 
 
 def test_m1_is_mae_with_warning(rng):

@@ -25,9 +25,13 @@ def test_kl_closed_form_matches_torch():
     d = dict(generator=g, dtype=torch.float64)
     mq, sq, mp = torch.randn(50, **d), torch.rand(50, **d) + 0.1, torch.randn(50, **d)
     sp = torch.rand(50, **d) + 0.2
-    ref = torch.distributions.kl_divergence(torch.distributions.Normal(mq, sq), torch.distributions.Normal(mp, sp))
+    ref = torch.distributions.kl_divergence(
+        torch.distributions.Normal(mq, sq), torch.distributions.Normal(mp, sp)
+    )
     torch.testing.assert_close(kl_diag_gaussians(mq, sq, mp, sp), ref, atol=1e-6, rtol=0)
-    ref1 = torch.distributions.kl_divergence(torch.distributions.Normal(mq, sq), torch.distributions.Normal(mp, 1.0))
+    ref1 = torch.distributions.kl_divergence(
+        torch.distributions.Normal(mq, sq), torch.distributions.Normal(mp, 1.0)
+    )
     torch.testing.assert_close(kl_diag_gaussians(mq, sq, mp), ref1, atol=1e-6, rtol=0)
 
 

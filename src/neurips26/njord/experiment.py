@@ -250,7 +250,7 @@ def _check_crps(m):
     c, d = get_path(m, "methods.njord_kmeans.crps"), get_path(m, "methods.twin_kmeans.crps")
     return judge(mean, se, n, 0.0, K_SE, "lower", min_seeds=2), (
         f"CRPS {c:.4f} vs twin MAE {d:.4f} (ratio {c / d:.3f}); paired CRPS - {CRPS_VS_MAE} MAE over "
-        f"{n} test starts = {mean:.4f} ± {se:.4f}"
+        f"{n} test starts = {mean:.3g} ± {se:.2g}"
     )
 
 
@@ -261,7 +261,7 @@ def _check_rmse(m):
     a, b = get_path(m, "methods.njord_kmeans.rmse"), get_path(m, "methods.twin_kmeans.rmse")
     return judge(mean, se, n, 0.0, K_SE, "lower"), (
         f"RMSE {a:.4f} vs twin {b:.4f} (ratio {a / b:.3f}); paired MSE - {RMSE_VS_TWIN}^2 MSE_twin = "
-        f"{mean:.4f} ± {se:.4f} (n={n} starts)"
+        f"{mean:.3g} ± {se:.2g} (n={n} starts)"
     )
 
 
