@@ -95,6 +95,14 @@ def test_bad_inputs(small_ds, small_mesh):
         Njord(small_mesh, 4, 3, ds.static[:-1], ds.norm.diff_mean, ds.norm.diff_std, d_h=8)
 
 
+def test_train_runs_both_phases_with_kl(small_ds, small_mesh):
+    _, ds = small_ds
+    nj, _ = _models(ds, small_mesh)
+    h = train(nj, ds, TrainConfig(steps_1=1, steps_2=1, batch=1, kl_warmup=2, free_bits=0.01))
+    assert len(h["loss"]) == 2 and all(np.isfinite(h["loss"])) and all(k >= 0 for k in h["kl"])
+
+
+@pytest.mark.slow
 def test_training_reduces_loss_and_crps_phase(small_ds, small_mesh):
     _, ds = small_ds
     nj, tw = _models(ds, small_mesh)
