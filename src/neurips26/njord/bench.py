@@ -1,0 +1,126 @@
+"""Bench: Njord forecast step vs the deterministic twin's (target <= 2x), a 10-day ensemble of M
+members vs the physics simulator (the anchor; members batched), mesh build K-means vs rectangular,
+edges per step and scatter throughput. neural-lam is not run (its datastore does not read our zarr
+without a config; not installed): the row says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from neurips26.harness.bench import BenchRow, compare
+from neurips26.harness.run import RunContext
+from neurips26.njord.data import build_dataset
+from neurips26.njord.mesh import kmeans_mesh, rectangular_mesh
+from neurips26.njord.models import DeterministicTwin, Njord
+from neurips26.njord.simulator import DataConfig, OceanConfig, ShallowWater, generate
+
+SIZES = {
+    "smoke": dict(n=16, dx=60e3, d_h=8, levels=2, r1=6.0, r=4.0, M=2, days=2, rounds=2),
+    "quick": dict(n=32, dx=30e3, d_h=32, levels=3, r1=9.0, r=5.0, M=8, days=10, rounds=5),
+}
+
+
+@torch.no_grad()
+def count_calls(model: Njord, ds, starts: np.ndarray, leads: int, members: int) -> dict:
+    """Forward calls of prior / encoder / decoder during one ensemble rollout (check 8)."""
+    for mod in (model.prior, model.encoder, model.decoder):
+        mod.calls.clear()
+    k, t = starts[:, 0], starts[:, 1]
+    f = torch.from_numpy(np.stack([ds.forcing[t + i] for i in range(leads)], 1))
+    model.rollout(torch.from_numpy(ds.x[k, t - 2]), torch.from_numpy(ds.x[k, t - 1]), f, members=members)
+    return dict(
+        steps=leads,
+        batch=len(starts),
+        members=members,
+        prior=len(model.prior.calls),
+        encoder=len(model.encoder.calls),
+        decoder=len(model.decoder.calls),
+        rows=list(model.decoder.calls),
+    )
+
+
+def bench(ctx: RunContext) -> list[BenchRow]:
+    sz = SIZES["smoke" if ctx.scale == "smoke" else "quick"]
+    torch.manual_seed(0)
+    ocean = OceanConfig(n=sz["n"], dx=sz["dx"])
+    raw = generate(DataConfig(ocean, spinup_days=2, days=12))
+    ds = build_dataset(raw)
+    sizes = kmeans_mesh(ds.mask, sz["r1"], sz["r"], sz["levels"]).sizes
+    rows = [
+        compare(
+            "mesh build (K-means vs rectangular)",
+            lambda: kmeans_mesh(ds.mask, sz["r1"], sz["r"], sz["levels"]),
+            lambda: rectangular_mesh(ds.mask, sizes),
+            "rectangular lattice mesh at the same level sizes",
+            unit="ms",
+            rounds=2,
+        )
+    ]
+    mesh = kmeans_mesh(ds.mask, sz["r1"], sz["r"], sz["levels"])
+    args = (mesh, 4, 3, ds.static, ds.norm.diff_mean, ds.norm.diff_std)
+    nj, tw = Njord(*args, d_h=sz["d_h"]).eval(), DeterministicTwin(*args, d_h=sz["d_h"]).eval()
+    M, days = sz["M"], sz["days"]
+    t = np.arange(2, 2 + 1)
+    xp2, xp1 = torch.from_numpy(ds.x[0, t - 2]), torch.from_numpy(ds.x[0, t - 1])
+    f1 = torch.from_numpy(ds.forcing[t][:, None])
+    fd = torch.from_numpy(np.repeat(ds.forcing[t][:, None], days, axis=1))
+    a2, a1, f = xp2.repeat(M, 1, 1), xp1.repeat(M, 1, 1), f1[:, 0].repeat(M, 1, 1)
+    shape = f"M={M} members batched, d_h={sz['d_h']}, mesh {mesh.sizes}, {mesh.n_edges()} edges/member-step"
+    with torch.no_grad():
+        rows.append(
+            compare(
+                "forecast step, M members (Njord vs twin)",
+                lambda: nj.predict_step(a2, a1, f),
+                lambda: tw.predict_step(a2, a1, f),
+                "deterministic twin (Graph-FM)",
+                unit="ms",
+                rounds=sz["rounds"],
+                note=shape + "; target Njord <= 2x twin (ratio >= 0.5)",
+            )
+        )
+        sim = ShallowWater(ocean, ds.mask)
+        state = {
+            k: np.repeat(raw["states"][0, 1][i][None], M, 0)
+            for i, k in enumerate(("eta", "u", "v", "T", "xi"))
+        }
+        rng = np.random.default_rng(0)
+        rows.append(
+            compare(
+                f"{days}-day ensemble of M={M} (Njord vs simulator)",
+                lambda: nj.rollout(xp2, xp1, fd, members=M),
+                lambda: sim.run_days(dict(state), 0.0, days, rng, ocean.namp),
+                "physics simulator (oracle ensemble, members batched)",
+                unit="ms",
+                rounds=2,
+                note=f"{sim.cfg.steps_per_day} RK3 steps/day; target simulator/Njord >= 10x",
+            )
+        )
+    e = mesh.n_edges()
+    bytes_per_step = e * M * sz["d_h"] * 4 * 2 * 6  # read+write, ~6 edge passes per edge set (rough)
+    rows.append(
+        compare(
+            "scatter/gather throughput (Njord step)",
+            lambda: nj.predict_step(a2, a1, f),
+            None,
+            "machine peak (not measured)",
+            unit="GB/s",
+            work=bytes_per_step / 1e9,
+            rounds=sz["rounds"],
+            missing="no peak-bandwidth probe in the harness; bytes are a rough model "
+            "(E x M x d_h x 4 B x 2 x 6)",
+        )
+    )
+    rows.append(
+        BenchRow(
+            "neural-lam Graph-EFM on the same graph",
+            float(e),
+            None,
+            "neural-lam 0.7.0",
+            "edges",
+            "lower",
+            "neural-lam not run: not installed, and its datastore needs a config for our "
+            "zarr; ours = message-passing edges per member-step",
+        )
+    )
+    return rows

@@ -1,0 +1,73 @@
+"""Message-passing layers (neural-lam InteractionNet / PropagationNet) with ``index_add_`` scatter.
+
+Node representations are batched ``(B, n, d)``; an edge set is a ``(2, E)`` long tensor
+(sender, receiver). No torch-scatter: sums and means are ``index_add_`` along the node axis.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def mlp(d_in: int, d_out: int, d_h: int, layer_norm: bool = True, hidden_layers: int = 1) -> nn.Sequential:
+    """``Linear -> SiLU -> ... -> Linear (-> LayerNorm)``, the neural-lam blueprint."""
+    layers: list[nn.Module] = [nn.Linear(d_in, d_h), nn.SiLU()]
+    for _ in range(hidden_layers - 1):
+        layers += [nn.Linear(d_h, d_h), nn.SiLU()]
+    layers.append(nn.Linear(d_h, d_out))
+    if layer_norm:
+        layers.append(nn.LayerNorm(d_out))
+    return nn.Sequential(*layers)
+
+
+def scatter_sum(msg: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
+    """Sum of ``msg`` (B, E, d) into ``n`` receivers along axis 1."""
+    out = msg.new_zeros(msg.shape[0], n, msg.shape[2])
+    return out.index_add_(1, index, msg)
+
+
+def scatter_mean(msg: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
+    """Mean of ``msg`` into ``n`` receivers (receivers without edges get 0)."""
+    count = torch.zeros(n, dtype=msg.dtype, device=msg.device).index_add_(
+        0, index, torch.ones_like(index, dtype=msg.dtype)
+    )
+    return scatter_sum(msg, index, n) / count.clamp(min=1.0)[None, :, None]
+
+
+class InteractionNet(nn.Module):
+    """``m = MLP_e([e, h_s, h_r])``, ``a_r = sum m``, ``h_r <- h_r + MLP_n([h_r, a_r])``, ``e <- e + m``."""
+
+    aggregation = "sum"
+
+    def __init__(self, edge_index: torch.Tensor, d: int, n_receivers: int, hidden_layers: int = 1):
+        super().__init__()
+        ei = torch.as_tensor(edge_index, dtype=torch.long)
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, E), got {tuple(ei.shape)}")
+        self.register_buffer("edge_index", ei, persistent=False)
+        self.n_receivers = int(n_receivers)
+        self.edge_mlp = mlp(3 * d, d, d, hidden_layers=hidden_layers)
+        self.node_mlp = mlp(2 * d, d, d, hidden_layers=hidden_layers)
+
+    def message(self, send, recv, edge):
+        s, r = self.edge_index
+        e = edge.expand(send.shape[0], -1, -1) if edge.ndim == 2 else edge
+        return self.edge_mlp(torch.cat([e, send[:, s], recv[:, r]], dim=-1)), e
+
+    def forward(self, send: torch.Tensor, recv: torch.Tensor, edge: torch.Tensor):
+        m, e = self.message(send, recv, edge)
+        agg = scatter_sum(m, self.edge_index[1], self.n_receivers)
+        return recv + self.node_mlp(torch.cat([recv, agg], dim=-1)), e + m
+
+
+class PropagationNet(InteractionNet):
+    """``m = h_s + MLP_e([e, h_s, h_r])``, mean aggregation, ``h_r <- a_r + MLP_n([h_r, a_r])``."""
+
+    aggregation = "mean"
+
+    def forward(self, send: torch.Tensor, recv: torch.Tensor, edge: torch.Tensor):
+        m, e = self.message(send, recv, edge)
+        m = m + send[:, self.edge_index[0]]
+        agg = scatter_mean(m, self.edge_index[1], self.n_receivers)
+        return agg + self.node_mlp(torch.cat([recv, agg], dim=-1)), e + m

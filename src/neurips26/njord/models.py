@@ -1,0 +1,304 @@
+"""Njord (Graph-EFM-style latent-variable hierarchical GNN) and its deterministic twin (Graph-FM).
+
+State ``X^t`` (B, N, d_x) on wet cells, standardised. One step:
+``X^t = X^{t-1} + dstd * delta(X^{t-2}, X^{t-1}, F^t, S, Z^t) + dmean`` with the latent ``Z^t``
+(B, N_L, d_z) on the top mesh level; prior ``N(mu_theta, I)``, variational posterior
+``N(mu_phi, diag sigma_phi^2)``, ``sigma_phi = 1e-4 + softplus(raw)`` (spec §1, §5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from neurips26.harness.validation import check_scalar
+from neurips26.njord.layers import InteractionNet, PropagationNet, mlp
+from neurips26.njord.mesh import Mesh
+
+
+def _edge_feats(src_pos, dst_pos, ei, scale):
+    d = dst_pos[ei[1]] - src_pos[ei[0]]
+    f = np.concatenate([np.linalg.norm(d, axis=1, keepdims=True), d], axis=1) / scale
+    return torch.tensor(f, dtype=torch.float32)
+
+
+class GraphTensors(nn.Module):
+    """The mesh as buffers: edge indices and static edge/node features (lengths over the longest
+    g2m/m2g edge, mesh node coordinates over the domain span)."""
+
+    def __init__(self, mesh: Mesh):
+        super().__init__()
+        self.mesh = mesh
+        g, lv = mesh.grid_pos, mesh.levels
+        scale = max(
+            np.linalg.norm(lv[0][mesh.g2m[1]] - g[mesh.g2m[0]], axis=1).max(),
+            np.linalg.norm(g[mesh.m2g[1]] - lv[0][mesh.m2g[0]], axis=1).max(),
+            1e-6,
+        )
+        span = float(np.ptp(g, axis=0).max()) or 1.0
+        self.L = len(lv)
+        self.sizes = [len(p) for p in lv]
+        self.n_grid = len(g)
+        self.edges = {"g2m": torch.as_tensor(mesh.g2m), "m2g": torch.as_tensor(mesh.m2g)}
+        self.feats = {
+            "g2m": _edge_feats(g, lv[0], mesh.g2m, scale),
+            "m2g": _edge_feats(lv[0], g, mesh.m2g, scale),
+        }
+        for i in range(self.L):
+            self.edges[f"m2m{i}"] = torch.as_tensor(mesh.m2m[i])
+            self.feats[f"m2m{i}"] = _edge_feats(lv[i], lv[i], mesh.m2m[i], scale)
+        for i in range(self.L - 1):
+            self.edges[f"up{i}"] = torch.as_tensor(mesh.up[i])
+            self.feats[f"up{i}"] = _edge_feats(lv[i], lv[i + 1], mesh.up[i], scale)
+            self.edges[f"down{i}"] = torch.as_tensor(mesh.down[i])
+            self.feats[f"down{i}"] = _edge_feats(lv[i + 1], lv[i], mesh.down[i], scale)
+        self.node_feats = [torch.tensor((p - g.min(0)) / span, dtype=torch.float32) for p in lv]
+
+
+class _Embedders(nn.Module):
+    def __init__(self, gt: GraphTensors, d_h: int):
+        super().__init__()
+        self.gt = gt
+        self.edge = nn.ModuleDict({k: mlp(3, d_h, d_h) for k in gt.edges})
+        self.node = nn.ModuleList([mlp(2, d_h, d_h) for _ in range(gt.L)])
+
+    def e(self, k):
+        return self.edge[k](self.gt.feats[k])
+
+    def m(self, i, B):
+        return self.node[i](self.gt.node_feats[i])[None].expand(B, -1, -1)
+
+
+class CallCounter(nn.Module):
+    """Counts forward calls and the rows (batch size) each saw: check 8."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[int] = []
+
+    def record(self, B: int) -> None:
+        self.calls.append(int(B))
+
+
+class LatentMap(CallCounter):
+    """Prior (mean head, ``d_z``) or encoder (``2 d_z``): g2m PropagationNet, intra InteractionNets,
+    up PropagationNets to the top level, linear head."""
+
+    def __init__(self, gt: GraphTensors, d_in: int, d_h: int, d_z: int, out_mult: int, n_layers: int = 1):
+        super().__init__()
+        self.gt, self.out_mult = gt, out_mult
+        self.emb = _Embedders(gt, d_h)
+        self.grid = mlp(d_in, d_h, d_h)
+        self.g2m = PropagationNet(gt.edges["g2m"], d_h, gt.sizes[0])
+        self.intra = nn.ModuleList(
+            [
+                nn.ModuleList(
+                    [InteractionNet(gt.edges[f"m2m{i}"], d_h, gt.sizes[i]) for _ in range(n_layers)]
+                )
+                for i in range(gt.L)
+            ]
+        )
+        self.up = nn.ModuleList(
+            [PropagationNet(gt.edges[f"up{i}"], d_h, gt.sizes[i + 1]) for i in range(gt.L - 1)]
+        )
+        self.head = nn.Linear(d_h, out_mult * d_z)
+
+    def forward(self, grid_in: torch.Tensor):
+        B = grid_in.shape[0]
+        self.record(B)
+        g = self.grid(grid_in)
+        h, _ = self.g2m(g, self.emb.m(0, B), self.emb.e("g2m"))
+        for i in range(self.gt.L):
+            if i > 0:
+                h, _ = self.up[i - 1](h, self.emb.m(i, B), self.emb.e(f"up{i - 1}"))
+            e = self.emb.e(f"m2m{i}")
+            for layer in self.intra[i]:
+                h, e = layer(h, h, e)
+        out = self.head(h)
+        if self.out_mult == 1:
+            return out
+        mu, raw = out.chunk(2, dim=-1)
+        return mu, 1e-4 + F.softplus(raw)
+
+
+class Decoder(CallCounter):
+    """Hierarchical decoder; the receiver at the top level is the embedded latent when ``d_z`` > 0."""
+
+    def __init__(self, gt: GraphTensors, d_in: int, d_h: int, d_x: int, d_z: int = 0, n_layers: int = 1):
+        super().__init__()
+        self.gt = gt
+        self.emb = _Embedders(gt, d_h)
+        self.grid = mlp(d_in, d_h, d_h)
+        self.grid_res = mlp(d_h, d_h, d_h)
+        self.latent = mlp(d_z, d_h, d_h) if d_z else None
+        self.g2m = InteractionNet(gt.edges["g2m"], d_h, gt.sizes[0])
+        L = gt.L
+
+        def intra(i):
+            return nn.ModuleList(
+                [InteractionNet(gt.edges[f"m2m{i}"], d_h, gt.sizes[i]) for _ in range(n_layers)]
+            )
+
+        self.intra_up = nn.ModuleList([intra(i) for i in range(L)])
+        self.intra_down = nn.ModuleList([intra(i) for i in range(L - 1)])
+        self.up = nn.ModuleList(
+            [InteractionNet(gt.edges[f"up{i}"], d_h, gt.sizes[i + 1]) for i in range(L - 1)]
+        )
+        self.down = nn.ModuleList(
+            [PropagationNet(gt.edges[f"down{i}"], d_h, gt.sizes[i]) for i in range(L - 1)]
+        )
+        self.m2g = PropagationNet(gt.edges["m2g"], d_h, gt.n_grid)
+        self.out = mlp(d_h, d_x, d_h, layer_norm=False)
+
+    def forward(self, grid_in: torch.Tensor, z: torch.Tensor | None = None) -> torch.Tensor:
+        B, L = grid_in.shape[0], self.gt.L
+        self.record(B)
+        g = self.grid(grid_in)
+        g = g + self.grid_res(g)
+        recv = [self.emb.m(i, B) for i in range(L)]
+        if self.latent is not None:
+            if z is None:
+                raise ValueError("this decoder needs a latent z")
+            recv[L - 1] = self.latent(z)
+        h, _ = self.g2m(g, recv[0], self.emb.e("g2m"))
+        ups = []
+        for i in range(L):
+            if i > 0:
+                h, _ = self.up[i - 1](ups[-1], recv[i], self.emb.e(f"up{i - 1}"))
+            e = self.emb.e(f"m2m{i}")
+            for layer in self.intra_up[i]:
+                h, e = layer(h, h, e)
+            ups.append(h)
+        for i in range(L - 2, -1, -1):
+            h, _ = self.down[i](h, ups[i], self.emb.e(f"down{i}"))
+            e = self.emb.e(f"m2m{i}")
+            for layer in self.intra_down[i]:
+                h, e = layer(h, h, e)
+        g, _ = self.m2g(h, g, self.emb.e("m2g"))
+        return self.out(g)
+
+
+def kl_diag_gaussians(mu_q, sigma_q, mu_p, sigma_p=None):
+    """Closed-form KL(N(mu_q, sigma_q^2) || N(mu_p, sigma_p^2)) per element (sigma_p = 1 by default)."""
+    if sigma_p is None:
+        sigma_p = torch.ones_like(mu_p)
+    return torch.log(sigma_p / sigma_q) + (sigma_q**2 + (mu_q - mu_p) ** 2) / (2 * sigma_p**2) - 0.5
+
+
+class Forecaster(nn.Module):
+    """Shared plumbing: inputs, residual update with one-step-difference statistics, rollout."""
+
+    def __init__(self, mesh: Mesh, d_x: int, d_f: int, static: torch.Tensor, diff_mean, diff_std, d_h: int):
+        super().__init__()
+        self.gt = GraphTensors(mesh)
+        self.d_x, self.d_f, self.d_h = int(d_x), int(d_f), int(d_h)
+        self.register_buffer("static", torch.as_tensor(static, dtype=torch.float32))
+        self.register_buffer("diff_mean", torch.as_tensor(diff_mean, dtype=torch.float32))
+        self.register_buffer("diff_std", torch.as_tensor(diff_std, dtype=torch.float32))
+        if self.static.shape[0] != self.gt.n_grid:
+            raise ValueError(f"static has {self.static.shape[0]} rows, mesh has {self.gt.n_grid} grid nodes")
+
+    @property
+    def d_in(self) -> int:
+        return 2 * self.d_x + self.d_f + self.static.shape[1]
+
+    def check_inputs(self, x_prev2, x_prev1, forcing):
+        N = self.gt.n_grid
+        for name, t, d in (
+            ("x_prev2", x_prev2, self.d_x),
+            ("x_prev1", x_prev1, self.d_x),
+            ("forcing", forcing, self.d_f),
+        ):
+            if t.ndim != 3 or t.shape[1] != N or t.shape[2] != d:
+                raise ValueError(f"{name} must have shape (B, {N}, {d}), got {tuple(t.shape)}")
+            if not torch.isfinite(t).all():
+                raise ValueError(f"{name} has NaN/inf values on wet cells")
+
+    def grid_input(self, x_prev2, x_prev1, forcing, extra=None):
+        B = x_prev1.shape[0]
+        parts = [x_prev2, x_prev1, forcing, self.static[None].expand(B, -1, -1)]
+        if extra is not None:
+            parts.append(extra)
+        return torch.cat(parts, dim=-1)
+
+    def update(self, x_prev1, delta):
+        return x_prev1 + delta * self.diff_std + self.diff_mean
+
+    def rollout(self, x_prev2, x_prev1, forcings, members: int = 1, generator=None) -> torch.Tensor:
+        """Autoregressive forecast: ``forcings`` (B, T, N, d_f) -> (members, B, T, N, d_x).
+
+        Members are batched along the batch axis: per step one model call on B*members rows."""
+        members = check_scalar(members, "members", int, min=1)
+        if forcings.ndim != 4 or forcings.shape[1] < 1:
+            raise ValueError(f"forcings must have shape (B, T>=1, N, d_f), got {tuple(forcings.shape)}")
+        self.check_inputs(x_prev2, x_prev1, forcings[:, 0])
+        B, T = forcings.shape[:2]
+        a = x_prev2.repeat(members, 1, 1)
+        b = x_prev1.repeat(members, 1, 1)
+        fs = forcings.repeat(members, 1, 1, 1)
+        out = []
+        for t in range(T):
+            c = self.predict_step(a, b, fs[:, t], generator=generator)
+            out.append(c)
+            a, b = b, c
+        return torch.stack(out, 1).reshape(members, B, T, *x_prev1.shape[1:])
+
+
+class Njord(Forecaster):
+    """Latent-variable forecaster: prior latent map, variational encoder, decoder with Z at the top level."""
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        d_x: int,
+        d_f: int,
+        static,
+        diff_mean,
+        diff_std,
+        d_h: int = 32,
+        d_z: int | None = None,
+        n_layers: int = 1,
+    ):
+        check_scalar(d_h, "d_h", int, min=1)
+        super().__init__(mesh, d_x, d_f, static, diff_mean, diff_std, d_h)
+        self.d_z = int(d_z or d_h)
+        self.prior = LatentMap(self.gt, self.d_in, d_h, self.d_z, 1, n_layers)
+        self.encoder = LatentMap(self.gt, self.d_in + d_x, d_h, self.d_z, 2, n_layers)
+        self.decoder = Decoder(self.gt, self.d_in, d_h, d_x, self.d_z, n_layers)
+
+    def predict_step(self, x_prev2, x_prev1, forcing, generator=None, z=None):
+        gin = self.grid_input(x_prev2, x_prev1, forcing)
+        if z is None:
+            mu = self.prior(gin)
+            z = mu + torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
+        return self.update(x_prev1, self.decoder(gin, z))
+
+    def posterior_step(self, x_prev2, x_prev1, forcing, x_true):
+        """(mean prediction with Z ~ q, KL(q || p) per top-level entry)."""
+        gin = self.grid_input(x_prev2, x_prev1, forcing)
+        mu_p = self.prior(gin)
+        mu_q, s_q = self.encoder(self.grid_input(x_prev2, x_prev1, forcing, x_true))
+        z = mu_q + s_q * torch.randn_like(mu_q)
+        return self.update(x_prev1, self.decoder(gin, z)), kl_diag_gaussians(mu_q, s_q, mu_p)
+
+
+class DeterministicTwin(Forecaster):
+    """Graph-FM / Hi-LAM: the same decoder without a latent (top receiver = its own mesh embedding)."""
+
+    def __init__(
+        self, mesh: Mesh, d_x: int, d_f: int, static, diff_mean, diff_std, d_h: int = 32, n_layers: int = 1
+    ):
+        check_scalar(d_h, "d_h", int, min=1)
+        super().__init__(mesh, d_x, d_f, static, diff_mean, diff_std, d_h)
+        self.decoder = Decoder(self.gt, self.d_in, d_h, d_x, 0, n_layers)
+
+    def predict_step(self, x_prev2, x_prev1, forcing, generator=None):
+        return self.update(x_prev1, self.decoder(self.grid_input(x_prev2, x_prev1, forcing)))
+
+
+def gaussian_nll(x, mean, sigma):
+    return 0.5 * ((x - mean) / sigma) ** 2 + torch.log(sigma) + 0.5 * math.log(2 * math.pi)

@@ -1,0 +1,63 @@
+import copy
+
+from neurips26.njord import experiment as ex
+
+
+def _metrics():
+    s = dict(
+        per_start=dict(crps=[0.5, 0.52, 0.48, 0.5], mse=[1.0, 1.1, 0.9, 1.0], mse_last=[1.0, 1.1, 0.9, 1.0]),
+        rmse=1.0,
+        crps=0.5,
+        ssr=1.0,
+        ssr_uncorrected=0.95,
+        rmse_lead=[0.5, 1.0],
+    )
+    tw = dict(
+        per_start=dict(crps=[0.7, 0.72, 0.69, 0.71], mse=[1.0, 1.1, 0.9, 1.0], mse_last=[1.0, 1.1, 0.9, 1.0]),
+        rmse=1.0,
+        crps=0.7,
+        rmse_lead=[0.5, 1.0],
+    )
+    pers = dict(per_start=dict(mse_last=[3.0, 3.2, 2.9, 3.1]), rmse_lead=[1.0, 1.8])
+    return dict(
+        methods=dict(njord_kmeans=s, twin_kmeans=tw, twin_rectangular=copy.deepcopy(tw), persistence=pers),
+        calls=dict(steps=5, batch=2, members=8, prior=5, decoder=5, encoder=0, rows=[16] * 5),
+        mesh=dict(kmeans=dict(land_nodes=0, sizes=[80, 16, 4]), rectangular=dict(sizes=[79, 15, 4])),
+        oracle_subset=dict(oracle=dict(ssr=1.0)),
+        pseudo_obs=dict(njord_kmeans=dict(rmse=0.1), twin_kmeans=dict(rmse=0.2)),
+    )
+
+
+def _v(m):
+    return {c.id: c.evaluate(m).verdict for c in ex.CLAIMS}
+
+
+def test_claims_hold_on_good_metrics():
+    v = _v(_metrics())
+    assert v["one_pass_per_member_step"] == "holds" and v["crps_below_twin_mae"] == "holds"
+    assert v["rmse_near_twin"] == "holds" and v["beats_persistence"] == "holds"
+    assert v["ssr_calibrated"] == "holds" and v["kmeans_mesh_no_worse"] == "holds"
+    assert v["lowest_error_vs_observations"] == "inconclusive"
+
+
+def test_claims_fail_on_bad_metrics():
+    m = _metrics()
+    m["calls"]["encoder"] = 5
+    m["methods"]["njord_kmeans"]["ssr"] = 0.1
+    m["methods"]["njord_kmeans"]["per_start"]["crps"] = [0.8, 0.82, 0.79, 0.81]
+    m["methods"]["njord_kmeans"]["per_start"]["mse"] = [2.0, 2.2, 1.9, 2.1]
+    m["mesh"]["kmeans"]["land_nodes"] = 3
+    v = _v(m)
+    assert v["one_pass_per_member_step"] == "fails" and v["ssr_calibrated"] == "fails"
+    assert v["crps_below_twin_mae"] == "fails" and v["rmse_near_twin"] == "fails"
+    assert v["kmeans_mesh_no_worse"] == "fails"
+
+
+def test_inside_noise_is_inconclusive():
+    m = _metrics()
+    m["methods"]["njord_kmeans"]["per_start"]["crps"] = [0.6, 0.75, 0.6, 0.72]  # ~0.95 x MAE, noisy
+    assert _v(m)["crps_below_twin_mae"] == "inconclusive"
+
+
+def test_missing_metric_is_inconclusive():
+    assert _v({})["crps_below_twin_mae"] == "inconclusive"

@@ -1,0 +1,118 @@
+import numpy as np
+import pytest
+import torch
+
+from neurips26.njord.bench import count_calls
+from neurips26.njord.data import to_nodes
+from neurips26.njord.models import DeterministicTwin, Njord, kl_diag_gaussians
+from neurips26.njord.training import TrainConfig, batch_tensors, train, windows
+
+
+def _models(ds, mesh):
+    torch.manual_seed(0)
+    args = (mesh, 4, 3, ds.static, ds.norm.diff_mean, ds.norm.diff_std)
+    return Njord(*args, d_h=8).eval(), DeterministicTwin(*args, d_h=8).eval()
+
+
+def _inputs(ds, T=3, B=2):
+    t = np.arange(2, 2 + B)
+    f = torch.from_numpy(np.stack([ds.forcing[t + i] for i in range(T)], 1))
+    return torch.from_numpy(ds.x[0, t - 2]), torch.from_numpy(ds.x[0, t - 1]), f
+
+
+def test_kl_closed_form_matches_torch():
+    g = torch.Generator().manual_seed(0)
+    d = dict(generator=g, dtype=torch.float64)
+    mq, sq, mp = torch.randn(50, **d), torch.rand(50, **d) + 0.1, torch.randn(50, **d)
+    sp = torch.rand(50, **d) + 0.2
+    ref = torch.distributions.kl_divergence(
+        torch.distributions.Normal(mq, sq), torch.distributions.Normal(mp, sp)
+    )
+    torch.testing.assert_close(kl_diag_gaussians(mq, sq, mp, sp), ref, atol=1e-6, rtol=0)
+    ref1 = torch.distributions.kl_divergence(
+        torch.distributions.Normal(mq, sq), torch.distributions.Normal(mp, 1.0)
+    )
+    torch.testing.assert_close(kl_diag_gaussians(mq, sq, mp), ref1, atol=1e-6, rtol=0)
+
+
+def test_reparameterised_moments():
+    torch.manual_seed(0)
+    mu, sigma = torch.randn(64), torch.rand(64) + 0.1
+    z = mu + sigma * torch.randn(1563, 64)  # 1e5 samples
+    s = ((z - mu) / sigma).flatten()
+    assert abs(float(s.mean())) < 0.01 and abs(float(s.std()) - 1) < 0.01
+
+
+def test_twin_zero_spread_njord_spread_and_seeded(small_ds, small_mesh):
+    _, ds = small_ds
+    nj, tw = _models(ds, small_mesh)
+    xp2, xp1, f = _inputs(ds)
+    with torch.no_grad():
+        e_tw = tw.rollout(xp2, xp1, f, members=4)
+        assert float(e_tw.var(0, unbiased=True).max()) == 0.0
+        a = nj.rollout(xp2, xp1, f, members=4, generator=torch.Generator().manual_seed(1))
+        b = nj.rollout(xp2, xp1, f, members=4, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
+    assert float(a.std(0).mean()) > 0
+
+
+def test_one_forward_per_member_per_step(small_ds, small_mesh):
+    _, ds = small_ds
+    nj, _ = _models(ds, small_mesh)
+    c = count_calls(nj, ds, windows(ds, ds.train, 3)[:2], 3, 5)
+    assert c["prior"] == 3 and c["decoder"] == 3 and c["encoder"] == 0
+    assert set(c["rows"]) == {10} and set(nj.prior.calls) == {10}
+
+
+def test_land_invariance(small_ds, small_mesh):
+    raw, ds = small_ds
+    nj, _ = _models(ds, small_mesh)
+    f = raw["fields"][0, :3].astype(np.float64)
+    g = f.copy()
+    g[:, ~ds.mask] = 1e6  # garbage on land
+    xa, xb = ds.norm(to_nodes(f, ds.mask)), ds.norm(to_nodes(g, ds.mask))
+    np.testing.assert_array_equal(xa, xb)
+    ta = [torch.from_numpy(x[None]) for x in xa]
+    fo = torch.from_numpy(ds.forcing[2:3][:, None])
+    with torch.no_grad():
+        p = nj.rollout(ta[0], ta[1], fo, members=2, generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(p).all()
+
+
+def test_bad_inputs(small_ds, small_mesh):
+    _, ds = small_ds
+    nj, _ = _models(ds, small_mesh)
+    xp2, xp1, f = _inputs(ds)
+    with pytest.raises(ValueError, match="x_prev1"):
+        nj.rollout(xp2, xp1[:, :, :3], f)
+    bad = xp1.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        nj.rollout(xp2, bad, f)
+    with pytest.raises(ValueError, match="members"):
+        nj.rollout(xp2, xp1, f, members=0)
+    with pytest.raises(ValueError, match="static"):
+        Njord(small_mesh, 4, 3, ds.static[:-1], ds.norm.diff_mean, ds.norm.diff_std, d_h=8)
+
+
+def test_train_runs_both_phases_with_kl(small_ds, small_mesh):
+    _, ds = small_ds
+    nj, _ = _models(ds, small_mesh)
+    h = train(nj, ds, TrainConfig(steps_1=1, steps_2=1, batch=1, kl_warmup=2, free_bits=0.01))
+    assert len(h["loss"]) == 2 and all(np.isfinite(h["loss"])) and all(k >= 0 for k in h["kl"])
+
+
+@pytest.mark.slow
+def test_training_reduces_loss_and_crps_phase(small_ds, small_mesh):
+    _, ds = small_ds
+    nj, tw = _models(ds, small_mesh)
+    idx = windows(ds, ds.train, 2)[:4]
+    xp2, xp1, f, tgt = batch_tensors(ds, idx, 2)
+    with torch.no_grad():
+        before = float((tw.rollout(xp2, xp1, f, members=1)[0] - tgt).abs().mean())
+    h = train(tw, ds, TrainConfig(steps_1=15, steps_2=5, batch=4, lr=3e-3))
+    with torch.no_grad():
+        after = float((tw.rollout(xp2, xp1, f, members=1)[0] - tgt).abs().mean())
+    assert after < before
+    h = train(nj, ds, TrainConfig(steps_1=2, steps_2=2, batch=2))
+    assert len(h["kl"]) == 4 and all(k >= 0 for k in h["kl"])
