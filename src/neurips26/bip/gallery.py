@@ -109,7 +109,6 @@ def faiss_index(ref: torch.Tensor, kind: str = "flat", nlist: int | None = None,
         index = faiss.IndexIVFFlat(quant, d, nlist, faiss.METRIC_INNER_PRODUCT)
         index.train(x)
         index.nprobe = check_scalar(nprobe, "nprobe", int, min=1)
-        index._quant = quant          # keep the quantizer alive with the index
     else:
         index = faiss.IndexHNSWFlat(d, check_scalar(hnsw_m, "hnsw_m", int, min=2), faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efSearch = check_scalar(ef_search, "ef_search", int, min=1)

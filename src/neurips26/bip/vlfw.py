@@ -18,8 +18,8 @@ def ten_fold_accuracy(scores, mated, folds: int = 10) -> float:
     accs = []
     for f in parts:
         train = np.setdiff1d(np.arange(s.shape[0]), f)
-        cand = np.unique(s[train])
-        cand = np.concatenate([cand, [cand[-1] + 1e-9]])
+        u = np.unique(s[train])                    # midpoints between consecutive training scores
+        cand = np.concatenate([[u[0] - 1.0], (u[1:] + u[:-1]) / 2, [u[-1] + 1.0]])
         acc_train = [((s[train] >= t) == y[train]).mean() for t in cand]
         t = cand[int(np.argmax(acc_train))]
         accs.append(((s[f] >= t) == y[f]).mean())
