@@ -1,4 +1,4 @@
-"""Gallery geometry, thresholds, capacity and the v-LFW / ArcFace pieces (acceptance checks 1, 2, 6, 7, 9, 11)."""
+"""Gallery geometry, thresholds, capacity, v-LFW and ArcFace pieces (acceptance checks 1, 2, 6, 7, 9, 11)."""
 
 import math
 
