@@ -16,6 +16,7 @@ from neurips26.bip.encoder import ArcFaceHead
 from neurips26.bip.gallery import (PCAReport, Subspace, as_unit, collisions, faiss_index, impostor_scores,
                                    knn, margin, maxcos, maxcos_faiss, pca_report, synthetic_gallery, tau_far,
                                    within_spread)
+from neurips26.bip.renderer import N_ID, render, sample_nuisance
 from neurips26.bip.vlfw import auc_eer, tar_at_far, ten_fold_accuracy
 
 __all__ = ["GapAllocator", "Audit", "BatchLog", "audit", "enrollment_robustness", "exact_energy", "kernel",
@@ -24,4 +25,4 @@ __all__ = ["GapAllocator", "Audit", "BatchLog", "audit", "enrollment_robustness"
            "log10_ellipsoid_ratio", "packing_bounds", "ArcFaceHead", "PCAReport", "Subspace", "as_unit",
            "collisions", "faiss_index", "impostor_scores", "knn", "margin", "maxcos", "maxcos_faiss",
            "pca_report", "synthetic_gallery", "tau_far", "within_spread", "auc_eer", "tar_at_far",
-           "ten_fold_accuracy"]
+           "ten_fold_accuracy", "render", "sample_nuisance", "N_ID"]

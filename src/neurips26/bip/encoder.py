@@ -1,6 +1,6 @@
 """The FR encoder's ArcFace head (additive angular margin, s = 30, m = 0.3).
 
-The small conv encoder and the procedural renderer of the image side are not implemented yet (see
+The small conv encoder of the image side is not implemented yet (see
 the README's "Missing" list); the head is used on any embedding.
 """
 
