@@ -35,7 +35,7 @@ def test_check4_exact_energy_monotone_on_toy():
     for _ in range(6):
         V = V.detach().requires_grad_(True)
         e = exact_energy(V, R, tau_m, sub=sub)
-        es.append(float(e))
+        es.append(float(e.detach()))
         (g,) = torch.autograd.grad(e, V)
         V = riemannian_step(V.detach(), g, sub.P, 0.05)
     assert es[0] > 0
@@ -111,8 +111,8 @@ def test_baselines_behave_as_the_spec_says(gallery):
     assert float(sub.residual(b1_uniform_sphere(2000, 64)).mean()) > 0.3
     b5 = b5_orthogonal(2000, sub)
     assert float(sub.residual(b5).mean()) > 0.99 and float(maxcos(b5, R).max()) < 0.3
-    kept, curve = b3_rejection(3000, R, sub, tau, batch=2000)
-    assert kept.shape[0] == 3000 and float(maxcos(kept, R).max()) < tau
+    kept, curve = b3_rejection(1500, R, sub, tau, batch=800)
+    assert kept.shape[0] == 1500 and float(maxcos(kept, R).max()) < tau
     assert float(maxcos(kept, kept, exclude_self=True).max()) < tau and curve[0] >= curve[-1]
     x0 = b2_in_manifold(300, sub, seed=3)
     b4 = b4_hyperface(300, R, sub, steps=30, seed=3)
