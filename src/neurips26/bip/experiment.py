@@ -190,7 +190,8 @@ def _check_capacity(m):
 
 
 def _image_side(m):
-    return INCONCLUSIVE, "image side (renderer, encoder, GapGen, v-LFW) not implemented in this folder yet"
+    return INCONCLUSIVE, ("image side beyond the renderer (FR encoder, GapGen, image v-LFW) not "
+                          "implemented in this folder yet")
 
 
 def _million(m):
