@@ -1,0 +1,121 @@
+"""The repulsion allocator and the baselines (acceptance checks 3, 4, 5, 10) and its bad input."""
+
+import pytest
+import torch
+
+from neurips26.bip import (GapAllocator, Subspace, b1_uniform_sphere, b2_in_manifold, b3_rejection,
+                           b4_hyperface, b5_orthogonal, enrollment_robustness, exact_energy, impostor_scores,
+                           margin, maxcos, riemannian_step, synthetic_gallery, tau_far)
+
+
+@pytest.fixture(scope="module")
+def gallery():
+    R, U = synthetic_gallery(2000, seed=0)
+    tau = tau_far(impostor_scores(R), 1e-4)
+    _, tau_m = margin(tau)
+    return R, U, Subspace(R), tau, tau_m
+
+
+def test_check3_step_keeps_unit_norm_and_zero_residual(gallery):
+    R, _, sub, _, _ = gallery
+    x = sub.sample(500, torch.Generator().manual_seed(0))
+    g = torch.randn(500, 64, generator=torch.Generator().manual_seed(1))
+    y = riemannian_step(x, g, sub.P, 0.5)
+    assert float((y.norm(dim=1) - 1).abs().max()) < 1e-6
+    assert float(sub.residual(y).max()) < 1e-10
+
+
+def test_check4_exact_energy_monotone_on_toy():
+    R, _ = synthetic_gallery(1000, seed=1)
+    sub = Subspace(R)
+    tau = tau_far(impostor_scores(R), 1e-3)
+    _, tau_m = margin(tau)
+    V = sub.sample(300, torch.Generator().manual_seed(2))
+    es = []
+    for _ in range(6):
+        V = V.detach().requires_grad_(True)
+        e = exact_energy(V, R, tau_m, sub=sub)
+        es.append(float(e.detach()))
+        (g,) = torch.autograd.grad(e, V)
+        V = riemannian_step(V.detach(), g, sub.P, 0.05)
+    assert es[0] > 0
+    assert all(b <= a * (1 + 1e-6) for a, b in zip(es, es[1:])), es
+    assert es[-1] < es[0]
+
+
+def test_check5_zero_collisions_where_b2_collides(gallery):
+    R, _, sub, tau, tau_m = gallery
+    A = GapAllocator(R, tau, tau_m, sub, n_iter=10, batch=4000, seed=0)
+    V = A.allocate(4000)
+    a = A.audit()
+    assert V.shape[0] == 4000 and a.real_collisions == 0 and a.virtual_collisions == 0
+    assert a.subset_virtual_collisions == 0 and a.max_residual < 1e-6 and a.outside_containment == 0
+    assert float(maxcos(V, R).max()) < tau
+    b2 = b2_in_manifold(4000, sub, seed=0)
+    assert float((maxcos(b2, R) >= tau).float().mean()) > 0.05
+    # robustness: new reals from the same source hit virtuals less often per identity
+    new, _ = synthetic_gallery(2000, seed=5, basis=gallery[1])
+    rob = enrollment_robustness(new, R, V, tau)
+    assert rob["ratio"] > 2.0
+
+
+def test_check10_streaming_never_changes_accepted(gallery):
+    R, _, sub, tau, tau_m = gallery
+    A = GapAllocator(R, tau, tau_m, sub, n_iter=3, batch=300, seed=1)
+    first = A.add_batch()
+    snap = A.virtuals
+    second = A.add_batch()
+    assert torch.equal(A.virtuals[:snap.shape[0]], snap) and torch.equal(snap, first)
+    assert len(A) == first.shape[0] + second.shape[0] == A.log[0].accepted + A.log[1].accepted
+    A.virtuals[0].zero_()                               # a copy: the allocator's state is untouched
+    assert torch.equal(A.virtuals[:snap.shape[0]], snap)
+
+
+def test_faiss_search_path_gives_zero_collisions(gallery):
+    pytest.importorskip("faiss")
+    R, _, sub, tau, tau_m = gallery
+    for search in ("flat", "ivf", "hnsw"):
+        A = GapAllocator(R, tau, tau_m, sub, n_iter=5, batch=500, search=search, seed=2)
+        A.allocate(1000)
+        a = A.audit()
+        assert len(A) > 900 and a.real_collisions == 0 and a.virtual_collisions == 0, search
+
+
+def test_kernels_and_floor(gallery):
+    R, _, sub, tau, tau_m = gallery
+    for k in ("riesz", "vmf"):
+        A = GapAllocator(R, tau, tau_m, sub, n_iter=2, batch=200, kernel=k)
+        A.allocate(200)
+        assert A.audit().real_collisions == 0
+    A = GapAllocator(R, tau, tau_m, sub, n_iter=0, batch=500, floor=0.99, max_retries=0)
+    A.allocate(5000)
+    assert len(A.log) == 1 and A.log[0].acceptance < 0.99       # unrepelled seeds: stop at the floor
+
+
+def test_bad_input(gallery):
+    R, _, sub, tau, tau_m = gallery
+    with pytest.raises(ValueError, match="M"):
+        GapAllocator(R, tau, tau_m, sub).allocate(0)
+    with pytest.raises(ValueError, match="tau_m"):
+        GapAllocator(R, tau, tau + 0.1, sub)
+    with pytest.raises(ValueError, match="kernel"):
+        GapAllocator(R, tau, tau_m, sub, kernel="gauss")
+    with pytest.raises(ValueError, match="dimension"):
+        GapAllocator(R[:, :32] / R[:, :32].norm(dim=1, keepdim=True), tau, tau_m, sub)
+    with pytest.raises(ValueError, match="zero-norm"):
+        GapAllocator(torch.zeros(3, 64), tau, tau_m, sub)
+
+
+def test_baselines_behave_as_the_spec_says(gallery):
+    R, _, sub, tau, _ = gallery
+    assert float(sub.residual(b1_uniform_sphere(2000, 64)).mean()) > 0.3
+    b5 = b5_orthogonal(2000, sub)
+    assert float(sub.residual(b5).mean()) > 0.99 and float(maxcos(b5, R).max()) < 0.3
+    kept, curve = b3_rejection(1500, R, sub, tau, batch=800)
+    assert kept.shape[0] == 1500 and float(maxcos(kept, R).max()) < tau
+    assert float(maxcos(kept, kept, exclude_self=True).max()) < tau and curve[0] >= curve[-1]
+    x0 = b2_in_manifold(300, sub, seed=3)
+    b4 = b4_hyperface(300, R, sub, steps=30, seed=3)
+    s0 = maxcos(x0, x0, exclude_self=True).mean()
+    assert float(maxcos(b4, b4, exclude_self=True).mean()) < float(s0)     # packs among themselves
+    assert torch.allclose(b4.norm(dim=1), torch.ones(300), atol=1e-5)
