@@ -10,7 +10,7 @@ exp = pytest.importorskip("neurips26.rlvr_noise.experiment")
 
 
 def _seed(clean=0.95, truly=0.05, fmt=0.27, cont=0.08, base=0.18, sweep=(0.95, 0.9, 0.7, 0.2, 0.05),
-          rq2=None, jitter=0.0):
+          rq2=None, sql=(0.7, 0.95), jitter=0.0):
     keys = ("p0", "p25", "p50", "p75", "p100")
     rq2 = rq2 or {"dr_grpo": 0.6, "dapo": 0.72, "sapo": 0.7}
     return {
@@ -22,6 +22,9 @@ def _seed(clean=0.95, truly=0.05, fmt=0.27, cont=0.08, base=0.18, sweep=(0.95, 0
         "sweep_spearman": -1.0,
         "rq2": {"grpo": {"acc": sweep[2] + jitter}, **{k: {"acc": v + jitter} for k, v in rq2.items()},
                 "clean": {"acc": clean + jitter}},
+        "rq3": {"base": {"ex": 0.5}, "injected_share": 0.62, "benign_share_of_injected": 0.2,
+                **{f"{v}_{arm}": {"ex": x + jitter * (arm == "original")} for v in ("grpo", "pgfc")
+                   for arm, x in zip(("original", "corrected"), sql)}},
     }
 
 
@@ -39,7 +42,11 @@ def test_paper_like_metrics_hold():
     for cid in ("reverify_contamination", "truly_vs_clean", "truly_not_above_format",
                 "contaminated_geq_truly", "monotone_in_noise", "rq2_no_variant_closes_gap"):
         assert v[cid] == "holds", cid
-    assert v["noisy_above_base"] == "fails" and v["sql_corrected_beats_original"] == "inconclusive"
+    assert v["noisy_above_base"] == "fails" and v["sql_corrected_beats_original"] == "holds"
+    assert _verdicts(_metrics(sql=(0.9, 0.9)))["sql_corrected_beats_original"] == "fails"
+    # a gain inside 2 s.e. of the threshold is inconclusive
+    runs = [_seed(sql=(0.7, 0.7 + g)) for g in (0.0, 0.06, 0.09)]
+    assert _verdicts(SeedMetrics([0, 1, 2], runs))["sql_corrected_beats_original"] == "inconclusive"
 
 
 def test_refuting_metrics_fail():
@@ -72,3 +79,4 @@ def test_check12_quick_outcomes(tmp_path):
     for cid in ("truly_vs_clean", "truly_not_above_format", "contaminated_geq_truly", "monotone_in_noise"):
         assert v[cid] == "holds", (cid, res["claims"])
     assert v["rq2_no_variant_closes_gap"] != "fails"
+    assert v["sql_corrected_beats_original"] == "holds", res["claims"]

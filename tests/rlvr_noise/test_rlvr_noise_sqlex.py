@@ -76,4 +76,22 @@ def test_process_pool_equals_serial(dbs):
     assert serial == [int(a == 20) for a in range(17, 25)] + [0]
     assert execution_accuracy(pairs, db, executor="process", workers=2) == serial
     with pytest.raises(ValueError, match="executor"):
-        execution_accuracy(pairs, db, executor="nitrobox")
+        execution_accuracy(pairs, db, executor="docker")
+
+
+def test_nitrobox_executor_equals_serial(dbs):
+    from neurips26.rlvr_noise.sandboxexec import nitrobox_status
+
+    ok, why = nitrobox_status()
+    if not ok:
+        pytest.skip(f"nitrobox sandbox not available: {why}")
+    db = dbs[0].db_path
+    gold = "SELECT COUNT(*) FROM students WHERE age > 20"
+    pairs = [(f"SELECT COUNT(*) FROM students WHERE age > {a}", gold) for a in range(17, 25)]
+    pairs += [("DROP TABLE students", "SELECT 1"), ("SELECT * FROM nope", "SELECT 1"),
+              ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c", "SELECT 1")]
+    serial = execution_accuracy(pairs, db, executor="serial", max_steps=100_000)
+    assert serial == [int(a == 20) for a in range(17, 25)] + [0, 0, 0]
+    assert execution_accuracy(pairs, db, executor="nitrobox", workers=2, max_steps=100_000) == serial
+    with pytest.raises(ValueError, match="gold"):
+        execution_accuracy([("SELECT 1", "DELETE FROM students")], db, executor="nitrobox")

@@ -15,6 +15,8 @@ Rules (spec §1, §4, §6):
 
 from __future__ import annotations
 
+import inspect
+import json
 import re
 import sqlite3
 from collections import Counter
@@ -192,7 +194,7 @@ def is_benign(noisy_gold: str, clean_gold: str, evaluators) -> bool:
     return all(ev.execute(noisy_gold) == ev.gold_rows(clean_gold) for ev in evaluators)
 
 
-EXECUTORS = ("serial", "process", "ray")
+EXECUTORS = ("serial", "process", "ray", "nitrobox")
 
 
 def _ex_shard(task: tuple) -> list[int]:
@@ -210,7 +212,10 @@ def execution_accuracy(pairs, db_path: str | Path, executor: str = "process", wo
     """EX of every (pred, gold) pair, sharded over ``workers`` (one read-only connection per shard).
 
     executor: ``"process"`` (default; the harness process pool), ``"serial"`` or ``"ray"``
-    (``harness.parallel.map_tasks``). A bad gold raises, as in ``SQLEvaluator.ex``.
+    (``harness.parallel.map_tasks``), or ``"nitrobox"``: each shard runs in a sandbox of a
+    ``neurips26.nitrobox`` ``SandboxPool`` (the database copied in, opened read-only there, same rules);
+    it raises with the reason when nitrobox is not available (``sandboxexec.nitrobox_status()``).
+    A bad gold raises, as in ``SQLEvaluator.ex``.
     """
     check_choice(executor, "executor", EXECUTORS)
     pairs = list(pairs)
@@ -219,9 +224,68 @@ def execution_accuracy(pairs, db_path: str | Path, executor: str = "process", wo
     if not Path(db_path).is_file():
         raise FileNotFoundError(f"db_path: no database file at {db_path}")
     n = min(workers or 2, len(pairs)) if executor != "serial" else 1
-    shards = [(str(db_path), pairs[i::n], max_steps) for i in range(n)]
-    results = map_tasks(_ex_shard, shards, backend=executor, workers=n, progress=False)
+    if executor == "nitrobox":
+        results = _nitrobox_shards(pairs, Path(db_path), n, max_steps)
+    else:
+        shards = [(str(db_path), pairs[i::n], max_steps) for i in range(n)]
+        results = map_tasks(_ex_shard, shards, backend=executor, workers=n, progress=False)
     out = [0] * len(pairs)
     for i, res in enumerate(results):
         out[i::n] = res
     return out
+
+
+_SANDBOX_SQL = """
+import json, re, sqlite3
+_FIRST_WORD = re.compile({first_word!r})
+{is_single_select}
+task = json.load(open("task.json"))
+conn = sqlite3.connect("file:uni.db?mode=ro", uri=True)
+budget, every = task["max_steps"] // task["every"], task["every"]
+cache = {{}}
+def run(sql):
+    if sql not in cache:
+        calls = [0]
+        def handler():
+            calls[0] += 1
+            return 1 if calls[0] > budget else 0
+        conn.set_progress_handler(handler, every)
+        try:
+            cache[sql] = frozenset(conn.execute(sql).fetchall())
+        finally:
+            conn.set_progress_handler(None, every)
+    return cache[sql]
+out = []
+for pred, gold in task["pairs"]:
+    g = run(gold)
+    if not is_single_select(pred):
+        out.append(0)
+        continue
+    try:
+        out.append(int(run(pred) == g))
+    except sqlite3.Error:
+        out.append(0)
+print("EX=" + json.dumps(out))
+"""
+
+
+def _nitrobox_shards(pairs: list, db_path: Path, n: int, max_steps: int) -> list[list[int]]:
+    """The shards of ``execution_accuracy`` run in a nitrobox SandboxPool (same EX rules as SQLEvaluator)."""
+    from neurips26.rlvr_noise.sandboxexec import run_python_jobs
+
+    for _, gold in pairs:
+        if not is_single_select(gold):
+            raise ValueError(f"gold must be one read-only SELECT/WITH statement, got {gold!r}")
+    script = _SANDBOX_SQL.format(first_word=_FIRST_WORD.pattern,
+                                 is_single_select=inspect.getsource(is_single_select))
+    db = db_path.read_bytes()
+    tasks = [json.dumps({"pairs": pairs[i::n], "max_steps": max_steps, "every": HANDLER_EVERY})
+             for i in range(n)]
+    jobs = [(script, {"uni.db": db, "task.json": t}) for t in tasks]
+    results = []
+    for r in run_python_jobs(jobs, executor="nitrobox", workers=n, timeout=120.0):
+        line = [x for x in r.output.splitlines() if x.startswith("EX=")]
+        if r.exit_code != 0 or not line:
+            raise RuntimeError(f"sandboxed SQL shard failed (exit {r.exit_code}): {r.output[-500:]}")
+        results.append(json.loads(line[-1][3:]))
+    return results

@@ -1,0 +1,266 @@
+"""RQ3: Text2SQL RL on the seeded university schema, original (noisy) vs corrected gold.
+
+Generator: 12 templates (4 aggregates x 3 filters) x 3 paraphrases; questions carry their literals.
+The policy is the spec's slot-factored ``sqlpolicy``, log-linear in question bag-of-words features:
+slots [answer tags, aggregate, filter column, operator, gender conjunct, gender literal, join key],
+the numeric literal copied from the question. Noise is injected into 62% of the train gold SQL with the
+spec's six error types and weights; injected errors that are execution-equivalent on the original DB
+and K re-populated instances are tagged benign. ASSUMPTION: the slot set is the one the error types act
+on (so a wrong gold rewards exactly one wrong slot value); PGFC uses rho1 = the injected rate.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.rlvr_noise.objectives import group_advantages, pgfc_advantages
+from neurips26.rlvr_noise.sqlex import SQLEvaluator, is_benign, make_university_db
+
+AGGS = ("COUNT(*)", "COUNT(DISTINCT s.dept_id)", "AVG(s.gpa)", "MAX(s.age)")
+FILTERS = ("age", "gpa", "building")
+SLOTS = {
+    "tag": ("yes", "no"),
+    "agg": AGGS,
+    "col": ("age", "gpa"),
+    "op": (">", ">="),
+    "conj": ("keep", "drop"),
+    "glit": ("short", "long"),
+    "join": ("s.dept_id", "s.id"),
+}
+ERROR_TYPES = {"boundary": 0.2, "column": 0.2, "conjunct": 0.15, "distinct": 0.15, "literal": 0.15,
+               "join": 0.15}
+_AGG_WORDS = (("how many", "count the", "number of"), ("how many departments have", "count departments of",
+              "number of distinct departments among"), ("average gpa of", "mean gpa of", "avg gpa for"),
+              ("oldest age of", "maximum age of", "max age among"))
+_G_WORDS = {"F": "female", "M": "male"}
+_G_LONG = {"F": "Female", "M": "Male"}
+
+
+@dataclass(frozen=True)
+class SQLItem:
+    template: int
+    paraphrase: int
+    gender: str
+    value: float
+    question: str
+    slots: dict = field(hash=False, compare=False)  # the correct slot values
+
+
+def render(slots: dict, item: SQLItem) -> str:
+    """The completion of a slot assignment (with ``<answer>`` tags unless tag == "no")."""
+    filt = FILTERS[item.template % 3]
+    where = []
+    if filt == "building":
+        where.append(f"d.building = 'B{int(item.value)}'")
+    else:
+        col = slots["col"]
+        where.append(f"s.{col} {slots['op']} {item.value:g}")
+    if slots["conj"] == "keep":
+        g = item.gender if slots["glit"] == "short" else _G_LONG[item.gender]
+        where.append(f"s.gender = '{g}'")
+    frm = "students s" + (f" JOIN departments d ON {slots['join']} = d.id" if filt == "building" else "")
+    sql = f"SELECT {slots['agg']} FROM {frm} WHERE {' AND '.join(where)}"
+    return f"<answer>{sql}</answer>" if slots["tag"] == "yes" else sql
+
+
+def make_items(n: int, seed: int, test: bool = False) -> list[SQLItem]:
+    """Seeded questions; test items use literals disjoint from train (odd vs even tenths / ages)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        t, p = int(rng.integers(12)), int(rng.integers(3))
+        agg, filt = t // 3, FILTERS[t % 3]
+        g = "F" if rng.random() < 0.5 else "M"
+        if filt == "age":
+            v = float(2 * rng.integers(9, 14) + (1 if test else 0))
+            phrase = f"older than {v:g}"
+        elif filt == "gpa":
+            v = round(float(rng.integers(10, 19)) / 5 + (0.1 if test else 0.0), 1)
+            phrase = f"with gpa above {v:g}"
+        else:
+            v = float(rng.integers(1, 6))
+            phrase = f"in building B{int(v)}"
+        q = f"{_AGG_WORDS[agg][p]} {_G_WORDS[g]} students {phrase}"
+        slots = {"tag": "yes", "agg": AGGS[agg], "col": filt if filt != "building" else "age", "op": ">",
+                 "conj": "keep", "glit": "short", "join": "s.dept_id"}
+        out.append(SQLItem(t, p, g, v, q, slots))
+    return out
+
+
+def inject_errors(items, rate: float, seed: int) -> tuple[list[dict], list[str | None]]:
+    """Noisy gold slots for ``rate`` of the items (spec weights; inapplicable types re-drawn)."""
+    rate = check_scalar(rate, "rate", float, min=0, max=1, inclusive="left")
+    rng = np.random.default_rng(seed)
+    names, w = list(ERROR_TYPES), np.array(list(ERROR_TYPES.values()))
+    gold, kinds = [], []
+    for it in items:
+        s = dict(it.slots)
+        kind = None
+        if rng.random() < rate:
+            filt = FILTERS[it.template % 3]
+            ok = [k for k in names if not ((k in ("boundary", "column") and filt == "building")
+                                          or (k == "join" and filt != "building")
+                                          or (k == "distinct" and it.slots["agg"] not in AGGS[:2]))]
+            p = np.array([w[names.index(k)] for k in ok])
+            kind = ok[int(rng.choice(len(ok), p=p / p.sum()))]
+            if kind == "boundary":
+                s["op"] = ">="
+            elif kind == "column":
+                s["col"] = "gpa" if s["col"] == "age" else "age"
+            elif kind == "conjunct":
+                s["conj"] = "drop"
+            elif kind == "distinct":
+                s["agg"] = AGGS[1] if s["agg"] == AGGS[0] else AGGS[0]
+            elif kind == "literal":
+                s["glit"] = "long"
+            else:
+                s["join"] = "s.id"
+        gold.append(s)
+        kinds.append(kind)
+    return gold, kinds
+
+
+def _tokens(question: str) -> list[str]:
+    return [("<num>" if w.replace(".", "").isdigit() else "<bld>" if w[:1] == "b" and w[1:].isdigit() else w)
+            for w in question.lower().split()]
+
+
+_VOCAB = {w: i for i, w in enumerate(sorted(
+    {w for ws in _AGG_WORDS for p in ws for w in _tokens(p)} | set(_G_WORDS.values())
+    | {"students", "older", "than", "with", "gpa", "above", "in", "building", "<num>", "<bld>"}))}
+FEATURE_DIM = 1 + len(_VOCAB)
+
+
+def features(items) -> np.ndarray:
+    """Bag-of-words (+ bias) of the questions over the generator's fixed vocabulary; literals map to one
+    token per kind (the policy copies them from the question)."""
+    X = np.zeros((len(items), FEATURE_DIM))
+    X[:, 0] = 1.0
+    for i, it in enumerate(items):
+        for w in _tokens(it.question):
+            X[i, 1 + _VOCAB[w]] = 1.0
+    return X
+
+
+class SQLPolicy:
+    """Log-linear slot-factored policy: one softmax per slot over its options, logits = X @ W_slot."""
+
+    def __init__(self, seed: int = 0, dim: int = FEATURE_DIM):
+        rng = np.random.default_rng(seed)
+        self.W = {k: 0.01 * rng.standard_normal((dim, len(v))) for k, v in SLOTS.items()}
+
+    def probs(self, X) -> dict:
+        out = {}
+        for k, W in self.W.items():
+            z = X @ W
+            z -= z.max(1, keepdims=True)
+            e = np.exp(z)
+            out[k] = e / e.sum(1, keepdims=True)
+        return out
+
+    def sample(self, X, rng, greedy: bool = False) -> dict:
+        P = self.probs(X)
+        if greedy:
+            return {k: p.argmax(1) for k, p in P.items()}
+        return {k: (rng.random((len(X), 1)) > np.cumsum(p, 1)).sum(1).clip(0, p.shape[1] - 1)
+                for k, p in P.items()}
+
+    def step(self, X, choice: dict, weight, lr: float) -> None:
+        """W += lr * mean_i weight_i * grad log pi(choice_i | x_i)."""
+        P = self.probs(X)
+        for k, p in P.items():
+            g = -p
+            g[np.arange(len(X)), choice[k]] += 1.0
+            self.W[k] += lr * X.T @ (weight[:, None] * g) / len(X)
+
+    def copy(self) -> "SQLPolicy":
+        c = SQLPolicy.__new__(SQLPolicy)
+        c.W = {k: v.copy() for k, v in self.W.items()}
+        return c
+
+
+def _slots_of(choice: dict, i: int) -> dict:
+    return {k: SLOTS[k][int(choice[k][i])] for k in SLOTS}
+
+
+def _idx(slots_list) -> dict:
+    return {k: np.array([SLOTS[k].index(s[k]) for s in slots_list]) for k in SLOTS}
+
+
+@dataclass
+class SQLConfig:
+    n_train: int = 600
+    n_test: int = 300
+    n_sft: int = 100
+    noise: float = 0.62
+    k_instances: int = 5
+    steps: int = 40
+    batch: int = 32
+    group: int = 8
+    lr: float = 2.0
+    sft_steps: int = 1  # base EX ~0.4-0.6 on the test set (spec: ~0.4-0.5)
+    sft_lr: float = 0.3
+
+
+def rq3(cfg: SQLConfig, seed: int, variants=("grpo", "pgfc")) -> dict:
+    """Base (SFT) then RL with original vs corrected gold for each variant; test EX (greedy, corrected)."""
+    for v in variants:
+        check_choice(v, "variant", ("grpo", "pgfc"))
+    tmp = Path(tempfile.mkdtemp(prefix="rlvr-sql-"))
+    dbs = [make_university_db(tmp / f"i{k}.db", seed=seed * 100 + k) for k in range(cfg.k_instances + 1)]
+    evs = [SQLEvaluator(p) for p in dbs]
+    ev = evs[0]
+    train = make_items(cfg.n_train, seed)
+    test = make_items(cfg.n_test, seed + 50_000, test=True)
+    sft = make_items(cfg.n_sft, seed + 90_000)
+    noisy, kinds = inject_errors(train, cfg.noise, seed + 1)
+    gold_sql = {"corrected": [render({**it.slots, "tag": "no"}, it) for it in train],
+                "original": [render({**s, "tag": "no"}, it) for s, it in zip(noisy, train)]}
+    injected = [i for i, k in enumerate(kinds) if k]
+    benign = [i for i in injected if is_benign(gold_sql["original"][i], gold_sql["corrected"][i], evs)]
+    rng = np.random.default_rng(seed + 2)
+    base = SQLPolicy(seed)
+    Xs = features(sft)
+    for _ in range(cfg.sft_steps):
+        base.step(Xs, _idx([it.slots for it in sft]), np.ones(len(sft)), cfg.sft_lr)
+    Xtr, Xte = features(train), features(test)
+    test_gold = [render({**it.slots, "tag": "no"}, it) for it in test]
+
+    def ex_test(pol) -> float:
+        ch = pol.sample(Xte, rng, greedy=True)
+        return float(np.mean([ev.ex(render({**_slots_of(ch, i), "tag": "no"}, it), test_gold[i])
+                              if _slots_of(ch, i)["tag"] == "yes" else 0 for i, it in enumerate(test)]))
+
+    out = {"base": {"ex": ex_test(base)}, "injected_share": len(injected) / len(train),
+           "benign_share_of_injected": len(benign) / max(1, len(injected))}
+    order_rng = np.random.default_rng(seed + 3)
+    batches = [order_rng.choice(len(train), cfg.batch, replace=False) for _ in range(cfg.steps)]
+    uniforms = np.random.default_rng(seed + 4)
+    for v in variants:
+        for arm in ("original", "corrected"):
+            pol = base.copy()
+            srng = np.random.default_rng(uniforms.integers(2**31))
+            rew_curve = []
+            for b in batches:
+                idx = np.repeat(b, cfg.group)
+                X = Xtr[idx]
+                ch = pol.sample(X, srng)
+                R = np.array([
+                    -1.0 if ch["tag"][j] == 1 else
+                    float(ev.ex(render({**_slots_of(ch, j), "tag": "no"}, train[i]), gold_sql[arm][i]))
+                    for j, i in enumerate(idx)]).reshape(cfg.batch, cfg.group)
+                if v == "grpo":
+                    A = group_advantages(R)
+                else:
+                    A = pgfc_advantages(R.clip(0, 1), rho1=cfg.noise) - (R < 0)
+                pol.step(X, ch, A.reshape(-1), cfg.lr)
+                rew_curve.append(float(R.mean()))
+            out[f"{v}_{arm}"] = {"ex": ex_test(pol), "train_reward": float(np.mean(rew_curve[-5:]))}
+    for e in evs:
+        e.close()
+    return out
