@@ -1,8 +1,8 @@
 """convMMD density deconvolution and empirical-Bayes denoising (Vashistha, Sarkar, Farahi).
 
     from neurips26.deconv import NoiseModel, ConvMMDGMM
-    est = ConvMMDGMM(n_components=6).fit(x, NoiseModel("laplace", std=s[:, None]))
-    est.pdf(grid[:, None]); est.sample(1000); est.posterior_mean(x, noise)
+    est = ConvMMDGMM(n_components=6).fit(x, noise=NoiseModel("laplace", std=s[:, None]))
+    est.pdf(grid[:, None]); est.sample(1000, random_state=0); est.posterior_mean(x, noise)
 """
 
 from neurips26.deconv.baselines import NPMLE, DeconKDE, ExtremeDeconvolution, GModel, naive_kde

@@ -125,13 +125,14 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
     res, fits, pdfs, secs = {}, {}, {}, {}
 
     gmm, secs["convmmd_gmm"] = _timed(lambda: ConvMMDGMM(cfg.gmm_k, cfg.gmm_b, _train_cfg(
-        cfg, cfg.gmm_epochs, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, ds.noise))
+        cfg, cfg.gmm_epochs, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, noise=ds.noise))
     fits["convmmd_gmm"], pdfs["convmmd_gmm"] = gmm, gmm.pdf(grid2)
     ctx.log(f"[{tag}] convMMD-GMM fitted in {secs['convmmd_gmm']:.1f} s")
     if with_flow:
         flow, secs["convmmd_flow"] = _timed(lambda: ConvMMDFlow(
             FlowConfig(cfg.flow_blocks, cfg.flow_bins, cfg.flow_hidden),
-            _train_cfg(cfg, cfg.flow_epochs, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, ds.noise))
+            _train_cfg(cfg, cfg.flow_epochs, cfg.flow_lr, cfg.flow_batch_size, seed)
+        ).fit(ds.x, noise=ds.noise))
         fits["convmmd_flow"], pdfs["convmmd_flow"] = flow, flow.pdf(grid2)
         ctx.log(f"[{tag}] convMMD-flow fitted in {secs['convmmd_flow']:.1f} s")
     pdfs["naive_kde"], secs["naive_kde"] = _timed(lambda: naive_kde(ds.x, ISE_GRID))
@@ -203,13 +204,13 @@ def _fit_2d(name: str, cfg: Config, seed: int, ctx: RunContext) -> tuple[dict, d
     z_eval = sample_latent_2d(name, cfg.n_eval_2d, np.random.default_rng(seed + 1000))
     samples, res = {}, {}
     gmm, s = _timed(lambda: ConvMMDGMM(cfg.gmm_k_2d, cfg.gmm_b, _train_cfg(
-        cfg, cfg.gmm_epochs_2d, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, ds.noise))
-    samples["convmmd_gmm"] = gmm.sample(cfg.n_eval_2d, seed=seed + 1)
+        cfg, cfg.gmm_epochs_2d, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, noise=ds.noise))
+    samples["convmmd_gmm"] = gmm.sample(cfg.n_eval_2d, random_state=seed + 1)
     res["convmmd_gmm"] = {"seconds": s}
     if cfg.flow_2d:
         flow, s = _timed(lambda: ConvMMDFlow(FlowConfig(cfg.flow_blocks), _train_cfg(
-            cfg, cfg.flow_epochs_2d, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, ds.noise))
-        samples["convmmd_flow"] = flow.sample(cfg.n_eval_2d, seed=seed + 1)
+            cfg, cfg.flow_epochs_2d, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, noise=ds.noise))
+        samples["convmmd_flow"] = flow.sample(cfg.n_eval_2d, random_state=seed + 1)
         res["convmmd_flow"] = {"seconds": s}
     xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k_2d, max_iter=cfg.xd_max_iter, seed=seed)
                    .fit(ds.x, ds.noise))
@@ -239,7 +240,7 @@ def _rate_study(cfg: Config, seed0: int, ctx: RunContext) -> dict:
                           seed=seed0 + 7919 * s + n)
         for sieve, K in (("kn", math.ceil(n ** (1 / 3))), ("k6", cfg.gmm_k)):
             est = ConvMMDGMM(K, cfg.gmm_b, _train_cfg(cfg, cfg.rate_epochs, cfg.gmm_lr, cfg.rate_batch_size,
-                                                      seed0 + s)).fit(ds.x, ds.noise)
+                                                      seed0 + s)).fit(ds.x, noise=ds.noise)
             table[f"{fam}_{sieve}"].setdefault(str(n), []).append(ise(est.pdf(ISE_GRID[:, None]), true_pdf))
     out["ise"] = table
     rng = np.random.default_rng(seed0)
