@@ -94,7 +94,7 @@ CONFIGS = {
 VOLATILE_METRICS = ("*.seconds",)
 
 COMPETITIVE_FACTOR = 1.5        # convMMD's ISE and W1 within this factor of the best classical deconvolver
-DENOISE_REGRET_FACTOR = 1.1     # convMMD's denoising regret within this factor of NPMLE's
+DENOISE_REGRET_MARGIN = 0.0     # paired (convMMD − NPMLE) regret, i.e. MSE difference: needs < this
 K_SE = 2.0                      # a difference inside K_SE paired standard errors is inconclusive
 
 
@@ -420,19 +420,23 @@ def _check_competitive(m) -> tuple[str, str]:
 
 
 def _check_denoising(m) -> tuple[str, str]:
-    """Per seed and dataset: convMMD MSE − noisy MSE (< 0), and convMMD regret − 1.1 x NPMLE regret (< 0)."""
+    """Per seed and dataset (same observations for every method): convMMD MSE − noisy MSE (< 0), and the
+    paired regret difference (convMMD − oracle) − (NPMLE − oracle) = convMMD MSE − NPMLE MSE
+    (< DENOISE_REGRET_MARGIN), each judged over the seeds; convMMD's regret to the oracle is reported.
+    (Issue 11: a ratio "regret <= 1.1 x NPMLE regret" of a noisy near-zero number was ill-posed.)"""
     verdicts, parts = [], []
     for key in ("denoise_A", "denoise_B"):
-        gain, excess, mse_c = [], [], []
+        gain, excess, reg_c = [], [], []
         for run in _runs(m):
             mse, reg = run[key]["mse"], run[key]["regret"]
             gain.append(mse["convmmd_gmm"] - mse["noisy"])
-            excess.append(reg["convmmd_gmm"] - DENOISE_REGRET_FACTOR * reg["npmle"])
-            mse_c.append(mse["convmmd_gmm"])
-        (vg, tg), (ve, te) = _judged(gain, 0.0, "{:.4f}"), _judged(excess, 0.0, "{:.4f}")
+            excess.append(reg["convmmd_gmm"] - reg["npmle"])
+            reg_c.append(reg["convmmd_gmm"])
+        (vg, tg), (ve, te) = _judged(gain, 0.0, "{:.4f}"), _judged(excess, DENOISE_REGRET_MARGIN, "{:.4f}")
+        _, tr = _judged(reg_c, 0.0, "{:.4f}")
         verdicts += [vg, ve]
-        parts.append(f"{key[-1]}: convMMD − noisy MSE {tg} (needs < 0); convMMD regret − "
-                     f"{DENOISE_REGRET_FACTOR:g} x NPMLE regret {te} (needs < 0)")
+        parts.append(f"{key[-1]}: convMMD − noisy MSE {tg} (needs < 0); paired regret convMMD − NPMLE {te} "
+                     f"(needs < {DENOISE_REGRET_MARGIN:g}); convMMD regret vs oracle {tr}")
     return _combine(verdicts), "; ".join(parts) + f" ({K_SE:g} s.e. rule)"
 
 
@@ -477,8 +481,9 @@ CLAIMS = [
           "qualitative (abstract; no numbers found); spec prototype ISE ~0.007 vs naive KDE 0.048",
           _check_competitive),
     Claim("denoising",
-          "the learned prior's posterior mean improves MSE over the noisy data, with regret within "
-          f"{DENOISE_REGRET_FACTOR:g}x NPMLE's, over seeds ({K_SE:g} paired s.e.)",
+          "the learned prior's posterior mean improves MSE over the noisy data, and its regret to the "
+          f"oracle Bayes rule is no larger than NPMLE's (paired difference < {DENOISE_REGRET_MARGIN:g}), "
+          f"over seeds ({K_SE:g} paired s.e.)",
           "qualitative (abstract); package anchor: noisy MSE 0.604 -> IS 0.406 (different setting)",
           _check_denoising),
     Claim("rates",
