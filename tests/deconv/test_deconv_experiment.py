@@ -109,4 +109,7 @@ def test_seed_judged_claims():
 
 def test_configs_smoke_single_seed_quick_three():
     assert exp.CONFIGS["quick"].seeds == (0, 1, 2) and not exp.CONFIGS["smoke"].seeds
+    mid = exp.CONFIGS["mid"]        # the reduced rate study: enough n and seeds for a slope with a CI
+    assert len(mid.rate_ns) >= 4 and mid.rate_seeds >= 3 and not exp.CONFIGS["quick"].rate_ns
+    assert mid.seeds == (0, 1, 2) and set(mid.rate_ns) <= set(exp.CONFIGS["full"].rate_ns)
     assert set(exp.CONFIGS) >= {"smoke", "quick", "full"}
