@@ -5,6 +5,7 @@ import pytest
 
 from neurips26.deconv import (NoiseModel, gmm_posterior, importance_posterior_mean, langevin_posterior_mean,
                               posterior_mean, tweedie_gmm)
+from neurips26.deconv.data import make_dataset
 from neurips26.deconv.sieves import GMMSieve
 import torch
 
@@ -97,3 +98,53 @@ def test_dispatcher_errors():
         tweedie_gmm(PRIOR, np.zeros((2, 1)), NoiseModel("gaussian", std=np.ones((2, 1)) * [[1.0], [2.0]]))
     with pytest.raises(TypeError, match="prior"):
         importance_posterior_mean(object(), np.zeros((2, 1)), NoiseModel("gaussian", std=1.0))
+
+
+# ------------------------------------------------------------- issue 11: 1-D posterior means by quadrature
+def _quad_ref(w, m, sd, x, s, family):
+    """Independent reference: scipy.integrate.quad with the likelihood's kink (z = x) as a breakpoint."""
+    from scipy import integrate, stats
+
+    def prior(z):
+        return float(np.sum(w * stats.norm.pdf(z, m, sd)))
+
+    def lik(z):
+        if family == "gaussian":
+            return stats.norm.pdf(x - z, 0, s)
+        return stats.laplace.pdf(x - z, 0, s / np.sqrt(2))
+    lo, hi = min(m.min() - 12 * sd.max(), x - 40 * s), max(m.max() + 12 * sd.max(), x + 40 * s)
+    num = integrate.quad(lambda z: z * prior(z) * lik(z), lo, hi, points=[x], limit=400, epsabs=0)[0]
+    den = integrate.quad(lambda z: prior(z) * lik(z), lo, hi, points=[x], limit=400, epsabs=0)[0]
+    return num / den
+
+
+def test_quadrature_posterior_mean_matches_closed_form_and_scipy():
+    from neurips26.deconv import quadrature_posterior_mean
+    w, m, sd = np.array([0.3, 0.7]), np.array([-2.0, 1.5]), np.array([0.4, 0.9])
+    prior = (w, m[:, None], (sd**2)[:, None, None])
+    x = np.array([[-3.0], [-1.0], [0.2], [1.4], [4.0]])
+    g = NoiseModel("gaussian", std=0.5)
+    np.testing.assert_allclose(quadrature_posterior_mean(prior, x, g), gmm_posterior(prior, x, g)[0],
+                               atol=1e-7)
+    s = np.array([[0.3], [0.5], [0.8], [0.5], [1.0]])
+    lap = NoiseModel("laplace", std=s)
+    got = quadrature_posterior_mean(prior, x, lap)[:, 0]
+    ref = np.array([_quad_ref(w, m, sd, float(x[i, 0]), float(s[i, 0]), "laplace") for i in range(len(x))])
+    np.testing.assert_allclose(got, ref, atol=5e-6)
+    fine = quadrature_posterior_mean(prior, x, lap, n_grid=40001)[:, 0]      # O(h^2): halving h quarters it
+    assert np.max(np.abs(fine - ref)) < np.max(np.abs(got - ref)) / 3
+
+
+def test_quadrature_is_the_1d_default_and_agrees_with_is_on_a_fitted_prior():
+    from neurips26.deconv import ConvMMDGMM, TrainConfig, importance_posterior_mean, quadrature_posterior_mean
+    ds = make_dataset("laplace_mix_1d", 300, "laplace", hetero=True, seed=0)
+    est = ConvMMDGMM(3, 8, TrainConfig(epochs=5, batch_size=100, dtype="float64")).fit(ds.x, noise=ds.noise)
+    x, nm = ds.x[:40], ds.noise.subset(np.arange(40))
+    q = quadrature_posterior_mean(est, x, nm)
+    np.testing.assert_array_equal(est.posterior_mean(x, nm), q)               # auto -> quadrature in 1-D
+    tup = (est.weights_, est.means_, est.covariances_)
+    np.testing.assert_allclose(quadrature_posterior_mean(tup, x, nm), q, atol=1e-8)  # model path = numpy path
+    r = importance_posterior_mean(est, x, nm, n_samples=4096)
+    assert np.all(np.abs(r.mean - q) < 6 * r.se + 1e-3)
+    with pytest.raises(ValueError, match="d = 1"):
+        quadrature_posterior_mean(tup, np.zeros((3, 2)), NoiseModel("gaussian", std=0.5))

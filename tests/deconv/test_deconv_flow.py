@@ -26,7 +26,7 @@ def test_flow_log_prob_integrates_to_one_and_rsample_differentiable():
 def test_flow_fit_improves_loss_and_denoises():
     ds = make_dataset("laplace_mix_1d", 400, "laplace", hetero=True, seed=0)
     est = ConvMMDFlow(FlowConfig(blocks=1, bins=6, hidden=8),
-                      TrainConfig(epochs=30, batch_size=200, lr=5e-3, seed=0)).fit(ds.x, ds.noise)
+                      TrainConfig(epochs=30, batch_size=200, lr=5e-3, seed=0)).fit(ds.x, noise=ds.noise)
     first, last = np.mean(est.loss_history_[:6]), np.mean(est.loss_history_[-6:])
     assert last < first
     assert est.sample(10).shape == (10, 1)
@@ -37,7 +37,7 @@ def test_flow_fit_improves_loss_and_denoises():
 def test_flow_tail_bound_checked_in_denoiser():
     ds = make_dataset("laplace_mix_1d", 200, "gaussian", hetero=False, noise_sd=0.5, seed=0)
     est = ConvMMDFlow(FlowConfig(blocks=1, bins=4, hidden=4, tail_bound=3.0),
-                      TrainConfig(epochs=1, batch_size=100)).fit(ds.x, ds.noise)
+                      TrainConfig(epochs=1, batch_size=100)).fit(ds.x, noise=ds.noise)
     with pytest.raises(ValueError, match="tail bound"):
         importance_posterior_mean(est, np.array([[1e3]]), NoiseModel("gaussian", std=0.5), n_samples=128)
 
@@ -46,5 +46,5 @@ def test_flow_early_stopping_stops():
     ds = make_dataset("gauss_mix_1d", 200, "gaussian", hetero=False, noise_sd=0.5, seed=0)
     est = ConvMMDFlow(FlowConfig(blocks=1, bins=4, hidden=4),
                       TrainConfig(epochs=400, batch_size=100, lr=0.0 + 1e-9, early_stopping=True, patience=5))
-    est.fit(ds.x, ds.noise)
+    est.fit(ds.x, noise=ds.noise)
     assert est.stopped_epoch_ < 400

@@ -74,8 +74,8 @@ def test_closed_form_gradient_matches_finite_differences():
 def test_hetero_path_with_equal_scales_equals_homo_path():
     ds = make_dataset("gauss_mix_1d", 300, "gaussian", hetero=False, noise_sd=0.5, seed=0)
     cfg = TrainConfig(epochs=3, batch_size=100, lr=1e-2, seed=4, dtype="float64")
-    a = ConvMMDGMM(3, 8, cfg).fit(ds.x, NoiseModel("gaussian", std=0.5))
-    b = ConvMMDGMM(3, 8, cfg).fit(ds.x, NoiseModel("gaussian", std=np.full((300, 1), 0.5)))
+    a = ConvMMDGMM(3, 8, cfg).fit(ds.x, noise=NoiseModel("gaussian", std=0.5))
+    b = ConvMMDGMM(3, 8, cfg).fit(ds.x, noise=NoiseModel("gaussian", std=np.full((300, 1), 0.5)))
     assert a.loss_history_ == b.loss_history_
     np.testing.assert_array_equal(a.means_, b.means_)
 
@@ -83,18 +83,18 @@ def test_hetero_path_with_equal_scales_equals_homo_path():
 def test_determinism_same_seed_same_fit():
     ds = make_dataset("laplace_mix_1d", 400, "laplace", hetero=True, seed=1)
     cfg = TrainConfig(epochs=5, batch_size=200, lr=1e-2, seed=7)
-    a = ConvMMDGMM(4, 16, cfg).fit(ds.x, ds.noise)
-    b = ConvMMDGMM(4, 16, cfg).fit(ds.x, ds.noise)
+    a = ConvMMDGMM(4, 16, cfg).fit(ds.x, noise=ds.noise)
+    b = ConvMMDGMM(4, 16, cfg).fit(ds.x, noise=ds.noise)
     assert a.loss_history_ == b.loss_history_
     for pa, pb in zip(a.model_.parameters(), b.model_.parameters()):
         assert torch.equal(pa, pb)
-    c = ConvMMDGMM(4, 16, TrainConfig(epochs=5, batch_size=200, lr=1e-2, seed=8)).fit(ds.x, ds.noise)
+    c = ConvMMDGMM(4, 16, TrainConfig(epochs=5, batch_size=200, lr=1e-2, seed=8)).fit(ds.x, noise=ds.noise)
     assert c.loss_history_ != a.loss_history_
 
 
 def test_gmm_pdf_integrates_and_sample_shapes():
     ds = make_dataset("moons", 300, "gaussian", hetero=True, seed=0)
-    est = ConvMMDGMM(3, 8, TrainConfig(epochs=2, batch_size=100, lr=1e-2)).fit(ds.x, ds.noise)
+    est = ConvMMDGMM(3, 8, TrainConfig(epochs=2, batch_size=100, lr=1e-2)).fit(ds.x, noise=ds.noise)
     assert est.sample(50).shape == (50, 2)
     assert est.score_samples(np.zeros((4, 2))).shape == (4,)
     assert np.allclose(est.weights_.sum(), 1.0)
@@ -106,7 +106,7 @@ def test_recovery_two_component_mixture():
     ds = make_dataset("gauss_mix_1d", 4000, "gaussian", hetero=False, noise_sd=0.5, seed=0)
     cfg = TrainConfig(epochs=200, batch_size=512, lr=1e-2, seed=0,
                       bandwidth_quantiles=(0.1, 0.3, 0.5, 0.7, 0.9))
-    est = ConvMMDGMM(2, 32, cfg).fit(ds.x, ds.noise)
+    est = ConvMMDGMM(2, 32, cfg).fit(ds.x, noise=ds.noise)
     order = np.argsort(est.means_[:, 0])
     np.testing.assert_allclose(est.means_[order, 0], [-2.0, 1.5], atol=0.15)
     np.testing.assert_allclose(est.weights_[order], [0.3, 0.7], atol=0.05)

@@ -69,24 +69,26 @@ def _est():
 
 
 @pytest.mark.parametrize("x,noise,exc,match", [
-    (np.zeros(20), NoiseModel("gaussian", std=1.0), ValueError, "x must be 2-D"),
-    (np.zeros((1, 1)), NoiseModel("gaussian", std=1.0), ValueError, "x needs at least 2"),
-    (np.array([[0.0], [np.nan], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "x must be finite"),
-    (np.array([[0.0], [np.inf], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "x must be finite"),
+    (np.zeros(20), NoiseModel("gaussian", std=1.0), ValueError, "X must be 2-D"),
+    (np.zeros((1, 1)), NoiseModel("gaussian", std=1.0), ValueError, "X needs at least 2"),
+    (np.array([[0.0], [np.nan], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "X must be finite"),
+    (np.array([[0.0], [np.inf], [1.0]]), NoiseModel("gaussian", std=1.0), ValueError, "X must be finite"),
     (np.zeros((20, 1)), NoiseModel("gaussian", std=np.ones((19, 1))), ValueError, "noise"),
     (np.zeros((20, 2)), NoiseModel("gaussian", std=np.ones((20, 3))), ValueError, "noise"),
     (np.zeros((20, 1)), "gaussian", TypeError, "noise"),
+    (np.zeros((20, 1)), 0.5, TypeError, r"noise must be a neurips26.deconv.NoiseModel.*'laplace'"),
+    (np.zeros((20, 1)), None, ValueError, "noise is required"),
 ])
 def test_bad_fit_inputs(x, noise, exc, match):
     with pytest.raises(exc, match=match):
-        _est().fit(x, noise)
+        _est().fit(x, noise=noise)
 
 
 def test_dtype_mismatch_between_x_and_noise():
     x = torch.zeros(20, 1, dtype=torch.float32)
     noise = NoiseModel("gaussian", std=torch.ones(20, 1, dtype=torch.float64))
     with pytest.raises(TypeError, match="noise: dtype"):
-        _est().fit(x, noise)
+        _est().fit(x, noise=noise)
 
 
 @pytest.mark.parametrize("cfg,match", [
@@ -95,11 +97,14 @@ def test_dtype_mismatch_between_x_and_noise():
 ])
 def test_bad_training_config(cfg, match):
     with pytest.raises(ValueError, match=match):
-        ConvMMDGMM(2, 4, TrainConfig(**({"epochs": 1} | cfg))).fit(np.random.randn(30, 1), 0.5)
+        ConvMMDGMM(2, 4, TrainConfig(**({"epochs": 1} | cfg))).fit(np.random.randn(30, 1),
+                                                                noise=NoiseModel("gaussian", std=0.5))
 
 
 def test_bad_sieve_sizes():
+    """Checked in fit (scikit-learn: the constructor only stores), naming the argument."""
+    x, nm = np.random.randn(30, 1), NoiseModel("gaussian", std=0.5)
     with pytest.raises(ValueError, match="n_components"):
-        ConvMMDGMM(0)
+        ConvMMDGMM(0).fit(x, noise=nm)
     with pytest.raises(TypeError, match="n_components"):
-        ConvMMDGMM(2.5)
+        ConvMMDGMM(2.5).fit(x, noise=nm)

@@ -23,9 +23,10 @@ def check_x(x, name: str = "x", min_rows: int = 2) -> np.ndarray:
         raise ValueError(f"{name} must be 2-D of shape (n, d), got shape {arr.shape} "
                          f"(use {name}.reshape(-1, 1) for 1-D data)")
     if arr.shape[0] < min_rows:
-        raise ValueError(f"{name} needs at least {min_rows} rows, got n = {arr.shape[0]}")
+        raise ValueError(f"{name} needs at least {min_rows} rows (samples), got n_samples = {arr.shape[0]}")
     if arr.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one column")
+        raise ValueError(f"{name} must have at least one column: found 0 feature(s) (shape={arr.shape}) "
+                         "while a minimum of 1 is required.")
     return check_array(arr, name, finite=True)
 
 

@@ -105,10 +105,10 @@ def _fit_rows(ctx: RunContext, d: int, sz: BenchSizes) -> list[BenchRow]:
     fcfg = TrainConfig(epochs=sz.epochs, batch_size=sz.batch, lr=1e-3, bandwidth_quantiles=Q5)
     k = 6 if d == 1 else 10
     fitted: dict[str, list] = {"gmm": [], "flow": [], "npmle": [], "xd": []}
-    fns = (lambda: fitted["gmm"].append(ConvMMDGMM(k, 32, cfg).fit(ds.x, ds.noise)),
-           lambda: fitted["flow"].append(ConvMMDFlow(FlowConfig(), fcfg).fit(ds.x, ds.noise)),
-           lambda: fitted["npmle"].append(NPMLE().fit(ds.x, ds.noise)),
-           lambda: fitted["xd"].append(ExtremeDeconvolution(k).fit(ds.x, ds.noise)))
+    fns = (lambda: fitted["gmm"].append(ConvMMDGMM(k, 32, cfg).fit(ds.x, noise=ds.noise)),
+           lambda: fitted["flow"].append(ConvMMDFlow(FlowConfig(), fcfg).fit(ds.x, noise=ds.noise)),
+           lambda: fitted["npmle"].append(NPMLE().fit(ds.x, noise=ds.noise)),
+           lambda: fitted["xd"].append(ExtremeDeconvolution(k).fit(ds.x, noise=ds.noise)))
     t_gmm, t_flow, t_np, t_xd = time_interleaved(*fns, rounds=sz.fit_rounds, warmup=0)
     npm, xd = fitted["npmle"][-1], fitted["xd"][-1]
     ctx.log(f"[bench {d}-D] GMM {t_gmm.median:.2f}s flow {t_flow.median:.2f}s NPMLE {t_np.median:.2f}s "
@@ -144,7 +144,7 @@ def _fit_rows(ctx: RunContext, d: int, sz: BenchSizes) -> list[BenchRow]:
 def _denoise_rows(sz: BenchSizes) -> list[BenchRow]:
     ds = make_dataset("laplace_mix_1d", sz.n, "gaussian", hetero=True, seed=1)
     est = ConvMMDGMM(6, 32, TrainConfig(epochs=sz.epochs, batch_size=sz.batch, lr=1e-2,
-                                        bandwidth_quantiles=Q5)).fit(ds.x, ds.noise)
+                                        bandwidth_quantiles=Q5)).fit(ds.x, noise=ds.noise)
     m = sz.n_denoise
     x, sub = ds.x[:m], ds.noise.subset(np.arange(m))
     npm = NPMLE().fit(ds.x, ds.noise)

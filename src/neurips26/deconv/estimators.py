@@ -1,7 +1,10 @@
 """convMMD sieve estimators with a scikit-learn style API.
 
-    est = ConvMMDGMM(n_components=6).fit(x, NoiseModel("laplace", std=s[:, None]))
-    est.pdf(grid); est.sample(1000); est.posterior_mean(x, noise)
+    est = ConvMMDGMM(n_components=6).fit(X, noise=NoiseModel("laplace", std=s[:, None]))
+    est.pdf(grid); est.sample(1000, random_state=0); est.score(Z_test); est.posterior_mean(X, noise)
+
+scikit-learn estimators (BaseEstimator + DensityMixin): get_params/set_params/clone work, the
+constructor only stores, ``fit(X, y=None, *, noise=...)`` validates.
 
 Training (package defaults): AdamW(lr, weight_decay=1e-4); per-epoch LR schedule: linear warmup for
 w = min(200, epochs // 10) epochs, then cosine decay to 0; gradient-norm clipping at 5; each epoch
@@ -12,13 +15,17 @@ Optional early stopping on an EMA(0.9) of the epoch-mean loss (off by default).
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from neurips26.deconv._validation import check_noise, check_x
 from neurips26.harness.validation import check_scalar
@@ -32,11 +39,16 @@ QUANTILES_9 = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 @dataclass
 class TrainConfig:
-    """Training settings (defaults = the authors' package; ``lr`` is the flow default 1e-3)."""
+    """Training settings; a field left at its default never replaces an estimator's own default.
+
+    ``lr=None`` (the default) means "the estimator's learning rate": 1e-2 for :class:`ConvMMDGMM`, 1e-3
+    for :class:`ConvMMDFlow` (the authors' package defaults).  So ``ConvMMDGMM(config=TrainConfig(
+    epochs=500))`` trains at 1e-2, exactly as ``ConvMMDGMM()`` does; the resolved value is ``est.lr_``.
+    """
 
     epochs: int = 500
     batch_size: int = 512
-    lr: float = 1e-3
+    lr: float | None = None                   # None: the estimator's default (GMM 1e-2, flow 1e-3)
     weight_decay: float = 1e-4
     warmup_epochs: int | None = None          # None: min(200, epochs // 10)
     clip_norm: float = 5.0
@@ -47,7 +59,7 @@ class TrainConfig:
     patience: int = 50
     ema: float = 0.9
     progress: bool = False
-    seed: int = 0
+    seed: int = 0                             # overridden by the estimator's random_state when that is set
     dtype: str = "float32"                    # "float32" or "float64"
     loss_method: str = "auto"                 # "auto" | "dense" | "fast" (1-D Laplace)
 
@@ -62,21 +74,63 @@ def _lr_lambda(epochs: int, warmup: int):
     return f
 
 
-class _ConvMMDBase:
-    """Shared fit loop; subclasses build the sieve and the per-batch loss."""
+_NOISE_CHOICES = ("NoiseModel('gaussian', std=...)", "NoiseModel('laplace', std=...)",
+                  "NoiseModel('gaussian', cov=...)")
 
-    def __init__(self, config: TrainConfig | None) -> None:
-        self.config = config if config is not None else self._default_config()
-        if not isinstance(self.config, TrainConfig):
-            raise TypeError(f"config must be a TrainConfig, got {type(self.config).__name__}")
 
-    @staticmethod
-    def _default_config() -> TrainConfig:
-        return TrainConfig()
+def _check_typed_noise(noise, name: str = "noise") -> NoiseModel:
+    """The noise model must be a NoiseModel: a bare float is ambiguous (which family?) and an error."""
+    if noise is None:
+        raise ValueError(f"{name} is required: fit(X, noise=NoiseModel(...)) with one of "
+                         f"{', '.join(_NOISE_CHOICES)} (or set it in the constructor)")
+    if not isinstance(noise, NoiseModel):
+        got = f"{noise!r}" if isinstance(noise, (numbers.Real, str)) else type(noise).__name__
+        raise TypeError(f"{name} must be a neurips26.deconv.NoiseModel, one of {', '.join(_NOISE_CHOICES)} "
+                        f"(a bare float does not say which family); got {got}")
+    return noise
+
+
+def _dense_2d(X, name: str = "X"):
+    """Reject sparse and complex input (scikit-learn conventions), then the shared shape/finite checks."""
+    if isinstance(X, torch.Tensor):
+        return X
+    if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
+        raise TypeError(f"{name}: sparse input is not supported, pass a dense array ({name}.toarray())")
+    arr = np.asarray(X) if not isinstance(X, (str, bytes)) and X is not None else X
+    if isinstance(arr, np.ndarray) and arr.dtype == object:
+        try:
+            arr = X = arr.astype(np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name} must be numeric: {e}") from None
+    if isinstance(arr, np.ndarray) and np.iscomplexobj(arr):
+        raise ValueError(f"{name}: Complex data not supported")
+    if isinstance(arr, np.ndarray) and arr.dtype.kind in "fc" and arr.size and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
+    return X
+
+
+class _ConvMMDBase(DensityMixin, BaseEstimator):
+    """Shared fit loop; subclasses build the sieve and the per-batch loss.
+
+    scikit-learn estimator: the constructor only stores its arguments; everything is checked in ``fit``.
+    """
+
+    _default_lr = 1e-3
 
     # -------------------------------------------------------------- validation
-    def _check_config(self) -> TrainConfig:
-        c = self.config
+    def _resolve_config(self) -> TrainConfig:
+        c = self.config if self.config is not None else TrainConfig()
+        if not isinstance(c, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {type(c).__name__}")
+        lr = self._default_lr if c.lr is None else c.lr
+        rs = self.random_state
+        if rs is None:
+            seed = c.seed
+        elif isinstance(rs, np.random.RandomState):
+            seed = int(rs.randint(0, 2**31 - 1))
+        else:
+            seed = check_scalar(rs, "random_state", int, min=0)
+        c = replace(c, lr=lr, seed=seed)
         check_scalar(c.epochs, "epochs", int, min=1)
         check_scalar(c.batch_size, "batch_size", int, min=2)
         check_scalar(c.lr, "lr", float, min=0, inclusive="neither")
@@ -91,20 +145,30 @@ class _ConvMMDBase:
         return c
 
     # -------------------------------------------------------------- fit
-    def fit(self, x, noise) -> "_ConvMMDBase":
-        """Fit the sieve to observations x (n, d) with known noise ``noise`` (NoiseModel or float sd)."""
-        c = self._check_config()
-        x_arr = check_x(x)
-        noise = check_noise(noise, x_arr, x_raw=x)
+    def fit(self, X, y=None, *, noise: NoiseModel | None = None) -> "_ConvMMDBase":
+        """Fit the sieve to observations X (n, d) with known noise ``noise`` (a :class:`NoiseModel`).
+
+        ``y`` is ignored (scikit-learn convention).  ``noise=None`` uses the constructor's ``noise``.
+        """
+        if isinstance(y, (NoiseModel, numbers.Real)) and not isinstance(y, (bool, np.bool_)):
+            raise TypeError("the noise model is keyword-only since the scikit-learn API: write "
+                            "est.fit(X, noise=NoiseModel(...)) instead of est.fit(X, noise); y is ignored")
+        self._check_params()
+        c = self._resolve_config()
+        noise = _check_typed_noise(self.noise if noise is None else noise)
+        x_arr = check_x(_dense_2d(X), "X")
+        noise = check_noise(noise, x_arr, x_raw=X)
         self._check_extra(x_arr, noise)
         n, d = x_arr.shape
+        self.config_, self.lr_, self.seed_ = c, c.lr, c.seed
+        self.n_features_in_ = d
         dtype = torch.float64 if c.dtype == "float64" else torch.float32
         torch.manual_seed(c.seed)
         gen = torch.Generator().manual_seed(c.seed)
         rng = np.random.default_rng(c.seed)
         self.noise_family_, self.dim_, self.n_ = noise.family, d, n
         self.model_ = self._build(x_arr, noise, dtype, rng)
-        xt = torch.as_tensor(x_arr, dtype=dtype)
+        xt = torch.as_tensor(np.array(x_arr, dtype=np.float64), dtype=dtype)   # a private, writable copy
         std = torch.as_tensor(noise.std_matrix(n, d), dtype=dtype)
         chol = torch.as_tensor(noise.chol_matrix(n, d), dtype=dtype) if noise.full_cov else None
         t_bw = time.perf_counter()
@@ -171,6 +235,9 @@ class _ConvMMDBase:
     def _check_extra(self, x: np.ndarray, noise: NoiseModel) -> None:
         pass
 
+    def _check_params(self) -> None:
+        pass
+
     def _build(self, x, noise, dtype, rng):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -178,32 +245,57 @@ class _ConvMMDBase:
         raise NotImplementedError
 
     # -------------------------------------------------------------- estimator API
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "model_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(x, noise) first")
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "model_")
 
-    def _check_z(self, z, name: str = "z") -> torch.Tensor:
+    def _check_fitted(self) -> None:
+        check_is_fitted(self, msg=f"{type(self).__name__} is not fitted; call fit(X, noise=...) first")
+
+    def _check_z(self, z, name: str = "X") -> torch.Tensor:
         self._check_fitted()
-        arr = check_x(z, name, min_rows=1)
+        arr = check_x(_dense_2d(z, name), name, min_rows=1)
         if arr.shape[1] != self.dim_:
-            raise ValueError(f"{name} must have d = {self.dim_} columns, got {arr.shape[1]}")
+            raise ValueError(f"{name} has {arr.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.dim_} features as input")
         return torch.as_tensor(arr, dtype=next(self.model_.parameters()).dtype)
 
-    def score_samples(self, z) -> np.ndarray:
-        """log q_theta(z) of the fitted latent density, shape (n,)."""
-        zt = self._check_z(z)
+    def score_samples(self, X) -> np.ndarray:
+        """log q_theta(z) of the fitted *latent* density at the rows of X (latent points), shape (n,)."""
+        zt = self._check_z(X)
         with torch.no_grad():
             return self.model_.log_prob(zt).double().numpy()
+
+    def score(self, X, y=None) -> float:
+        """Mean log-likelihood of the rows of X under the fitted latent density q_theta.
+
+        X are latent points (e.g. held-out true latents in a simulation); the likelihood of *noisy*
+        observations needs the noise law and is not what ``score`` measures.
+        """
+        return float(np.mean(self.score_samples(X)))
 
     def pdf(self, z) -> np.ndarray:
         """q_theta(z), the fitted latent density."""
         return np.exp(self.score_samples(z))
 
-    def sample(self, n: int, seed: int | None = 0) -> np.ndarray:
-        """n draws from the fitted latent law, shape (n, d)."""
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """n draws from the fitted latent law, shape (n, d).
+
+        ``random_state``: an int gives reproducible draws; None (default) draws fresh ones on every
+        call (from NumPy's global generator, scikit-learn convention); a ``np.random.RandomState`` or
+        ``Generator`` is advanced.
+        """
         self._check_fitted()
         check_scalar(n, "n", int, min=1)
-        g = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        if isinstance(random_state, (numbers.Integral, np.integer)) and not isinstance(random_state, bool):
+            seed = check_scalar(int(random_state), "random_state", int, min=0)
+        elif random_state is None or isinstance(random_state, np.random.RandomState):
+            seed = int(check_random_state(random_state).randint(0, 2**31 - 1))
+        elif isinstance(random_state, np.random.Generator):
+            seed = int(random_state.integers(0, 2**31 - 1))
+        else:
+            raise TypeError(f"random_state must be None, an int, a RandomState or a Generator, "
+                            f"got {type(random_state).__name__}")
+        g = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             return self.model_.rsample(n, g).double().numpy()
 
@@ -216,19 +308,27 @@ class ConvMMDGMM(_ConvMMDBase):
     """convMMD with a Gaussian-mixture sieve of K components (stratified weighted estimator).
 
     Parameters: ``n_components`` K, ``samples_per_component`` B (latent draws per component and step),
-    ``config`` (TrainConfig; default lr 1e-2 — better for mixture parameters than the flow's 1e-3).
+    ``config`` (TrainConfig; its ``lr=None`` means this estimator's 1e-2 — better for mixture parameters
+    than the flow's 1e-3), ``init_lloyd_iters``, ``noise`` (default NoiseModel for ``fit``),
+    ``random_state`` (int; None: ``config.seed``).
     """
 
-    def __init__(self, n_components: int = 6, samples_per_component: int = 32,
-                 config: TrainConfig | None = None, init_lloyd_iters: int = 0) -> None:
-        self.n_components = check_scalar(n_components, "n_components", int, min=1)
-        self.init_lloyd_iters = check_scalar(init_lloyd_iters, "init_lloyd_iters", int, min=0)
-        self.samples_per_component = check_scalar(samples_per_component, "samples_per_component", int, min=2)
-        super().__init__(config)
+    _default_lr = 1e-2
 
-    @staticmethod
-    def _default_config() -> TrainConfig:
-        return TrainConfig(lr=1e-2)
+    def __init__(self, n_components: int = 6, samples_per_component: int = 32,
+                 config: TrainConfig | None = None, init_lloyd_iters: int = 0,
+                 noise: NoiseModel | None = None, random_state=None) -> None:
+        self.n_components = n_components
+        self.samples_per_component = samples_per_component
+        self.config = config
+        self.init_lloyd_iters = init_lloyd_iters
+        self.noise = noise
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        check_scalar(self.n_components, "n_components", int, min=1)
+        check_scalar(self.init_lloyd_iters, "init_lloyd_iters", int, min=0)
+        check_scalar(self.samples_per_component, "samples_per_component", int, min=2)
 
     def _build(self, x, noise, dtype, rng):
         n, d = x.shape
@@ -237,7 +337,7 @@ class ConvMMDGMM(_ConvMMDBase):
         return gmm
 
     def _batch_loss(self, xb, std, chol, h, gen):
-        return stratified_gmm_loss(self.model_, xb, std, h, self.config.kernel, self.samples_per_component,
+        return stratified_gmm_loss(self.model_, xb, std, h, self.config_.kernel, self.samples_per_component,
                                    gen, self.noise_family_, chol)
 
     # closed-form accessors
@@ -278,15 +378,22 @@ class ConvMMDFlow(_ConvMMDBase):
     observation j of the shuffled batch (heteroscedastic mixture (1/n) sum_i Q * F_i).
     """
 
-    def __init__(self, flow: FlowConfig | None = None, config: TrainConfig | None = None) -> None:
-        self.flow = flow if flow is not None else FlowConfig()
-        if not isinstance(self.flow, FlowConfig):
+    _default_lr = 1e-3
+
+    def __init__(self, flow: FlowConfig | None = None, config: TrainConfig | None = None,
+                 noise: NoiseModel | None = None, random_state=None) -> None:
+        self.flow = flow
+        self.config = config
+        self.noise = noise
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        if self.flow is not None and not isinstance(self.flow, FlowConfig):
             raise TypeError(f"flow must be a FlowConfig, got {type(self.flow).__name__}")
-        super().__init__(config)
 
     def _build(self, x, noise, dtype, rng):
         d = x.shape[1]
-        f = self.flow
+        f = self.flow if self.flow is not None else FlowConfig()
         check_scalar(f.blocks, "blocks", int, min=1)
         bins = f.bins if f.bins is not None else (16 if d == 1 else 8)
         hidden = f.hidden if f.hidden is not None else (32 if d == 1 else 64)
@@ -300,4 +407,4 @@ class ConvMMDFlow(_ConvMMDBase):
 
     def _batch_loss(self, xb, std, chol, h, gen):
         y = self.model_.rsample(xb.shape[0], gen) + torch_noise(self.noise_family_, std, gen, chol)
-        return mmd2_unbiased(xb, y, h, self.config.kernel, method=self.config.loss_method)
+        return mmd2_unbiased(xb, y, h, self.config_.kernel, method=self.config_.loss_method)

@@ -25,7 +25,8 @@ from neurips26.harness.paper import fmt_se, judge, mean_se
 from neurips26.deconv.baselines import NPMLE, DeconKDE, ExtremeDeconvolution, GModel, naive_kde
 from neurips26.deconv.data import (ISE_GRID, LATENTS_1D, cdf_from_pdf, ise, make_dataset, mmd_gaussian,
                                    oracle_posterior_mean_1d, sample_latent_2d, sliced_w1, w1_from_cdfs)
-from neurips26.deconv.denoise import gmm_posterior, importance_posterior_mean, tweedie_gmm, tweedie_kde
+from neurips26.deconv.denoise import (gmm_posterior, importance_posterior_mean, quadrature_posterior_mean,
+                                      tweedie_gmm, tweedie_kde)
 from neurips26.deconv.estimators import ConvMMDFlow, ConvMMDGMM, FlowConfig, TrainConfig
 
 
@@ -81,6 +82,9 @@ CONFIGS = {
                     rate_batch_size=60, plots=False),
     # the stochastic claims are judged over three seeds (paired standard errors)
     "quick": Config(seeds=(0, 1, 2)),
+    # issue 11: the reduced rate study (ordinary- vs super-smooth noise) on top of quick — 4 sample sizes x
+    # 3 rate seeds x 2 noise laws x 2 sieves = 48 GMM fits per harness seed (tens of minutes, not run yet)
+    "mid": Config(seeds=(0, 1, 2), rate_ns=(250, 500, 1000, 2000), rate_seeds=3, rate_epochs=300),
     "full": Config(gmm_epochs=500, batch_size=512, quantiles=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
                    flow_blocks=4, flow_bins=16, flow_hidden=32, flow_epochs=500, flow_lr=1e-3,
                    flow_batch_size=512, is_samples=8192, n_denoise=1000,
@@ -93,7 +97,7 @@ CONFIGS = {
 VOLATILE_METRICS = ("*.seconds",)
 
 COMPETITIVE_FACTOR = 1.5        # convMMD's ISE and W1 within this factor of the best classical deconvolver
-DENOISE_REGRET_FACTOR = 1.1     # convMMD's denoising regret within this factor of NPMLE's
+DENOISE_REGRET_MARGIN = 0.0     # paired (convMMD − NPMLE) regret, i.e. MSE difference: needs < this
 K_SE = 2.0                      # a difference inside K_SE paired standard errors is inconclusive
 
 
@@ -125,13 +129,14 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
     res, fits, pdfs, secs = {}, {}, {}, {}
 
     gmm, secs["convmmd_gmm"] = _timed(lambda: ConvMMDGMM(cfg.gmm_k, cfg.gmm_b, _train_cfg(
-        cfg, cfg.gmm_epochs, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, ds.noise))
+        cfg, cfg.gmm_epochs, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, noise=ds.noise))
     fits["convmmd_gmm"], pdfs["convmmd_gmm"] = gmm, gmm.pdf(grid2)
     ctx.log(f"[{tag}] convMMD-GMM fitted in {secs['convmmd_gmm']:.1f} s")
     if with_flow:
         flow, secs["convmmd_flow"] = _timed(lambda: ConvMMDFlow(
             FlowConfig(cfg.flow_blocks, cfg.flow_bins, cfg.flow_hidden),
-            _train_cfg(cfg, cfg.flow_epochs, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, ds.noise))
+            _train_cfg(cfg, cfg.flow_epochs, cfg.flow_lr, cfg.flow_batch_size, seed)
+        ).fit(ds.x, noise=ds.noise))
         fits["convmmd_flow"], pdfs["convmmd_flow"] = flow, flow.pdf(grid2)
         ctx.log(f"[{tag}] convMMD-flow fitted in {secs['convmmd_flow']:.1f} s")
     pdfs["naive_kde"], secs["naive_kde"] = _timed(lambda: naive_kde(ds.x, ISE_GRID))
@@ -181,14 +186,18 @@ def _denoise_1d(ds, fits: dict, cfg: Config, seed: int, gaussian: bool) -> dict:
             out["tweedie_kde"] = _mse(tweedie_kde(ds.x, ds.noise)[:m], z)
         if "xd" in fits:
             out["xd"] = _mse(gmm_posterior(fits["xd"], x, noise)[0], z)
-    else:
+    else:                                   # 1-D, Laplace noise: exact quadrature; IS kept as a cross-check
+        q = quadrature_posterior_mean(fits["convmmd_gmm"], x, noise)
         r = importance_posterior_mean(fits["convmmd_gmm"], x, noise, cfg.is_samples, seed=seed)
-        out["convmmd_gmm"] = _mse(r.mean, z)
+        out["convmmd_gmm"] = _mse(q, z)
         out["convmmd_gmm_is_flagged"] = int(r.flagged.sum())
+        out["convmmd_gmm_is_vs_quadrature_max_abs_diff"] = float(np.max(np.abs(r.mean - q)))
     if "convmmd_flow" in fits:
+        q = quadrature_posterior_mean(fits["convmmd_flow"], x, noise)
         r = importance_posterior_mean(fits["convmmd_flow"], x, noise, cfg.is_samples, seed=seed)
-        out["convmmd_flow"] = _mse(r.mean, z)
+        out["convmmd_flow"] = _mse(q, z)
         out["convmmd_flow_is_flagged"] = int(r.flagged.sum())
+        out["convmmd_flow_is_vs_quadrature_max_abs_diff"] = float(np.max(np.abs(r.mean - q)))
     out["npmle"] = _mse(fits["npmle"].posterior_mean(x, noise), z)
     gkeys = [k for k in fits if k.startswith("gmodel")]
     for k in gkeys:
@@ -203,13 +212,13 @@ def _fit_2d(name: str, cfg: Config, seed: int, ctx: RunContext) -> tuple[dict, d
     z_eval = sample_latent_2d(name, cfg.n_eval_2d, np.random.default_rng(seed + 1000))
     samples, res = {}, {}
     gmm, s = _timed(lambda: ConvMMDGMM(cfg.gmm_k_2d, cfg.gmm_b, _train_cfg(
-        cfg, cfg.gmm_epochs_2d, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, ds.noise))
-    samples["convmmd_gmm"] = gmm.sample(cfg.n_eval_2d, seed=seed + 1)
+        cfg, cfg.gmm_epochs_2d, cfg.gmm_lr, cfg.batch_size, seed)).fit(ds.x, noise=ds.noise))
+    samples["convmmd_gmm"] = gmm.sample(cfg.n_eval_2d, random_state=seed + 1)
     res["convmmd_gmm"] = {"seconds": s}
     if cfg.flow_2d:
         flow, s = _timed(lambda: ConvMMDFlow(FlowConfig(cfg.flow_blocks), _train_cfg(
-            cfg, cfg.flow_epochs_2d, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, ds.noise))
-        samples["convmmd_flow"] = flow.sample(cfg.n_eval_2d, seed=seed + 1)
+            cfg, cfg.flow_epochs_2d, cfg.flow_lr, cfg.flow_batch_size, seed)).fit(ds.x, noise=ds.noise))
+        samples["convmmd_flow"] = flow.sample(cfg.n_eval_2d, random_state=seed + 1)
         res["convmmd_flow"] = {"seconds": s}
     xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k_2d, max_iter=cfg.xd_max_iter, seed=seed)
                    .fit(ds.x, ds.noise))
@@ -239,7 +248,7 @@ def _rate_study(cfg: Config, seed0: int, ctx: RunContext) -> dict:
                           seed=seed0 + 7919 * s + n)
         for sieve, K in (("kn", math.ceil(n ** (1 / 3))), ("k6", cfg.gmm_k)):
             est = ConvMMDGMM(K, cfg.gmm_b, _train_cfg(cfg, cfg.rate_epochs, cfg.gmm_lr, cfg.rate_batch_size,
-                                                      seed0 + s)).fit(ds.x, ds.noise)
+                                                      seed0 + s)).fit(ds.x, noise=ds.noise)
             table[f"{fam}_{sieve}"].setdefault(str(n), []).append(ise(est.pdf(ISE_GRID[:, None]), true_pdf))
     out["ise"] = table
     rng = np.random.default_rng(seed0)
@@ -414,25 +423,29 @@ def _check_competitive(m) -> tuple[str, str]:
 
 
 def _check_denoising(m) -> tuple[str, str]:
-    """Per seed and dataset: convMMD MSE − noisy MSE (< 0), and convMMD regret − 1.1 x NPMLE regret (< 0)."""
+    """Per seed and dataset (same observations for every method): convMMD MSE − noisy MSE (< 0), and the
+    paired regret difference (convMMD − oracle) − (NPMLE − oracle) = convMMD MSE − NPMLE MSE
+    (< DENOISE_REGRET_MARGIN), each judged over the seeds; convMMD's regret to the oracle is reported.
+    (Issue 11: a ratio "regret <= 1.1 x NPMLE regret" of a noisy near-zero number was ill-posed.)"""
     verdicts, parts = [], []
     for key in ("denoise_A", "denoise_B"):
-        gain, excess, mse_c = [], [], []
+        gain, excess, reg_c = [], [], []
         for run in _runs(m):
             mse, reg = run[key]["mse"], run[key]["regret"]
             gain.append(mse["convmmd_gmm"] - mse["noisy"])
-            excess.append(reg["convmmd_gmm"] - DENOISE_REGRET_FACTOR * reg["npmle"])
-            mse_c.append(mse["convmmd_gmm"])
-        (vg, tg), (ve, te) = _judged(gain, 0.0, "{:.4f}"), _judged(excess, 0.0, "{:.4f}")
+            excess.append(reg["convmmd_gmm"] - reg["npmle"])
+            reg_c.append(reg["convmmd_gmm"])
+        (vg, tg), (ve, te) = _judged(gain, 0.0, "{:.4f}"), _judged(excess, DENOISE_REGRET_MARGIN, "{:.4f}")
+        _, tr = _judged(reg_c, 0.0, "{:.4f}")
         verdicts += [vg, ve]
-        parts.append(f"{key[-1]}: convMMD − noisy MSE {tg} (needs < 0); convMMD regret − "
-                     f"{DENOISE_REGRET_FACTOR:g} x NPMLE regret {te} (needs < 0)")
+        parts.append(f"{key[-1]}: convMMD − noisy MSE {tg} (needs < 0); paired regret convMMD − NPMLE {te} "
+                     f"(needs < {DENOISE_REGRET_MARGIN:g}); convMMD regret vs oracle {tr}")
     return _combine(verdicts), "; ".join(parts) + f" ({K_SE:g} s.e. rule)"
 
 
 def _check_rates(m: dict) -> tuple[str, str]:
     if "rates" not in m:
-        return INCONCLUSIVE, "not evaluated (full only: needs several n and seeds)"
+        return INCONCLUSIVE, "not evaluated at this scale (mid and full run it: needs several n and seeds)"
     r = m["rates"]
     sl, sg = r["slope_laplace_kn"], r["slope_gaussian_kn"]
     lo, hi = r["slope_laplace_kn_ci95"]
@@ -471,8 +484,9 @@ CLAIMS = [
           "qualitative (abstract; no numbers found); spec prototype ISE ~0.007 vs naive KDE 0.048",
           _check_competitive),
     Claim("denoising",
-          "the learned prior's posterior mean improves MSE over the noisy data, with regret within "
-          f"{DENOISE_REGRET_FACTOR:g}x NPMLE's, over seeds ({K_SE:g} paired s.e.)",
+          "the learned prior's posterior mean improves MSE over the noisy data, and its regret to the "
+          f"oracle Bayes rule is no larger than NPMLE's (paired difference < {DENOISE_REGRET_MARGIN:g}), "
+          f"over seeds ({K_SE:g} paired s.e.)",
           "qualitative (abstract); package anchor: noisy MSE 0.604 -> IS 0.406 (different setting)",
           _check_denoising),
     Claim("rates",

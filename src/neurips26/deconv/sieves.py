@@ -7,6 +7,7 @@ Both are ``nn.Module``s with ``rsample(n, generator)`` (reparameterised, differe
 
 from __future__ import annotations
 
+import functools
 import math
 from functools import partial
 
@@ -139,6 +140,7 @@ def stratified_gmm_loss(gmm: GMMSieve, xb: torch.Tensor, noise_std: torch.Tensor
 
 
 # ============================================================================ neural spline flow
+@functools.cache
 def _make_rqs_class():
     """zuko's monotonic RQ spline with the package's stability choices: tail bound B (linear tails
     outside [-B, B]), derivatives d_min + (d_max - d_min) sigmoid(.), d_min = 1e-3, d_max = 10,
@@ -167,7 +169,15 @@ def _make_rqs_class():
             z = 2 * c / (-b - disc.sqrt())
             return torch.where(mask, x0 + z * (x1 - x0), y)
 
+    _BoundedRQS.__module__, _BoundedRQS.__qualname__ = __name__, "_BoundedRQS"   # picklable by name
     return _BoundedRQS
+
+
+def __getattr__(name: str):
+    """Lazy module attribute ``_BoundedRQS`` (zuko is imported only when a flow is built or unpickled)."""
+    if name == "_BoundedRQS":
+        return _make_rqs_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class FlowSieve(nn.Module):
