@@ -48,3 +48,23 @@ def test_rho_max_defaults_above_a_large_rho():
     from neurips26.nota import AdaptedLinear
     lay = AdaptedLinear(torch.nn.Linear(8, 8), rule="global", rho=0.4, learn_gamma=True)
     assert lay.rho_max == 0.4 and AdaptedLinear(torch.nn.Linear(8, 8), rho=0.05).rho_max == 0.2
+
+
+def test_global_rule_gradient_is_the_projected_closed_form():
+    """d/dS of gamma S / r (r = sqrt(||S||^2 + eps^2)) is gamma/r (I - S S^T / r^2): the step only rotates S
+    (radial part ~ eps^2) and shrinks as 1/||S||; Adam's per-parameter scaling undoes that shrink, so the
+    current adapter's raw step is not tiny, but ||dW^(t)|| stays at gamma (the under-fit, if any, is rho)."""
+    import torch
+    from neurips26.nota.accumulation import global_normalize
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(16, 16, generator=g, dtype=torch.float64).requires_grad_(True)
+    up = torch.randn(16, 16, generator=g, dtype=torch.float64)
+    gamma, eps = 0.7, 1e-3
+    (global_normalize(s, gamma, eps) * up).sum().backward()
+    sd = s.detach()
+    r = float(torch.sqrt(sd.pow(2).sum() + eps ** 2))
+    want = gamma / r * (up - sd * (sd * up).sum() / r ** 2)
+    assert torch.allclose(s.grad, want, atol=1e-12)
+    radial = float((s.grad * sd).sum())
+    assert abs(radial - gamma * float((sd * up).sum()) * eps ** 2 / r ** 3) < 1e-12
+    assert abs(radial) < 1e-9 * float(s.grad.norm() * sd.norm())
