@@ -103,15 +103,15 @@ class AdaptedLinear(nn.Module):
 
     kind: "mpo" or "lora"; rule: "plain" | "taskwise" | "global" | "hier" (H-NoTA, MPO only).
     rho: gamma = rho ||W0||_F (global/hier); eps = eps_rel * gamma; learn_gamma clamps gamma to
-    [0, rho_max ||W0||_F]; alpha_init: the task coefficients' start (taskwise/hier; fixed 1 for
-    plain/global); train_old_alphas / freeze_hier_after_task: whether alpha/M of earlier tasks keep
-    training in later tasks; norm: taskwise divisor ("exact" ||dW_i|| or "product").
+    [0, rho_max ||W0||_F] (default max(0.2, rho)); alpha_init: the task coefficients' start (taskwise/hier;
+    fixed 1 for plain/global); train_old_alphas / freeze_hier_after_task: whether alpha/M of earlier
+    tasks keep training in later tasks; norm: taskwise divisor ("exact" ||dW_i|| or "product").
     """
 
     def __init__(self, base: nn.Linear, kind: str = "mpo", rule: str = "global", *, bond: int = 4,
                  out_factors: Sequence[int] | None = None, in_factors: Sequence[int] | None = None,
                  rank: int = 3, rho: float = 0.05, eps_rel: float = 1e-3, learn_gamma: bool = False,
-                 rho_max: float = 0.2, alpha_init: float = 1.0, norm: str = "exact",
+                 rho_max: float | None = None, alpha_init: float = 1.0, norm: str = "exact",
                  train_old_alphas: bool = True, freeze_hier_after_task: bool = False, init: str = "zero_last",
                  shared: bool = False):
         super().__init__()
@@ -125,7 +125,7 @@ class AdaptedLinear(nn.Module):
         self.init = check_choice(init, "init", INITS)
         rho = check_scalar(rho, "rho", float, min=0, inclusive="neither")
         eps_rel = check_scalar(eps_rel, "eps_rel", float, min=0, inclusive="neither")
-        self.rho_max = check_scalar(rho_max, "rho_max", float, min=rho)
+        self.rho_max = check_scalar(max(0.2, rho) if rho_max is None else rho_max, "rho_max", float, min=rho)
         self.alpha_init = check_scalar(alpha_init, "alpha_init", float)
         self.bond, self.rank = check_scalar(bond, "bond", int, min=1), check_scalar(rank, "rank", int, min=1)
         self.base = base

@@ -18,6 +18,7 @@ import torch
 from neurips26.harness import Claim
 from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE, fmt_se, judge, paired, seed_values
 from neurips26.harness.run import RunContext
+from neurips26.harness.validation import check_scalar
 from neurips26.nota.backbone import PretrainConfig, pretrain
 from neurips26.nota.cil import TrainSettings, run_cil
 from neurips26.nota.data import digits, synth_glyphs
@@ -29,6 +30,8 @@ MARGIN = 0.0            # "global >= plain": the paired mean difference must exc
 DRIFT_BOUND = 2.0       # global rule: ||dW^(T) - dW^(k)|| <= 2 gamma, in units of gamma
 NCM_FLOOR = 0.40        # pipeline floors (spec check 11)
 ADAPTER_FLOOR = 0.25
+RHO_GRID = (0.05, 0.1, 0.2, 0.4)   # quick finding: MPO-plain's total update reaches ~0.25 ||W0||
+GLOBAL_METHODS = ("lora_gn", "nota", "hnota")
 GRID = ("seq_lora", "lora_plain", "sd_lora", "lora_gn", "mpo_plain", "mpo_tw", "nota", "hnota", "ncm")
 
 
@@ -55,6 +58,10 @@ class CILConfig:
     sweep_rho: tuple[float, ...] = ()       # NoTA A_last at each rho (gamma = rho ||W0||), main T
     sweep_bond: tuple[int, ...] = ()
     sweep_eps_rel: tuple[float, ...] = ()
+    # rho of the global rule (NoTA, LoRA-GN, H-NoTA) selected per seed by NoTA's A_last on a validation
+    # split held out of the CIL *training* images (never test); () keeps ``rho`` fixed
+    select_rho: tuple[float, ...] = ()
+    val_frac: float = 0.2
 
 
 @dataclass
@@ -71,10 +78,10 @@ CONFIGS = {
                     DataConfig(cil_classes=tuple(range(4, 8)), n_tasks=(2,), train_per_class=12,
                                test_per_class=6),
                     CILConfig(epochs=1, batch=16, bond=2, rank=1), seeds=(0,)),
-    "quick": Config(),
+    "quick": Config(cil=CILConfig(select_rho=RHO_GRID)),
     "full": Config(PretrainConfig(dim=192, depth=6, heads=8, n_stem=2, per_class=1000, epochs=10),
                    DataConfig(n_tasks=(4, 6, 12), cross_domain=True),
-                   CILConfig(methods=GRID + ("inflora", "l2p", "joint"), epochs=10,
+                   CILConfig(methods=GRID + ("inflora", "l2p", "joint"), epochs=10, select_rho=RHO_GRID,
                              sweep_rho=(0.01, 0.02, 0.05, 0.1, 0.2), sweep_bond=(2, 4, 8),
                              sweep_eps_rel=(1e-6, 1e-3, 1e-1)),
                    seeds=(0, 1, 2, 3, 4)),
@@ -104,12 +111,21 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     c = cfg.cil
     settings = TrainSettings(c.epochs, c.batch, c.lr_adapter, c.lr_rows)
     out: dict[str, Any] = {"pretrain_test_acc": info["pretrain_test_acc"], "by_T": {}, "seconds": {}}
+    rho = c.rho
+    if c.select_rho:
+        t1 = time.perf_counter()
+        n_sel = 6 if 6 in d.n_tasks else d.n_tasks[0]
+        rho, scores = select_rho(backbone, task_split(d.cil_classes, n_sel, ctx.seed), train, settings,
+                                 ctx.seed, c.select_rho, c.val_frac, bond=c.bond, eps_rel=c.eps_rel)
+        out["rho_selection"] = {"rho": rho, "val_A_last": scores}
+        out["seconds"]["rho_selection"] = time.perf_counter() - t1
     for n_tasks in d.n_tasks:
         tasks = task_split(d.cil_classes, n_tasks, ctx.seed)
         res = {}
         for m in ctx.track(c.methods, desc=f"T={n_tasks}"):
             t1 = time.perf_counter()
-            kw = {} if m == "ncm" else dict(rho=c.rho, bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
+            kw = {} if m == "ncm" else dict(rho=rho if m in GLOBAL_METHODS else c.rho, bond=c.bond,
+                                            rank=c.rank, eps_rel=c.eps_rel)
             r = _run_method(backbone, m, tasks, train, test, settings, ctx.seed, kw)
             r.pop("model")
             out["seconds"][f"T{n_tasks}_{m}"] = time.perf_counter() - t1
@@ -122,6 +138,42 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     out["seconds"]["pretrain"] = t_pre
     _plots(ctx, out)
     return out
+
+
+def val_split(y: np.ndarray, frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified split of training indices: (fit, val), ``round(frac * n_c)`` of each class held out."""
+    frac = check_scalar(frac, "val_frac", float, min=0, max=1, inclusive="neither")
+    rng = np.random.default_rng(seed)
+    fit, val = [], []
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        k = max(1, int(round(frac * len(idx))))
+        if k >= len(idx):
+            raise ValueError(f"val_frac={frac} leaves no training image of class {c}")
+        val.append(idx[:k])
+        fit.append(idx[k:])
+    return np.sort(np.concatenate(fit)), np.sort(np.concatenate(val))
+
+
+def select_rho(backbone, tasks, train: tuple, settings: TrainSettings, seed: int, grid, val_frac: float = 0.2,
+               **kw) -> tuple[float, dict[str, float]]:
+    """The rho in ``grid`` with the best NoTA A_last on a validation split of the training images.
+
+    Only ``train`` is seen (it is split into fit/val by ``val_split``); ties go to the smaller rho.
+    Returns (rho, {str(rho): validation A_last}).
+    """
+    grid = tuple(check_scalar(r, "rho", float, min=0, inclusive="neither") for r in grid)
+    if not grid:
+        raise ValueError("grid must hold at least one rho")
+    x, y = train
+    fit, val = val_split(y, val_frac, seed)
+    scores = {}
+    for r in grid:
+        res = run_cil(backbone, "nota", tasks, (x[fit], y[fit]), (x[val], y[val]), settings, seed=seed,
+                      rho=r, **kw)
+        scores[str(r)] = float(res["A_last"])
+    best = max(sorted(grid), key=lambda r: scores[str(r)])
+    return best, scores
 
 
 def _run_method(backbone, method: str, tasks, train, test, settings: TrainSettings, seed: int,

@@ -1,0 +1,70 @@
+"""rho of the global rule is selected on a validation split of the training images, never on test."""
+import numpy as np
+import pytest
+
+from neurips26.nota.backbone import PretrainConfig, pretrain
+from neurips26.nota.cil import TrainSettings
+from neurips26.nota.data import synth_glyphs
+from neurips26.nota.experiment import CONFIGS, GLOBAL_METHODS, RHO_GRID, select_rho, val_split
+
+
+def test_val_split_stratified_and_disjoint():
+    y = np.repeat([3, 5, 7], 10)
+    fit, val = val_split(y, 0.2, seed=0)
+    assert not set(fit) & set(val) and len(fit) + len(val) == len(y)
+    assert [int((y[val] == c).sum()) for c in (3, 5, 7)] == [2, 2, 2]
+    assert np.array_equal(val_split(y, 0.2, 0)[1], val)          # seeded
+    with pytest.raises(ValueError, match="val_frac"):
+        val_split(y, 1.5, 0)
+    with pytest.raises(ValueError, match="no training image"):
+        val_split(np.array([0, 1]), 0.5, 0)
+
+
+def test_select_rho_uses_only_training_data_and_picks_the_best():
+    bb, _ = pretrain(PretrainConfig(dim=16, depth=1, heads=2, classes=tuple(range(4)), per_class=12,
+                                    epochs=1))
+    train = synth_glyphs(range(4, 8), 10, seed=10)
+    tasks = [[4, 5], [6, 7]]
+    s = TrainSettings(epochs=1, batch=16)
+    rho, scores = select_rho(bb, tasks, train, s, seed=0, grid=(0.05, 0.4), bond=2)
+    assert set(scores) == {"0.05", "0.4"} and all(0.0 <= v <= 1.0 for v in scores.values())
+    assert scores[str(rho)] == max(scores.values())
+    assert rho == min(r for r in (0.05, 0.4) if scores[str(r)] == max(scores.values()))   # ties: smaller
+    again = select_rho(bb, tasks, train, s, seed=0, grid=(0.05, 0.4), bond=2)
+    assert again == (rho, scores)                                                          # deterministic
+    with pytest.raises(ValueError, match="rho"):
+        select_rho(bb, tasks, train, s, seed=0, grid=(0.0,))
+
+
+def test_quick_selects_rho_for_the_global_methods_only():
+    c = CONFIGS["quick"].cil
+    assert c.select_rho == RHO_GRID and c.rho in RHO_GRID and 0 < c.val_frac < 1
+    assert set(GLOBAL_METHODS) == {"nota", "lora_gn", "hnota"}
+    assert CONFIGS["smoke"].cil.select_rho == ()          # smoke stays seconds
+
+
+def test_rho_max_defaults_above_a_large_rho():
+    import torch
+    from neurips26.nota import AdaptedLinear
+    lay = AdaptedLinear(torch.nn.Linear(8, 8), rule="global", rho=0.4, learn_gamma=True)
+    assert lay.rho_max == 0.4 and AdaptedLinear(torch.nn.Linear(8, 8), rho=0.05).rho_max == 0.2
+
+
+def test_global_rule_gradient_is_the_projected_closed_form():
+    """d/dS of gamma S / r (r = sqrt(||S||^2 + eps^2)) is gamma/r (I - S S^T / r^2): the step only rotates S
+    (radial part ~ eps^2) and shrinks as 1/||S||; Adam's per-parameter scaling undoes that shrink, so the
+    current adapter's raw step is not tiny, but ||dW^(t)|| stays at gamma (the under-fit, if any, is rho)."""
+    import torch
+    from neurips26.nota.accumulation import global_normalize
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(16, 16, generator=g, dtype=torch.float64).requires_grad_(True)
+    up = torch.randn(16, 16, generator=g, dtype=torch.float64)
+    gamma, eps = 0.7, 1e-3
+    (global_normalize(s, gamma, eps) * up).sum().backward()
+    sd = s.detach()
+    r = float(torch.sqrt(sd.pow(2).sum() + eps ** 2))
+    want = gamma / r * (up - sd * (sd * up).sum() / r ** 2)
+    assert torch.allclose(s.grad, want, atol=1e-12)
+    radial = float((s.grad * sd).sum())
+    assert abs(radial - gamma * float((sd * up).sum()) * eps ** 2 / r ** 3) < 1e-12
+    assert abs(radial) < 1e-9 * float(s.grad.norm() * sd.norm())
