@@ -218,11 +218,22 @@ class Forecaster(nn.Module):
             if not torch.isfinite(t).all():
                 raise ValueError(f"{name} has NaN/inf values on wet cells")
 
-    def grid_input(self, x_prev2, x_prev1, forcing, extra=None):
+    def increment(self, x_from, x_to):
+        """One-step increment in diff-standardised units, ``(x_to - x_from - dmean) / dstd``."""
+        return (x_to - x_from - self.diff_mean) / self.diff_std
+
+    def grid_input(self, x_prev2, x_prev1, forcing, x_true=None):
+        """Grid features ``[X^{t-1}, inc(X^{t-2}->X^{t-1}), F^t, S(, inc(X^{t-1}->X^t))]``.
+
+        The pair (X^{t-2}, X^{t-1}) enters as X^{t-1} and its standardised increment: the same
+        information (an invertible linear map), but a daily increment is ~1-4% of a channel's std, so
+        with raw X^{t-2} the network had to difference two nearly equal inputs and amplify the result
+        by 1/dstd (up to ~175x) -- it never did, and the encoder could not see the target increment,
+        so the posterior collapsed. ASSUMPTION (Graph-EFM feeds X^{t-2}, X^{t-1} raw)."""
         B = x_prev1.shape[0]
-        parts = [x_prev2, x_prev1, forcing, self.static[None].expand(B, -1, -1)]
-        if extra is not None:
-            parts.append(extra)
+        parts = [x_prev1, self.increment(x_prev2, x_prev1), forcing, self.static[None].expand(B, -1, -1)]
+        if x_true is not None:
+            parts.append(self.increment(x_prev1, x_true))
         return torch.cat(parts, dim=-1)
 
     def update(self, x_prev1, delta):
