@@ -1,6 +1,7 @@
 """Claim logic on synthetic metrics: thresholds, gating on the phenomenon, inconclusive inside the noise."""
 
 import numpy as np
+import pytest
 
 from neurips26.harness.paper import SeedMetrics
 from neurips26.obsalign import experiment as ex
@@ -83,3 +84,32 @@ def test_sweep_chooses_on_validation_only():
     assert sum(r["chosen"] for r in rows) == 1
     assert rows[int(np.argmax(vals))]["chosen"] == 1
     assert np.isclose(np.mean(source_accuracy(bench, res.models, res.guidance, split="val")), max(vals))
+
+
+
+def test_full_config_wires_the_full_layout_fedprox_and_centralised():
+    full = ex.CONFIGS["full"]
+    assert full.data.layout == "full" and full.data.n_classes == 24 and full.fed.rounds == 50
+    assert {"fedprox", "centralised", "protoimpute", "obsalign"} <= set(full.methods)
+    specs = ex._sources(full.data, 0)
+    assert len(specs) == 12 and all(s.class_weights is not None for s in specs)
+    assert "fedprox" in ex.BASELINES and ex.CENTRALISED not in ex.BASELINES
+    with pytest.raises(ValueError, match="layout"):
+        ex.DataConfig(layout="nope")
+
+
+@pytest.mark.slow
+def test_full_layout_runs_end_to_end_at_tiny_size(tmp_path):
+    from dataclasses import replace
+
+    from neurips26.harness.run import run_paper
+    from neurips26.obsalign.federation import FedConfig
+
+    full = ex.CONFIGS["full"]
+    tiny = replace(full, data=replace(full.data, size_scale=0.1, unimodal_per_class=2),
+                   fed=FedConfig(rounds=2, epochs=1, warmup=1), seeds=(0,), sweep=(),
+                   methods=("noalign", "fedprox", "centralised", "obsalign"))
+    res = run_paper("obsalign", config=tiny, seed=0, out=tmp_path, progress=False)
+    m = res["metrics"]
+    assert set(m["methods"]) == {"noalign", "fedprox", "centralised", "obsalign"}
+    assert np.array(m["omega"]).shape == (3, 24)

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from neurips26.obsalign.obsbench import SourceSpec, Split, make_obsbench, quick_blind, validate_split
+from neurips26.obsalign.obsbench import (FULL_ETAS, FULL_LABEL_FRACTIONS, SourceSpec, Split, full_blind,
+                                         full_sources, make_obsbench, quick_blind, validate_split)
 
 
 def test_deterministic_per_seed():
@@ -100,3 +101,51 @@ def test_bad_split_inputs():
     mask[0] = False
     with pytest.raises(ValueError, match="observe no modality"):
         validate_split(Split(sp.x, mask, sp.y, sp.y_obs, sp.mismatch), b.dims, 12)
+
+
+# ---- full-scale layout -----------------------------------------------------------------------------
+
+
+def test_full_layout_sources_cover_modalities_pairs_and_follow_the_grid():
+    for seed in range(4):
+        specs = full_sources(seed, eta=0.6, label_fraction=0.05)
+        assert len(specs) == 12 and all(s.n == 300 for s in specs)
+        mods = [s.modalities for s in specs]
+        assert all(sum(m in s for s in mods) >= 2 for m in range(3))
+        assert all(any(a in s and b in s for s in mods) for a, b in ((0, 1), (0, 2), (1, 2)))
+        for s in specs:
+            assert len(s.classes) >= 2 and all(0 <= c < 24 for c in s.classes)
+            assert len(s.class_weights) == len(s.classes) and all(w > 0 for w in s.class_weights)
+            assert all(300 * w >= 1 for w in s.class_weights) or len(s.classes) == 2
+            assert s.label_fraction == (0.05 if 2 in s.modalities else 1.0)
+            assert s.eta in (0.0, 0.6) and (s.eta == 0.0 or len(s.modalities) > 1)
+    assert full_sources(3) == full_sources(3) and full_sources(3) != full_sources(4)
+    assert FULL_ETAS == (0.0, 0.3, 0.6) and FULL_LABEL_FRACTIONS == (0.05, 0.1, 0.3)
+    with pytest.raises(ValueError, match="alpha"):
+        full_sources(0, alpha=0.0)
+    with pytest.raises(ValueError, match="eta"):
+        full_sources(0, eta=1.5)
+
+
+def test_dirichlet_coverage_is_heterogeneous_and_weights_drive_sampling():
+    specs = full_sources(0, n_sources=40)
+    sizes = [len(s.classes) for s in specs]
+    assert min(sizes) < 24 and np.mean(sizes) < 20          # Dirichlet(0.5) leaves classes out
+    # a heavily weighted class dominates the generated labels
+    spec = SourceSpec((0, 1), (0, 1, 2), 3000, class_weights=(0.8, 0.1, 0.1))
+    b = make_obsbench(0, [spec], unimodal_per_class=2)
+    frac = np.bincount(b.sources[0].train.y, minlength=12)[:3] / 3000
+    np.testing.assert_allclose(frac, [0.8, 0.1, 0.1], atol=0.03)
+    with pytest.raises(ValueError, match="class_weights"):
+        make_obsbench(0, [SourceSpec((0,), (0, 1), 10, class_weights=(1.0,))])
+    with pytest.raises(ValueError, match="class_weights"):
+        make_obsbench(0, [SourceSpec((0,), (0, 1), 10, class_weights=(0.0, 0.0))])
+
+
+def test_full_blind_repeats_the_quick_pattern_and_the_bench_builds():
+    fb = full_blind(24)
+    assert fb[0] == {1, 7, 13, 19} and fb[1] == {4, 10, 16, 22} and fb[2] == {2, 8, 14, 20}
+    specs = full_sources(1, n=40)
+    b = make_obsbench(1, specs, n_classes=24, blind=fb, unimodal_per_class=2)
+    assert len(b.sources) == 12 and b.alignable.shape == (3, 3, 24)
+    assert not b.alignable[0, 1, 1] and not b.alignable[1, 2, 16]   # blind classes never alignable

@@ -20,14 +20,17 @@ import torch
 from neurips26.harness import Claim
 from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE, fmt_se, judge, mean_se, paired
 from neurips26.harness.run import RunContext
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.obsalign.federation import (
     METHODS,
     FedConfig,
+    run_centralised,
     run_federation,
     source_accuracy,
     unimodal_accuracy,
 )
-from neurips26.obsalign.obsbench import MODALITIES, SourceSpec, make_obsbench, quick_sources
+from neurips26.obsalign.obsbench import (MODALITIES, SourceSpec, full_blind, full_sources, make_obsbench,
+                                         quick_sources)
 
 PHEN_GAIN = 0.02  # AlwaysAlign - NoAlign on the label-scarce modality (audio), >= 2 pp
 PHEN_NT_CELL = 0.10  # AlwaysAlign's worst non-alignable cell NT(m, c) >= 10 pp (mean over seeds)
@@ -37,7 +40,8 @@ AUROC_MIN = 0.75  # omega separates alignable relations
 NOALIGN_SLACK = 0.005  # refutation check: ObsAlign unimodal mean >= NoAlign - 0.5 pp
 K_SE = 2.0
 SCARCE = 2  # audio: the label-scarce modality
-BASELINES = ("local", "noalign", "alwaysalign", "protoimpute")
+BASELINES = ("local", "noalign", "alwaysalign", "protoimpute", "fedprox")
+CENTRALISED = "centralised"  # pooled-data reference (reported, not a baseline ObsAlign must beat)
 
 VOLATILE_METRICS = ("seconds.*",)
 
@@ -47,6 +51,15 @@ class DataConfig:
     size_scale: float = 1.0  # multiplies every source's n
     unimodal_per_class: int = 60
     n_classes: int = 12
+    layout: str = "quick"  # quick: the spec's s0..s4; full: full_sources (random, Dirichlet coverage)
+    n_sources: int = 12  # full layout only, like the four below
+    eta: float = 0.3  # a point of FULL_ETAS
+    label_fraction: float = 0.1  # a point of FULL_LABEL_FRACTIONS
+    alpha: float = 0.5  # Dirichlet class coverage
+
+    def __post_init__(self) -> None:
+        check_choice(self.layout, "layout", ("quick", "full"))
+        check_scalar(self.size_scale, "size_scale", float, min=0, inclusive="neither")
 
 
 @dataclass
@@ -68,11 +81,18 @@ CONFIGS = {
         sweep=((0.1, 5.0), (0.2, 2.0)),
     ),
     "quick": ExperimentConfig(),
-    "full": ExperimentConfig(fed=FedConfig(rounds=50), methods=tuple(METHODS), seeds=tuple(range(10))),
+    "full": ExperimentConfig(
+        DataConfig(n_classes=24, layout="full"),
+        fed=FedConfig(rounds=50), methods=(*METHODS, CENTRALISED), seeds=tuple(range(10))
+    ),
 }
 
 
-def _sources(scale: float) -> list[SourceSpec]:
+def _sources(data: DataConfig, seed: int) -> list[SourceSpec]:
+    if data.layout == "full":
+        return full_sources(seed, data.n_sources, data.n_classes, data.eta, data.label_fraction, data.alpha,
+                            n=max(int(300 * data.size_scale), 20))
+    scale = data.size_scale
     return [
         SourceSpec(
             s.modalities, s.classes, max(int(s.n * scale), 20), s.label_fraction, s.eta, s.delta, s.missing
@@ -85,8 +105,9 @@ def run(cfg: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
     torch.set_num_threads(cfg.threads)
     bench = make_obsbench(
         ctx.seed,
-        _sources(cfg.data.size_scale),
+        _sources(cfg.data, ctx.seed),
         cfg.data.n_classes,
+        blind=full_blind(cfg.data.n_classes) if cfg.data.layout == "full" else None,
         unimodal_per_class=cfg.data.unimodal_per_class,
         regime=cfg.fed.regime,
         d_vlm=cfg.fed.d,
@@ -101,6 +122,8 @@ def run(cfg: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
         t0 = time.perf_counter()
         if name == "obsalign" and cfg.sweep:
             res, sweep = _tuned_obsalign(bench, cfg, ctx.seed)
+        elif name == CENTRALISED:
+            res = run_centralised(bench, cfg.fed, seed=ctx.seed)
         else:
             res = run_federation(bench, name, cfg.fed, seed=ctx.seed)
         seconds[name] = time.perf_counter() - t0

@@ -31,18 +31,22 @@ class Method:
     consolidation: str = "fedavg"  # none | fedavg | evidence
     omega: OmegaParams = field(default_factory=OmegaParams)
     use_reliability: bool = True
+    prox_mu: float = 0.0         # FedProx: (mu / 2) ||w - w_global||^2 added to the local loss
 
     def __post_init__(self) -> None:
+        check_scalar(self.prox_mu, "prox_mu", float, min=0)
         check_choice(self.align, "align", ("none", "always", "omega", "omega_nogate", "omega_hard"))
         check_choice(self.transfer, "transfer", ("none", "always", "omega"))
         check_choice(self.consolidation, "consolidation", ("none", "fedavg", "evidence"))
 
 
+FEDPROX_MU = 0.01  # the spec's FedProx baseline
 OBS = dict(align="omega", transfer="omega", consolidation="evidence")
 METHODS: dict[str, Method] = {
     "local": Method("local", consolidation="none"),
     "noalign": Method("noalign"),
     "alwaysalign": Method("alwaysalign", align="always", transfer="always"),
+    "fedprox": Method("fedprox", prox_mu=FEDPROX_MU),
     "protoimpute": Method("protoimpute", transfer="always"),
     "evidence_always": Method("evidence_always", align="always", transfer="always", consolidation="evidence"),
     "obsalign": Method("obsalign", **OBS),
@@ -114,9 +118,18 @@ def guidance_for(method: Method, p: Pooled, omega: np.ndarray | None, c_s: np.nd
     return Guidance(torch.as_tensor(p.mu, dtype=torch.float32), f(align), f(tr))
 
 
+def proximal_term(model: ObsModel, anchor: dict[str, torch.Tensor], mu: float) -> torch.Tensor:
+    """FedProx's ``(mu / 2) sum_p ||w_p - w_global,p||^2`` over every trainable parameter of ``model``."""
+    mu = check_scalar(mu, "mu", float, min=0)
+    terms = [((p - anchor[k]) ** 2).sum() for k, p in model.named_parameters()]
+    return 0.5 * mu * torch.stack(terms).sum()
+
+
 def train_epochs(model: ObsModel, opt: torch.optim.Optimizer, split: Split, modalities: tuple[int, ...],
-                 g: Guidance | None, cfg: FedConfig, gen: torch.Generator) -> float:
+                 g: Guidance | None, cfg: FedConfig, gen: torch.Generator, prox_mu: float = 0.0) -> float:
+    """E local epochs; with ``prox_mu > 0`` the loss gets FedProx's term about the round's start point."""
     x, mask, y = tensors(split)
+    anchor = ({k: p.detach().clone() for k, p in model.named_parameters()} if prox_mu > 0 else None)
     n, last = len(y), 0.0
     for _ in range(cfg.epochs):
         perm = torch.randperm(n, generator=gen)
@@ -124,6 +137,8 @@ def train_epochs(model: ObsModel, opt: torch.optim.Optimizer, split: Split, moda
             b = perm[i:i + cfg.batch]
             opt.zero_grad()
             loss = local_loss(model, [xm[b] for xm in x], mask[b], y[b], modalities, g, cfg.tau)
+            if anchor is not None:
+                loss = loss + proximal_term(model, anchor, prox_mu)
             loss.backward()
             opt.step()
             last = float(loss.detach())
@@ -185,7 +200,7 @@ def run_federation(bench: ObsBench, method: Method | str, cfg: FedConfig = FedCo
         sketches = []
         for i, (src, model) in enumerate(zip(bench.sources, models)):
             g = guid[i] if r > cfg.warmup else None
-            train_epochs(model, opts[i], src.train, src.spec.modalities, g, cfg, gens[i])
+            train_epochs(model, opts[i], src.train, src.spec.modalities, g, cfg, gens[i], method.prox_mu)
             sketches.append(source_sketch(model, src.train, src.spec.modalities, guid[i], cfg, rng))
         pooled = pool(sketches)
         omega = tracker.update(pooled)
@@ -206,6 +221,41 @@ def run_federation(bench: ObsBench, method: Method | str, cfg: FedConfig = FedCo
     if method.consolidation == "none":
         glob = models[0]
     return FedResult(models, glob, guid, omega, pooled, round_acc, hist)
+
+
+def pooled_split(splits: list[Split]) -> Split:
+    """All sources' samples in one split (labels and masks as each source has them)."""
+    if not splits:
+        raise ValueError("splits must be non-empty")
+    K = len(splits[0].x)
+    return Split([np.concatenate([s.x[m] for s in splits]) for m in range(K)],
+                 np.concatenate([s.mask for s in splits]), np.concatenate([s.y for s in splits]),
+                 np.concatenate([s.y_obs for s in splits]), np.concatenate([s.mismatch for s in splits]))
+
+
+def run_centralised(bench: ObsBench, cfg: FedConfig = FedConfig(), seed: int = 0,
+                    eval_every_round: bool = True) -> FedResult:
+    """The centralised reference: one model trained on the pooled training data of every source.
+
+    Same model, loss (CE, no alignment), optimiser and number of passes over the data as the round
+    loop (``cfg.rounds`` x ``cfg.epochs`` epochs); every source is evaluated with this one model.
+    """
+    seed = check_scalar(seed, "seed", int, min=0)
+    K, C = bench.n_modalities, bench.n_classes
+    for i, s in enumerate(bench.sources):
+        validate_split(s.train, bench.dims, C, f"sources[{i}].train")
+    torch.manual_seed(seed)
+    model = ObsModel(bench.dims, C, cfg.d, regime=cfg.regime)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(seed * 1000)
+    data, mods = pooled_split([s.train for s in bench.sources]), tuple(range(K))
+    guid: list[Guidance | None] = [None] * len(bench.sources)
+    models, round_acc = [model] * len(bench.sources), []
+    for r in range(1, cfg.rounds + 1):
+        train_epochs(model, opt, data, mods, None, cfg, gen)
+        if eval_every_round or r == cfg.rounds:
+            round_acc.append(float(np.mean(source_accuracy(bench, models, guid))))
+    return FedResult(models, model, guid, None, None, round_acc, [])
 
 
 def source_accuracy(bench: ObsBench, models: list[ObsModel], guid: list[Guidance | None],

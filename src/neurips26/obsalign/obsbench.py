@@ -37,6 +37,7 @@ class SourceSpec:
     eta: float = 0.0                         # noisy-correspondence rate
     delta: float = 0.0                       # domain-shift strength
     missing: float = 0.1                     # per-modality missing rate (>= 1 modality kept)
+    class_weights: tuple[float, ...] | None = None  # sampling weights over ``classes`` (None: uniform)
 
 
 @dataclass
@@ -98,6 +99,64 @@ def quick_blind() -> tuple[frozenset[int], ...]:
     return (frozenset({1, 7}), frozenset({4, 10}), frozenset({2, 8}))
 
 
+FULL_ETAS = (0.0, 0.3, 0.6)              # the spec's full-scale noisy-correspondence grid
+FULL_LABEL_FRACTIONS = (0.05, 0.1, 0.3)  # ... and label-fraction grid (label-scarce sources)
+
+
+def full_blind(n_classes: int = 24) -> tuple[frozenset[int], ...]:
+    """The quick blind sets repeated with period 12 (**ASSUMPTION**: the spec names only the quick ones)."""
+    n_classes = check_scalar(n_classes, "n_classes", int, min=12)
+    return tuple(frozenset(c for c in range(n_classes) if c % 12 in b) for b in quick_blind())
+
+
+def full_sources(seed: int = 0, n_sources: int = 12, n_classes: int = 24, eta: float = 0.3,
+                 label_fraction: float = 0.1, alpha: float = 0.5, n: int = 300, delta: float = 0.5,
+                 noisy_prob: float = 1 / 3, shift_prob: float = 0.25) -> list[SourceSpec]:
+    """The full-scale layout: ``n_sources`` random sources (deterministic per ``seed``).
+
+    Availability: a uniformly random non-empty modality subset per source, redrawn until every modality
+    is seen by >= 2 sources and every modality pair co-observed by >= 1. Classes: proportions
+    ``p ~ Dirichlet(alpha 1_C)``; a source covers the classes with expected count ``n p_c >= 1`` (>= 2
+    classes) with weights ``p``. Noise: each multi-modal source is marked with probability
+    ``noisy_prob`` and gets ``eta``. Labels: sources observing audio (the label-scarce modality) get
+    ``label_fraction``, the others 100%. Shift: ``delta`` with probability ``shift_prob``.
+    (**ASSUMPTION**: the spec fixes C, S, the Dirichlet(0.5) coverage and the two grids only.)
+    """
+    seed = check_scalar(seed, "seed", int, min=0)
+    n_sources = check_scalar(n_sources, "n_sources", int, min=3)
+    n_classes = check_scalar(n_classes, "n_classes", int, min=2)
+    eta = check_scalar(eta, "eta", float, min=0, max=1)
+    label_fraction = check_scalar(label_fraction, "label_fraction", float, min=0, max=1)
+    alpha = check_scalar(alpha, "alpha", float, min=0, inclusive="neither")
+    n = check_scalar(n, "n", int, min=2)
+    delta = check_scalar(delta, "delta", float, min=0)
+    noisy_prob = check_scalar(noisy_prob, "noisy_prob", float, min=0, max=1)
+    shift_prob = check_scalar(shift_prob, "shift_prob", float, min=0, max=1)
+    rng = np.random.default_rng([seed, 24])
+    K = len(MODALITIES)
+    subsets = [tuple(m for m in range(K) if (b >> m) & 1) for b in range(1, 2 ** K)]
+    pairs = [(a, b) for a in range(K) for b in range(a + 1, K)]
+    while True:
+        mods = [subsets[i] for i in rng.integers(len(subsets), size=n_sources)]
+        seen = [sum(m in s for s in mods) for m in range(K)]
+        if min(seen) >= 2 and all(any(a in s and b in s for s in mods) for a, b in pairs):
+            break
+    out = []
+    for s in mods:
+        p = rng.dirichlet(np.full(n_classes, alpha))
+        keep = np.flatnonzero(n * p >= 1)
+        if len(keep) < 2:
+            keep = np.sort(np.argsort(p)[-2:])
+        multi = len(s) > 1
+        out.append(SourceSpec(
+            s, tuple(int(c) for c in keep), n,
+            label_fraction=label_fraction if 2 in s else 1.0,
+            eta=eta if multi and rng.random() < noisy_prob else 0.0,
+            delta=delta if rng.random() < shift_prob else 0.0,
+            class_weights=tuple(float(x) for x in p[keep])))
+    return out
+
+
 class _World:
     """The per-seed fixed parameters: class means, modality maps, blind sets, source shifts."""
 
@@ -127,7 +186,11 @@ class _World:
 def _split(world: _World, spec: SourceSpec, n: int, shift, rng: np.random.Generator) -> Split:
     K, C = len(world.dims), world.C
     classes = np.array(spec.classes if spec.classes is not None else range(C))
-    y = rng.choice(classes, size=n)
+    if spec.class_weights is None:
+        y = rng.choice(classes, size=n)
+    else:
+        w = np.asarray(spec.class_weights, float)
+        y = rng.choice(classes, size=n, p=w / w.sum())
     eps = rng.normal(size=(n, LATENT))
     mask = np.zeros((n, K), bool)
     mask[:, list(spec.modalities)] = True
@@ -204,6 +267,11 @@ def _check_spec(s: SourceSpec, i: int, K: int, C: int) -> None:
         raise ValueError(f"{name}.modalities must be distinct indices in [0, {K}), got {s.modalities}")
     if s.classes is not None and (not s.classes or any(not (0 <= c < C) for c in s.classes)):
         raise ValueError(f"{name}.classes must be non-empty indices in [0, {C}), got {s.classes}")
+    if s.class_weights is not None:
+        n_cls = C if s.classes is None else len(s.classes)
+        w = check_array(s.class_weights, f"{name}.class_weights", shape=(n_cls,))
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0):
+            raise ValueError(f"{name}.class_weights must be finite, >= 0 and not all zero")
     check_scalar(s.n, f"{name}.n", int, min=1)
     check_scalar(s.label_fraction, f"{name}.label_fraction", float, min=0, max=1)
     check_scalar(s.eta, f"{name}.eta", float, min=0, max=1)
