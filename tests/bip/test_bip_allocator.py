@@ -119,3 +119,30 @@ def test_baselines_behave_as_the_spec_says(gallery):
     s0 = maxcos(x0, x0, exclude_self=True).mean()
     assert float(maxcos(b4, b4, exclude_self=True).mean()) < float(s0)     # packs among themselves
     assert torch.allclose(b4.norm(dim=1), torch.ones(300), atol=1e-5)
+
+
+def _b4_autograd(M, reals, sub, steps, lr=1e-2, alpha=1.0, seed=0):
+    """The B4 reference: the loss back-propagated through the M x M score matrix (the old path)."""
+    x = sub.sample(M, torch.Generator().manual_seed(seed)).clone().requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=lr)
+    eye = torch.eye(M, dtype=torch.bool)
+    for _ in range(steps):
+        opt.zero_grad()
+        s = (x @ x.T).masked_fill(eye, -2.0)
+        reg = torch.cdist(x, reals).min(dim=1).values.mean()
+        (s.max(dim=1).values.mean() + alpha * reg).backward()
+        opt.step()
+        with torch.no_grad():
+            x /= x.norm(dim=1, keepdim=True)
+    return x.detach()
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.0, 3.0])
+def test_b4_closed_form_gradient_equals_autograd_path(gallery, alpha):
+    R, _, sub, _, _ = gallery
+    R64, sub64 = R[:400], Subspace(R[:400])
+    ref = _b4_autograd(150, R64, sub64, steps=25, alpha=alpha, seed=5)
+    fast = b4_hyperface(150, R64, sub64, steps=25, alpha=alpha, seed=5)
+    assert fast.dtype == ref.dtype and torch.allclose(fast, ref, atol=1e-5)
+    with pytest.raises(ValueError, match="alpha"):
+        b4_hyperface(10, R64, sub64, alpha=-1.0)

@@ -55,16 +55,30 @@ def b3_rejection(M: int, reals: torch.Tensor, sub: Subspace, tau_c: float, batch
 def b4_hyperface(M: int, reals: torch.Tensor, sub: Subspace, steps: int = 100, lr: float = 1e-2,
                  alpha: float = 1.0, seed: int = 0) -> torch.Tensor:
     """B4: HyperFace-style packing (as recalled): minimise mean_i max_{j!=i} <x_i,x_j> +
-    alpha mean_i min_k ||x_i - g_k|| with Adam and renormalisation, g_k = real centers."""
+    alpha mean_i min_k ||x_i - g_k|| with Adam and renormalisation, g_k = real centers.
+
+    The (sub)gradient is written out instead of back-propagated through the M x M score matrix:
+    with j(i) = argmax_{j!=i} <x_i,x_j> and k(i) = argmin_k ||x_i - g_k||,
+    M dL/dx_i = x_{j(i)} + sum_{l: j(l)=i} x_l + alpha (x_i - g_{k(i)}) / ||x_i - g_{k(i)}||,
+    the gradient autograd gives (same argmax on ties), at one matmul per step and no M x M backward.
+    """
     M = _n(M)
     x = sub.sample(M, torch.Generator().manual_seed(seed)).clone().requires_grad_(True)
     opt = torch.optim.Adam([x], lr=check_scalar(lr, "lr", float, min=0, inclusive="neither"))
-    eye = torch.eye(M, dtype=torch.bool)
+    alpha = check_scalar(alpha, "alpha", float, min=0)
+    idx = torch.arange(M)
     for _ in range(check_scalar(steps, "steps", int, min=0)):
-        opt.zero_grad()
-        s = (x @ x.T).masked_fill(eye, -2.0)
-        reg = torch.cdist(x, reals).min(dim=1).values.mean()
-        (s.max(dim=1).values.mean() + alpha * reg).backward()
+        with torch.no_grad():
+            xd = x.detach()
+            s = xd @ xd.T
+            s[idx, idx] = -2.0
+            j = s.max(dim=1).indices
+            del s
+            k = torch.cdist(xd, reals).min(dim=1).indices
+            diff = xd - reals[k]
+            g = xd[j].index_add_(0, j, xd)
+            g += alpha * diff / diff.norm(dim=1, keepdim=True).clamp_min(1e-12)
+            x.grad = g / M
         opt.step()
         with torch.no_grad():
             x /= x.norm(dim=1, keepdim=True)
