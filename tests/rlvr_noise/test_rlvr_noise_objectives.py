@@ -12,7 +12,16 @@ from neurips26.rlvr_noise.objectives import (VARIANTS, Variant, get_variant, gro
                                              pgfc_advantages,
                                              policy_loss, sapo_gate, token_grad_coef)
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    """These checks compare against hand values in double precision; the default is restored after each test
+    (a module-level set_default_dtype leaked float64 into every other paper's tests at collection)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def test_check1_advantages():
