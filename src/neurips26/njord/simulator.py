@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
+from neurips26.harness.cache import cache_dir as harness_cache_dir
 from neurips26.harness.validation import check_array, check_scalar
 
 G = 9.81
@@ -226,7 +227,7 @@ class DataConfig:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("NEURIPS26_CACHE", Path.home() / ".cache" / "neurips26")) / "njord"
+    return harness_cache_dir("njord")
 
 
 def config_hash(cfg: DataConfig) -> str:

@@ -8,11 +8,11 @@ Seeded ``numpy.random.default_rng``; arrays are cached as ``.npz`` under the use
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
 
+from neurips26.harness.cache import cache_dir as harness_cache_dir
 from neurips26.harness.validation import check_array, check_scalar
 
 CHARSET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabdefghijkmnqrtu"
@@ -21,8 +21,7 @@ SIZE = 32
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("NEURIPS26_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "neurips26")
-    d = Path(root) / "nota"
+    d = harness_cache_dir("nota")
     d.mkdir(parents=True, exist_ok=True)
     return d
 

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from neurips26.harness import Claim
-from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE, fmt_se, judge, paired, seed_values
+from neurips26.harness.paper import (FAILS, HOLDS, INCONCLUSIVE, fmt_se, get_path, judge, mean_se, paired,
+                                     seed_values)
 from neurips26.harness.run import RunContext
 from neurips26.harness.validation import check_scalar
 from neurips26.nota.backbone import PretrainConfig, pretrain
@@ -241,10 +242,9 @@ def check_gap_grows(m: Mapping[str, Any]) -> tuple[str, str]:
         gap = [x - y - (u - w) for x, y, u, w in zip(
             seed_values(m, f"by_T.{hi}.{a}.A_last"), seed_values(m, f"by_T.{hi}.{b}.A_last"),
             seed_values(m, f"by_T.{lo}.{a}.A_last"), seed_values(m, f"by_T.{lo}.{b}.A_last"))]
-        mean = float(np.mean(gap))
-        se = float(np.std(gap, ddof=1) / np.sqrt(len(gap))) if len(gap) > 1 else float("nan")
-        verdicts.append(judge(mean, se, len(gap), 0.0, K_SE))
-        txt = fmt_se(100 * mean, 100 * se, len(gap), '{:.2f}')
+        mean, se, n = mean_se(gap)
+        verdicts.append(judge(mean, se, n, 0.0, K_SE))
+        txt = fmt_se(100 * mean, 100 * se, n, '{:.2f}')
         parts.append(f"{a}-{b} gap(T={hi}) - gap(T={lo}) = {txt}")
     v = HOLDS if all(x == HOLDS for x in verdicts) else FAILS if FAILS in verdicts else INCONCLUSIVE
     return v, "; ".join(parts)
@@ -264,28 +264,20 @@ def check_drift_grows(m: Mapping[str, Any]) -> tuple[str, str]:
     parts, verdicts = [], []
     for meth in ("lora_plain", "sd_lora", "mpo_plain", "mpo_tw"):
         p = _path(m, meth, "drift.from_first")
-        curves = [np.asarray(c) for c in ([get(m2, p) for m2 in m.per_seed] if hasattr(m, "per_seed")
-                                           else [get(m, p)])]
+        curves = [np.asarray(c) for c in ([get_path(m2, p) for m2 in m.per_seed] if hasattr(m, "per_seed")
+                                           else [get_path(m, p)])]
         growth = [float(c[-1] - c[1]) for c in curves]
-        mean = float(np.mean(growth))
-        se = float(np.std(growth, ddof=1) / np.sqrt(len(growth))) if len(growth) > 1 else float("nan")
-        verdicts.append(judge(mean, se, len(growth), 0.0, K_SE))
+        mean, se, n = mean_se(growth)
+        verdicts.append(judge(mean, se, n, 0.0, K_SE))
         end, start = np.mean([c[-1] for c in curves]), np.mean([c[1] for c in curves])
         parts.append(f"{meth} {end:.2f} vs {start:.2f}")
     v = HOLDS if all(x == HOLDS for x in verdicts) else FAILS if FAILS in verdicts else INCONCLUSIVE
     return v, "drift from task 1 in gamma units, t=T vs t=2: " + ", ".join(parts)
 
 
-def get(m: Mapping[str, Any], path: str) -> Any:
-    node: Any = m
-    for part in path.split("."):
-        node = node[part]
-    return node
-
-
 def check_floors(m: Mapping[str, Any]) -> tuple[str, str]:
     ncm = min(seed_values(m, _path(m, "ncm")))
-    adapters = [k for k in get(m, f"by_T.{m['T_main']}") if k not in ("ncm", "seq_lora")]
+    adapters = [k for k in get_path(m, f"by_T.{m['T_main']}") if k not in ("ncm", "seq_lora")]
     worst = min(min(seed_values(m, _path(m, k))) for k in adapters)
     ok = ncm >= NCM_FLOOR and worst >= ADAPTER_FLOOR
     return (HOLDS if ok else FAILS), (f"NCM A_last {100 * ncm:.1f}% (>= {100 * NCM_FLOOR:.0f}), worst "
