@@ -133,3 +133,20 @@ def test_bad_input():
         m(torch.randint(0, V, (1, 40)))
     with pytest.raises(ValueError, match="outside"):
         m(torch.full((1, 5), V))
+
+
+def test_save_pretrained_round_trip(tmp_path):
+    m = _model(d=2, eos=0, pad=1)
+    with torch.no_grad():  # psi away from its init, so a missing load would show
+        for p in m.psi.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    ids = torch.randint(2, V, (3, 12))
+    before = m(ids)
+    back = NextLatForCausalLM.from_pretrained(m.save_pretrained(tmp_path / "ckpt"))
+    after = back(ids)
+    assert back.nextlat_config == m.nextlat_config
+    for a, b in zip(m.state_dict().values(), back.state_dict().values()):
+        assert torch.equal(a, b)
+    assert torch.equal(before.loss, after.loss) and torch.equal(before.logits, after.logits)
+    with pytest.raises(FileNotFoundError, match="path"):
+        NextLatForCausalLM.from_pretrained(tmp_path / "nothing")

@@ -16,7 +16,9 @@ the last position (its teacher predicts a token outside the window). CE drops PA
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -95,6 +97,32 @@ class NextLatForCausalLM(nn.Module):
                 check_scalar(tok, name, int, min=0, max=self.vocab - 1)
         self.eos_token_id, self.pad_token_id = eos_token_id, pad_token_id
         self.psi.to(next(model.parameters()).dtype)
+        self.nextlat_config = {"d": self.d, "lambda_h": self.lambda_h, "lambda_kl": self.lambda_kl,
+                               "proj_factor": proj_factor, "dropout": dropout, "norm": norm,
+                               "eos_token_id": eos_token_id, "pad_token_id": pad_token_id}
+
+    # ----------------------------------------------------------------- save / load
+    def save_pretrained(self, path: str | Path) -> Path:
+        """Write ``path/lm`` (the wrapped model, HF format), ``path/psi.pt`` and ``path/nextlat.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path / "lm")
+        torch.save(self.psi.state_dict(), path / "psi.pt")
+        (path / "nextlat.json").write_text(json.dumps(self.nextlat_config, indent=1), encoding="utf-8")
+        return path
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **model_kwargs) -> "NextLatForCausalLM":
+        """Inverse of ``save_pretrained``; ``model_kwargs`` go to ``AutoModelForCausalLM.from_pretrained``."""
+        from transformers import AutoModelForCausalLM
+
+        path = Path(path)
+        if not (path / "nextlat.json").is_file():
+            raise FileNotFoundError(f"path={str(path)!r} has no nextlat.json: not written by save_pretrained")
+        cfg = json.loads((path / "nextlat.json").read_text(encoding="utf-8"))
+        out = cls(AutoModelForCausalLM.from_pretrained(path / "lm", **model_kwargs), **cfg)
+        out.psi.load_state_dict(torch.load(path / "psi.pt", weights_only=True))
+        return out
 
     # ----------------------------------------------------------------- pieces
     @property
