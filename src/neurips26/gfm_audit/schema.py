@@ -257,6 +257,9 @@ def validate_results(rows: Sequence[Any], papers: Iterable[PaperRecord] | None =
         got, errs = _parse(ResultRecord, [raw], [n])
         bad += errs
         if not got:
+            pid = raw.get("paper_id") if isinstance(raw, dict) else None
+            if known is not None and isinstance(pid, str) and pid and pid not in known:
+                bad.append(Violation(n, "paper_id", f"unknown paper_id {pid!r} (not in the papers table)"))
             continue
         r = got[0]
         k = r.key()
