@@ -10,18 +10,43 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neurips26.gfm_audit import (PUBLISHED_SPREADS, AliasTable, PaperRecord, RecordValidationError, ResultRecord,
-                                 ResultTable, copy_chains, count_at_least, default_aliases, find_disagreements,
-                                 gini, hhi, json_schema, load_papers, load_results, normalise_eval,
-                                 pretraining_uniqueness, published_papers, published_results, slug,
-                                 synthetic_demo, write_records)
+from neurips26.gfm_audit import (
+    PUBLISHED_SPREADS,
+    AliasTable,
+    PaperRecord,
+    RecordValidationError,
+    ResultRecord,
+    ResultTable,
+    copy_chains,
+    count_at_least,
+    default_aliases,
+    find_disagreements,
+    gini,
+    hhi,
+    json_schema,
+    load_papers,
+    load_results,
+    normalise_eval,
+    pretraining_uniqueness,
+    published_papers,
+    published_results,
+    slug,
+    synthetic_demo,
+    write_records,
+)
 from neurips26.gfm_audit.examples import EXAMPLES_DIR, PUBLISHED_NOTE, PUBLISHED_ROWS
 from neurips26.gfm_audit.finder import naive_leaderboard, protocol_mismatches
 from neurips26.gfm_audit.schema import validate_papers, validate_results
 from neurips26.gfm_audit.stats import bootstrap_ci, compliance, release_shares, top_k_share
 
-ROW = dict(paper_id="p1", model_name_raw="M", benchmark_name_raw="B", metric_name="accuracy",
-           metric_value=80.0, evaluation_strategy="linear probe")
+ROW = dict(
+    paper_id="p1",
+    model_name_raw="M",
+    benchmark_name_raw="B",
+    metric_name="accuracy",
+    metric_value=80.0,
+    evaluation_strategy="linear probe",
+)
 
 
 def _r(**kw):
@@ -30,16 +55,28 @@ def _r(**kw):
 
 # ---------------------------------------------------------------------------------------- check 1
 
+
 def test_schema_every_violation_named_by_row_and_field():
-    rows = [_r(), _r(metric_value=130.0, table_ref="a"), _r(ci_low=90.0, table_ref="b"),
-            _r(provenance="copied", table_ref="c"), _r(metric_name="bleu", table_ref="d"),
-            _r(metric_value=float("nan"), table_ref="e"), _r(metric_value=1.5, metric_scale="fraction",
-                                                              table_ref="f")]
+    rows = [
+        _r(),
+        _r(metric_value=130.0, table_ref="a"),
+        _r(ci_low=90.0, table_ref="b"),
+        _r(provenance="copied", table_ref="c"),
+        _r(metric_name="bleu", table_ref="d"),
+        _r(metric_value=float("nan"), table_ref="e"),
+        _r(metric_value=1.5, metric_scale="fraction", table_ref="f"),
+    ]
     with pytest.raises(RecordValidationError) as e:
         validate_results(rows)
     got = {(v.row, v.field) for v in e.value.violations}
-    assert got == {(2, "metric_value"), (3, "ci_low"), (4, "copied_from"), (5, "metric_name"),
-                   (6, "metric_value"), (7, "metric_value")}
+    assert got == {
+        (2, "metric_value"),
+        (3, "ci_low"),
+        (4, "copied_from"),
+        (5, "metric_name"),
+        (6, "metric_value"),
+        (7, "metric_value"),
+    }
     assert "row 2, field 'metric_value'" in str(e.value)
 
 
@@ -87,11 +124,22 @@ def test_fraction_equals_percent_after_normalisation():
 
 # ---------------------------------------------------------------------------------------- check 2
 
-@pytest.mark.parametrize("raw, paper, ext", [
-    ("Linear Probing", "linear", "linear"), ("frozen backbone", "linear", "linear"),
-    ("Full fine-tuning", "finetune", "finetune"), ("k-NN (k=20)", "knn", "knn"), ("Zero-shot", "zeroshot", "zeroshot"),
-    ("few-shot", "fewshot", "fewshot"), ("5-shot", "other", "fewshot"), ("Linear", "other", "linear"),
-    ("", "unknown", "unknown"), ("logistic regression", "other", "linear")])
+
+@pytest.mark.parametrize(
+    "raw, paper, ext",
+    [
+        ("Linear Probing", "linear", "linear"),
+        ("frozen backbone", "linear", "linear"),
+        ("Full fine-tuning", "finetune", "finetune"),
+        ("k-NN (k=20)", "knn", "knn"),
+        ("Zero-shot", "zeroshot", "zeroshot"),
+        ("few-shot", "fewshot", "fewshot"),
+        ("5-shot", "other", "fewshot"),
+        ("Linear", "other", "linear"),
+        ("", "unknown", "unknown"),
+        ("logistic regression", "other", "linear"),
+    ],
+)
 def test_eval_normalisation_table(raw, paper, ext):
     assert normalise_eval(raw) == paper
     assert normalise_eval(raw, paper_mode=False) == ext
@@ -103,9 +151,12 @@ def test_slug_and_aliases(tmp_path):
     for _, mraw, m, braw, b, *_ in PUBLISHED_ROWS:
         assert al.canonical(mraw, "model") == m and al.canonical(braw, "downstream") == b
     assert al.canonical("custom Sentinel-2 dataset") is None
-    assert al.canonical("ImageNet-1K", "downstream") is None and al.canonical("ImageNet-1K", "pretrain") == "ImageNet-1K"
+    assert (
+        al.canonical("ImageNet-1K", "downstream") is None
+        and al.canonical("ImageNet-1K", "pretrain") == "ImageNet-1K"
+    )
     assert al.canonical("RESISC-45 (scene)") == "nwpuresisc45"
-    assert al.canonical("fMoW-RGB") != al.canonical("fMoW-Sentinel") != al.canonical("fMoW")   # siblings kept
+    assert al.canonical("fMoW-RGB") != al.canonical("fMoW-Sentinel") != al.canonical("fMoW")  # siblings kept
     assert al.canonical("Unknown Set (v2)") == "Unknown Set"
     assert al.is_sensor_only("Sentinel-2 (L2A)") and not al.is_sensor_only("BigEarthNet")
     bad = tmp_path / "a.csv"
@@ -116,6 +167,7 @@ def test_slug_and_aliases(tmp_path):
 
 # ---------------------------------------------------------------------------------------- check 3
 
+
 def _table(rows):
     return ResultTable.from_records([ResultRecord(**r) for r in rows], default_aliases())
 
@@ -124,8 +176,9 @@ def _groups(rows, **kw):
     t = _table(rows)
     fast = find_disagreements(t, **kw)
     ref = find_disagreements(t, method="reference", **kw)
-    assert [(g.key, g.n, g.n_papers, g.min, g.max, g.spread) for g in fast] == \
-        [(g.key, g.n, g.n_papers, g.min, g.max, g.spread) for g in ref]
+    assert [(g.key, g.n, g.n_papers, g.min, g.max, g.spread) for g in fast] == [
+        (g.key, g.n, g.n_papers, g.min, g.max, g.spread) for g in ref
+    ]
     assert all(math.isclose(a.std, b.std, abs_tol=1e-9) for a, b in zip(fast, ref))
     return fast
 
@@ -134,20 +187,23 @@ def test_finder_skip_rules_and_threshold():
     pair = [_r(paper_id="a", metric_value=80.0), _r(paper_id="b", metric_value=90.0)]
     g = _groups(pair)
     assert len(g) == 1 and g[0].spread == 10.0 and count_at_least(g, 10) == 1
-    assert _groups(pair + [_r(paper_id="a", metric_value=85.0, table_ref="T2")]) == []     # intra-paper
+    assert _groups(pair + [_r(paper_id="a", metric_value=85.0, table_ref="T2")]) == []  # intra-paper
     assert len(_groups(pair + [_r(paper_id="a", metric_value=80.00001, table_ref="T2")])) == 1  # same at 4 dp
-    assert _groups([{**r, "model_name_raw": "ImageNet"} for r in pair]) == []                 # baseline
-    assert _groups([pair[0], {**pair[1], "num_training_samples": "100"}]) == []              # label-limited
-    assert _groups([pair[0]]) == []                                                          # one paper
+    assert _groups([{**r, "model_name_raw": "ImageNet"} for r in pair]) == []  # baseline
+    assert _groups([pair[0], {**pair[1], "num_training_samples": "100"}]) == []  # label-limited
+    assert _groups([pair[0]]) == []  # one paper
     assert _groups([{**r, "benchmark_name_raw": "DOTA", "metric_name": "map"} for r in pair]) == []
     assert len(_groups([{**r, "benchmark_name_raw": "DOTA", "metric_name": "micro_map"} for r in pair])) == 1
     near = [_r(paper_id="a", metric_value=6.4), _r(paper_id="b", metric_value=16.4)]
-    assert count_at_least(_groups(near), 10) == 0                                            # 9.999999999999998
+    assert count_at_least(_groups(near), 10) == 0  # 9.999999999999998
 
 
 def test_finder_strict_vs_loose_and_regime():
-    rows = [_r(paper_id="a", metric_value=50.0), _r(paper_id="b", metric_value=80.0, evaluation_strategy="fine-tune"),
-            _r(paper_id="c", metric_value=52.0, train_regime="10%")]
+    rows = [
+        _r(paper_id="a", metric_value=50.0),
+        _r(paper_id="b", metric_value=80.0, evaluation_strategy="fine-tune"),
+        _r(paper_id="c", metric_value=52.0, train_regime="10%"),
+    ]
     assert _groups(rows) == []
     assert len(_groups(rows, key="loose", regime=None)) == 1
     assert len(_groups(rows, key="strict", regime=None)) == 0
@@ -166,6 +222,7 @@ def test_synthetic_demo_recovered_exactly():
 
 
 # ---------------------------------------------------------------------------------------- check 4
+
 
 def test_published_example_seven_strict_groups():
     t = ResultTable.from_records(published_results(), default_aliases(), published_papers())
@@ -200,6 +257,7 @@ def test_shipped_examples_match_the_spec_list():
 
 # ---------------------------------------------------------------------------------------- checks 5, 6
 
+
 def test_gini_hhi_bootstrap():
     assert gini([1, 2, 3, 4]) == pytest.approx(0.25) and gini([5, 5, 5]) == pytest.approx(0.0)
     assert gini([0, 0]) == 0.0 and hhi([1, 1, 1, 1]) == pytest.approx(0.25)
@@ -210,20 +268,36 @@ def test_gini_hhi_bootstrap():
 
 
 def _paper(pid, pre=None, down=None, **kw):
-    return PaperRecord(paper_id=pid, title=pid, year=2024, citation=pid, model_name=pid,
-                       pretraining_data={"datasets": pre or []}, downstream_datasets=down, **kw)
+    return PaperRecord(
+        paper_id=pid,
+        title=pid,
+        year=2024,
+        citation=pid,
+        model_name=pid,
+        pretraining_data={"datasets": pre or []},
+        downstream_datasets=down,
+        **kw,
+    )
 
 
 def test_pretraining_uniqueness_fixture():
-    ps = [_paper("1", ["A"]), _paper("2", ["A"]), _paper("3", ["A", "B"]), _paper("4", ["B", "A"]),
-          _paper("5", ["C"]), _paper("6", [])]
+    ps = [
+        _paper("1", ["A"]),
+        _paper("2", ["A"]),
+        _paper("3", ["A", "B"]),
+        _paper("4", ["B", "A"]),
+        _paper("5", ["C"]),
+        _paper("6", []),
+    ]
     al = AliasTable()
     o = pretraining_uniqueness(ps, al)
     assert (o["n_extractable"], o["unique"], o["shared"]) == (5, 3, 2)
     u = pretraining_uniqueness(ps, al, ordered=False)
     assert (u["n_extractable"], u["unique"]) == (5, 1)
     al.add("Sentinel-2", "", "sensor")
-    assert pretraining_uniqueness(ps + [_paper("7", ["Sentinel-2", "C"])], al)["unique"] == 2  # (C) now shared
+    assert (
+        pretraining_uniqueness(ps + [_paper("7", ["Sentinel-2", "C"])], al)["unique"] == 2
+    )  # (C) now shared
 
 
 def test_release_shares_count_null_as_not_released():
@@ -236,12 +310,21 @@ def test_release_shares_count_null_as_not_released():
 
 
 def test_compliance_rules():
-    ps = [_paper("a", down=["EuroSAT"], weights_available=True, weights_license="MIT",
-                 controls=[{"varied": "data", "rows": ["r1", "r2"]}]),
-          _paper("b", down=["X"], weights_available=True, weights_license="none")]
-    rs = [ResultRecord(**_r(paper_id="a", provenance="own", n_seeds=3, std=0.5, harness="h@1")),
-          ResultRecord(**_r(paper_id="a", provenance="copied", copied_from="b", table_ref="2")),
-          ResultRecord(**_r(paper_id="b", provenance="own", n_seeds=1))]
+    ps = [
+        _paper(
+            "a",
+            down=["EuroSAT"],
+            weights_available=True,
+            weights_license="MIT",
+            controls=[{"varied": "data", "rows": ["r1", "r2"]}],
+        ),
+        _paper("b", down=["X"], weights_available=True, weights_license="none"),
+    ]
+    rs = [
+        ResultRecord(**_r(paper_id="a", provenance="own", n_seeds=3, std=0.5, harness="h@1")),
+        ResultRecord(**_r(paper_id="a", provenance="copied", copied_from="b", table_ref="2")),
+        ResultRecord(**_r(paper_id="b", provenance="own", n_seeds=1)),
+    ]
     c = compliance(ps, rs, default_aliases(), core=["eurosat"])
     a, b = c["per_paper"]
     assert a == {"paper_id": "a", "E1": True, "E2": True, "E3": True, "E4": True, "E5": True, "E6": True}
@@ -270,11 +353,17 @@ def test_authors_counts():
 def test_fast_equals_reference_on_random_tables():
     rng = np.random.default_rng(1)
     n = 3000
-    cols = {"model": rng.choice(["m1", "m2", "imagenet", "m3"], n), "benchmark": rng.choice(["b1", "dota", "b2"], n),
-            "metric": rng.choice(["accuracy", "map"], n), "eval": rng.choice(["linear", "knn"], n),
-            "regime": np.array(["full"] * n), "paper": rng.choice([f"p{i}" for i in range(40)], n)}
+    cols = {
+        "model": rng.choice(["m1", "m2", "imagenet", "m3"], n),
+        "benchmark": rng.choice(["b1", "dota", "b2"], n),
+        "metric": rng.choice(["accuracy", "map"], n),
+        "eval": rng.choice(["linear", "knn"], n),
+        "regime": np.array(["full"] * n),
+        "paper": rng.choice([f"p{i}" for i in range(40)], n),
+    }
     t = ResultTable.from_columns(cols, np.round(rng.uniform(0, 100, n), 1), rng.random(n) < 0.001)
     for key in ("strict", "loose"):
         f, r = find_disagreements(t, key), find_disagreements(t, key, method="reference")
-        assert [(g.key, g.n, g.spread, [m["row"] for m in g.members]) for g in f] == \
-            [(g.key, g.n, g.spread, [m["row"] for m in g.members]) for g in r]
+        assert [(g.key, g.n, g.spread, [m["row"] for m in g.members]) for g in f] == [
+            (g.key, g.n, g.spread, [m["row"] for m in g.members]) for g in r
+        ]

@@ -13,9 +13,18 @@ from neurips26.gfm_audit.report import PLOTS
 
 
 def test_report_on_published_example(tmp_path, capsys):
-    rc = main(["report", "--papers", str(EXAMPLES_DIR / "published_papers.jsonl"),
-               "--results", str(EXAMPLES_DIR / "published_disagreements.jsonl"), "--out", str(tmp_path),
-               "--no-plots"])
+    rc = main(
+        [
+            "report",
+            "--papers",
+            str(EXAMPLES_DIR / "published_papers.jsonl"),
+            "--results",
+            str(EXAMPLES_DIR / "published_disagreements.jsonl"),
+            "--out",
+            str(tmp_path),
+            "--no-plots",
+        ]
+    )
     assert rc == 0
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["watermark"] is None
@@ -30,8 +39,20 @@ def test_report_on_synthetic_demo_is_watermarked(tmp_path):
     write_records(demo.papers, tmp_path / "p.jsonl")
     write_records(demo.results, tmp_path / "r.csv")
     out = tmp_path / "out"
-    assert main(["report", "--papers", str(tmp_path / "p.jsonl"), "--results", str(tmp_path / "r.csv"),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--papers",
+                str(tmp_path / "p.jsonl"),
+                "--results",
+                str(tmp_path / "r.csv"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     s = json.loads((out / "summary.json").read_text())
     assert s["watermark"] == SYNTHETIC_WATERMARK
     assert s["disagreements"]["strict_full"]["n_ge_10"] == len(demo.planted)
@@ -42,11 +63,35 @@ def test_report_on_synthetic_demo_is_watermarked(tmp_path):
 
 
 def test_report_invalid_input_exit_2(tmp_path, capsys):
-    (tmp_path / "p.jsonl").write_text(json.dumps({"paper_id": "a", "title": "t", "year": 2024, "citation": "c"}) + "\n")
-    (tmp_path / "r.jsonl").write_text(json.dumps({"paper_id": "b", "model_name_raw": "m", "benchmark_name_raw": "x",
-                                                  "metric_name": "accuracy", "metric_value": 101}) + "\n")
-    assert main(["report", "--papers", str(tmp_path / "p.jsonl"), "--results", str(tmp_path / "r.jsonl"),
-                 "--out", str(tmp_path / "o")]) == 2
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"paper_id": "a", "title": "t", "year": 2024, "citation": "c"}) + "\n"
+    )
+    (tmp_path / "r.jsonl").write_text(
+        json.dumps(
+            {
+                "paper_id": "b",
+                "model_name_raw": "m",
+                "benchmark_name_raw": "x",
+                "metric_name": "accuracy",
+                "metric_value": 101,
+            }
+        )
+        + "\n"
+    )
+    assert (
+        main(
+            [
+                "report",
+                "--papers",
+                str(tmp_path / "p.jsonl"),
+                "--results",
+                str(tmp_path / "r.jsonl"),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "row 1, field 'metric_value'" in err and "row 1, field 'paper_id'" in err
     with pytest.raises(SystemExit):

@@ -33,14 +33,28 @@ _NOT_EVAL = re.compile(r"[^a-z0-9]+")
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_ALIASES = DATA_DIR / "aliases.csv"
 CONTEXTS = ("downstream", "pretrain", "model")
-ALIAS_KINDS = ("any", "downstream", "pretrain", "model", "exclude", "exclude_downstream", "exclude_pretrain",
-               "sensor")
+ALIAS_KINDS = (
+    "any",
+    "downstream",
+    "pretrain",
+    "model",
+    "exclude",
+    "exclude_downstream",
+    "exclude_pretrain",
+    "sensor",
+)
 
 # authors' EVAL_NORM, in order: the first key whose squashed form is a substring wins
 EVAL_RULES: tuple[tuple[str, str], ...] = (
-    ("fullfinetuning", "finetune"), ("finetune", "finetune"), ("finetuning", "finetune"),
-    ("linearprobe", "linear"), ("linearprobing", "linear"), ("frozen", "linear"),
-    ("knn", "knn"), ("zeroshot", "zeroshot"), ("fewshot", "fewshot"),
+    ("fullfinetuning", "finetune"),
+    ("finetune", "finetune"),
+    ("finetuning", "finetune"),
+    ("linearprobe", "linear"),
+    ("linearprobing", "linear"),
+    ("frozen", "linear"),
+    ("knn", "knn"),
+    ("zeroshot", "zeroshot"),
+    ("fewshot", "fewshot"),
 )
 EVAL_CATEGORIES = ("finetune", "linear", "knn", "zeroshot", "fewshot", "other", "unknown")
 _EXT_SHOT = re.compile(r"\d+shot")
@@ -79,7 +93,7 @@ def normalise_eval(s: str | None, paper_mode: bool = True) -> str:
 class AliasTable:
     """slug -> canonical name per context, plus the three exclusion slug sets and sensor names."""
 
-    aliases: dict[str, dict[str, str]] = field(default_factory=dict)   # context -> slug -> canonical
+    aliases: dict[str, dict[str, str]] = field(default_factory=dict)  # context -> slug -> canonical
     exclude: set[str] = field(default_factory=set)
     exclude_downstream: set[str] = field(default_factory=set)
     exclude_pretrain: set[str] = field(default_factory=set)
@@ -96,14 +110,20 @@ class AliasTable:
             reader = csv.DictReader(f)
             missing = {"raw", "canonical", "context"} - set(reader.fieldnames or ())
             if missing:
-                raise ValueError(f"aliases {str(path)!r}: header must have raw,canonical,context; "
-                                 f"missing {sorted(missing)}")
+                raise ValueError(
+                    f"aliases {str(path)!r}: header must have raw,canonical,context; "
+                    f"missing {sorted(missing)}"
+                )
             for i, row in enumerate(reader, 2):
-                raw, canon, ctx = (row["raw"] or "").strip(), (row["canonical"] or "").strip(), \
-                    (row["context"] or "any").strip() or "any"
+                raw, canon, ctx = (
+                    (row["raw"] or "").strip(),
+                    (row["canonical"] or "").strip(),
+                    (row["context"] or "any").strip() or "any",
+                )
                 if ctx not in ALIAS_KINDS:
-                    raise ValueError(f"aliases {str(path)!r} line {i}: context must be one of "
-                                     f"{ALIAS_KINDS}, got {ctx!r}")
+                    raise ValueError(
+                        f"aliases {str(path)!r} line {i}: context must be one of {ALIAS_KINDS}, got {ctx!r}"
+                    )
                 if not raw:
                     raise ValueError(f"aliases {str(path)!r} line {i}: raw is empty")
                 table.add(raw, canon, ctx, where=f"line {i}")
@@ -113,8 +133,12 @@ class AliasTable:
         check_choice(context, "context", ALIAS_KINDS)
         key = slug(raw)
         if context in ("exclude", "exclude_downstream", "exclude_pretrain", "sensor"):
-            {"exclude": self.exclude, "exclude_downstream": self.exclude_downstream,
-             "exclude_pretrain": self.exclude_pretrain, "sensor": self.sensors}[context].add(key)
+            {
+                "exclude": self.exclude,
+                "exclude_downstream": self.exclude_downstream,
+                "exclude_pretrain": self.exclude_pretrain,
+                "sensor": self.sensors,
+            }[context].add(key)
             return
         if not canonical:
             raise ValueError(f"aliases {where}: canonical is empty for {raw!r}")
@@ -128,8 +152,11 @@ class AliasTable:
         return None
 
     def _excluded(self, key: str, context: str) -> bool:
-        return (key in self.exclude or (context == "downstream" and key in self.exclude_downstream)
-                or (context == "pretrain" and key in self.exclude_pretrain))
+        return (
+            key in self.exclude
+            or (context == "downstream" and key in self.exclude_downstream)
+            or (context == "pretrain" and key in self.exclude_pretrain)
+        )
 
     def canonical(self, raw: str | None, context: str = "downstream") -> str | None:
         """Canonical name of ``raw`` in ``context`` (``downstream``, ``pretrain`` or ``model``), or None."""

@@ -25,10 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="audit a table of reported numbers")
     r.add_argument("--papers", required=True, type=Path, help="papers table (.jsonl/.csv/.parquet)")
     r.add_argument("--results", required=True, type=Path, help="results table (.jsonl/.csv/.parquet)")
-    r.add_argument("--aliases", type=Path, default=None, help="alias CSV raw,canonical,context (default: ours)")
+    r.add_argument(
+        "--aliases", type=Path, default=None, help="alias CSV raw,canonical,context (default: ours)"
+    )
     r.add_argument("--out", required=True, type=Path, help="output folder")
     r.add_argument("--year-cap", type=int, default=2025)
-    r.add_argument("--extended-eval", action="store_true", help="extended eval normalisation (not paper mode)")
+    r.add_argument(
+        "--extended-eval", action="store_true", help="extended eval normalisation (not paper mode)"
+    )
     r.add_argument("--no-plots", action="store_true")
     s = sub.add_parser("schema", help="print the JSON Schema of a record")
     s.add_argument("kind", choices=("paper", "result"))
@@ -52,12 +56,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RecordValidationError as e:
         print(f"gfm-audit: invalid input\n{e}", file=sys.stderr)
         return 2
-    summary = audit(papers, results, load_aliases(args.aliases), year_cap=args.year_cap,
-                    paper_mode=not args.extended_eval)
+    summary = audit(
+        papers, results, load_aliases(args.aliases), year_cap=args.year_cap, paper_mode=not args.extended_eval
+    )
     files = write_report(summary, args.out, plots=not args.no_plots)
     d = summary["disagreements"]["strict_full"]
     wm = f"[{summary['watermark']}] " if summary["watermark"] else ""
-    print(f"{wm}{d['n_groups']} strict groups; >=10 points: {d['n_ge_10']}; wrote {len(files)} files to {args.out}")
+    print(
+        f"{wm}{d['n_groups']} strict groups; >=10 points: {d['n_ge_10']}; "
+        f"wrote {len(files)} files to {args.out}"
+    )
     return 0
 
 

@@ -23,26 +23,38 @@ from neurips26.gfm_audit.schema import PaperRecord, ResultRecord, write_records
 from neurips26.harness.validation import check_scalar
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
-PUBLISHED_NOTE = ("as extracted by Corley et al. 2026; verify against the PDF. evaluation_strategy is the "
-                  "authors' normalised category, not the paper's verbatim wording")
+PUBLISHED_NOTE = (
+    "as extracted by Corley et al. 2026; verify against the PDF. evaluation_strategy is the "
+    "authors' normalised category, not the paper's verbatim wording"
+)
 SYNTHETIC_WATERMARK = "SYNTHETIC DEMO"
 
 PUBLISHED_PAPERS = (
-    ("scalemae", "Scale-MAE: A Scale-Aware Masked Autoencoder for Multiscale Geospatial Representation "
-                 "Learning", 2023),
+    (
+        "scalemae",
+        "Scale-MAE: A Scale-Aware Masked Autoencoder for Multiscale Geospatial Representation Learning",
+        2023,
+    ),
     ("dofa", "Neural Plasticity-Inspired Multimodal Foundation Model for Earth Observation", 2024),
     ("ma3e", "Masked Angle-Aware Autoencoder for Remote Sensing Images", 2024),
     ("olmoearth", "OlmoEarth: Stable Latent Image Modeling for Multimodal Earth Observation", 2025),
     ("ctxmim", "CtxMIM: Context-Enhanced Masked Image Modeling for Remote Sensing Image Understanding", 2023),
     ("gersp", "Generic Knowledge Boosted Pre-training For Remote Sensing Images", 2024),
     ("selectivemae", "Harnessing Massive Satellite Imagery with Efficient Masked Image Modeling", 2024),
-    ("earthgpt", "EarthGPT: A Universal Multi-modal Large Language Model for Multi-sensor Image "
-                 "Comprehension in Remote Sensing Domain", 2024),
+    (
+        "earthgpt",
+        "EarthGPT: A Universal Multi-modal Large Language Model for Multi-sensor Image "
+        "Comprehension in Remote Sensing Domain",
+        2024,
+    ),
     ("galileo", "Galileo: Learning Global & Local Features of Many Remote Sensing Modalities", 2025),
     ("terrafm", "TerraFM: A Scalable Foundation Model for Unified Multisensor Earth Observation", 2025),
     ("panopticon", "Panopticon: Advancing Any-Sensor Foundation Models for Earth Observation", 2025),
-    ("satdifuser", "Can Generative Geospatial Diffusion Models Excel as Discriminative Geospatial "
-                   "Foundation Models?", 2025),
+    (
+        "satdifuser",
+        "Can Generative Geospatial Diffusion Models Excel as Discriminative Geospatial Foundation Models?",
+        2025,
+    ),
 )
 
 _EVAL_SPELLING = {"linear": "linear probe", "finetune": "fine-tune", "knn": "kNN"}
@@ -84,14 +96,27 @@ def published_results() -> list[ResultRecord]:
     """The 21 published values (see the module docstring)."""
     out = []
     for pid, mraw, m, braw, b, metric, ev, v in PUBLISHED_ROWS:
-        out.append(ResultRecord(paper_id=pid, model_name_raw=mraw, model_name=m, benchmark_name_raw=braw,
-                                benchmark_name=b, metric_name=metric, metric_value=v, metric_scale="percent",
-                                evaluation_strategy=_EVAL_SPELLING[ev], train_regime="full",
-                                provenance="unknown", note=PUBLISHED_NOTE))
+        out.append(
+            ResultRecord(
+                paper_id=pid,
+                model_name_raw=mraw,
+                model_name=m,
+                benchmark_name_raw=braw,
+                benchmark_name=b,
+                metric_name=metric,
+                metric_value=v,
+                metric_scale="percent",
+                evaluation_strategy=_EVAL_SPELLING[ev],
+                train_regime="full",
+                provenance="unknown",
+                note=PUBLISHED_NOTE,
+            )
+        )
     return out
 
 
 # ------------------------------------------------------------------------------------ synthetic demo
+
 
 @dataclass(frozen=True)
 class DemoSpec:
@@ -101,16 +126,16 @@ class DemoSpec:
     n_planted: int = 5
     spread_range: tuple = (12.0, 40.0)
     jitter: float = 2.0
-    n_background: int = 25          # non-planted multi-paper strict groups (spread <= jitter)
+    n_background: int = 25  # non-planted multi-paper strict groups (spread <= jitter)
 
 
 @dataclass
 class Demo:
     papers: list[PaperRecord]
     results: list[ResultRecord]
-    planted: dict[tuple, float]      # strict key (model, benchmark, metric, eval, regime) -> spread
-    decoys: dict[str, tuple]         # skip rule -> the key it plants
-    loose_only: tuple                # (model, benchmark, metric) whose >= 10 spread is two protocols
+    planted: dict[tuple, float]  # strict key (model, benchmark, metric, eval, regime) -> spread
+    decoys: dict[str, tuple]  # skip rule -> the key it plants
+    loose_only: tuple  # (model, benchmark, metric) whose >= 10 spread is two protocols
 
 
 def synthetic_demo(seed: int = 0, spec: DemoSpec = DemoSpec()) -> Demo:
@@ -129,22 +154,49 @@ def synthetic_demo(seed: int = 0, spec: DemoSpec = DemoSpec()) -> Demo:
     papers = []
     for i, p in enumerate(pids):
         released = [True, False, None][i % 3]
-        papers.append(PaperRecord(
-            paper_id=p, title=f"Synthetic paper {i}", year=2019 + i % 7, citation=f"synthetic demo paper {i}",
-            model_name=models[i % spec.n_models],
-            pretraining={"method": ["MAE", "contrastive", "CLIP-style vision-language", "distillation"][i % 4]},
-            pretraining_data={"datasets": [f"synthpre{(i * 7) % 13}"] + ([f"synthpre{i % 3}"] if i % 2 else [])},
-            downstream_datasets=[benches[j] for j in sorted({(i + k * k) % spec.n_benchmarks for k in range(1 + i % 4)})],
-            code_available=bool(i % 4), weights_available=released,
-            weights_license=["MIT", "none", "unspecified", "Apache-2.0"][i % 4], synthetic=True))
+        papers.append(
+            PaperRecord(
+                paper_id=p,
+                title=f"Synthetic paper {i}",
+                year=2019 + i % 7,
+                citation=f"synthetic demo paper {i}",
+                model_name=models[i % spec.n_models],
+                pretraining={
+                    "method": ["MAE", "contrastive", "CLIP-style vision-language", "distillation"][i % 4]
+                },
+                pretraining_data={
+                    "datasets": [f"synthpre{(i * 7) % 13}"] + ([f"synthpre{i % 3}"] if i % 2 else [])
+                },
+                downstream_datasets=[
+                    benches[j] for j in sorted({(i + k * k) % spec.n_benchmarks for k in range(1 + i % 4)})
+                ],
+                code_available=bool(i % 4),
+                weights_available=released,
+                weights_license=["MIT", "none", "unspecified", "Apache-2.0"][i % 4],
+                synthetic=True,
+            )
+        )
     results: list[ResultRecord] = []
     used: set[tuple] = set()
 
     def add(pid, model, bench, metric, ev, value, regime="full", nts=None, table="Tab. 1"):
-        results.append(ResultRecord(
-            paper_id=pid, model_name_raw=model, model_name=model, benchmark_name_raw=bench,
-            benchmark_name=bench, metric_name=metric, metric_value=round(float(value), 2), evaluation_strategy=ev,
-            train_regime=regime, num_training_samples=nts, provenance="unknown", table_ref=table, synthetic=True))
+        results.append(
+            ResultRecord(
+                paper_id=pid,
+                model_name_raw=model,
+                model_name=model,
+                benchmark_name_raw=bench,
+                benchmark_name=bench,
+                metric_name=metric,
+                metric_value=round(float(value), 2),
+                evaluation_strategy=ev,
+                train_regime=regime,
+                num_training_samples=nts,
+                provenance="unknown",
+                table_ref=table,
+                synthetic=True,
+            )
+        )
 
     combos = [(m, b) for m in models for b in benches]
     rng.shuffle(combos)

@@ -31,9 +31,24 @@ from neurips26.gfm_audit.canon import AliasTable, normalise_eval, slug
 from neurips26.gfm_audit.schema import PaperRecord, ResultRecord
 from neurips26.harness.validation import check_choice, check_scalar
 
-BASELINE_MODELS = frozenset({"random", "scratch", "fromscratch", "imagenet", "imagenetsupervised", "mlp",
-                             "linearprobe", "supervised", "lightgbm", "xgboost", "randomforest", "rf", "svm",
-                             "knn"})
+BASELINE_MODELS = frozenset(
+    {
+        "random",
+        "scratch",
+        "fromscratch",
+        "imagenet",
+        "imagenetsupervised",
+        "mlp",
+        "linearprobe",
+        "supervised",
+        "lightgbm",
+        "xgboost",
+        "randomforest",
+        "rf",
+        "svm",
+        "knn",
+    }
+)
 DETECTION_BENCHMARKS = frozenset({"dota", "dior", "diorr", "dotav1", "dotav2"})
 DETECTION_METRICS = frozenset({"map", "ap", "map50", "map75"})
 THRESHOLDS = (5.0, 10.0, 20.0)
@@ -41,8 +56,18 @@ HEADLINE_THRESHOLD = 10.0
 STRICT_COLS = ("model", "benchmark", "metric", "eval", "regime")
 LOOSE_COLS = ("model", "benchmark", "metric")
 _KEYS = {"strict": STRICT_COLS, "loose": LOOSE_COLS}
-_STR_COLS = ("model", "benchmark", "metric", "eval", "regime", "paper", "provenance", "copied_from",
-             "model_raw", "benchmark_raw")
+_STR_COLS = (
+    "model",
+    "benchmark",
+    "metric",
+    "eval",
+    "regime",
+    "paper",
+    "provenance",
+    "copied_from",
+    "model_raw",
+    "benchmark_raw",
+)
 
 
 @dataclass
@@ -52,11 +77,11 @@ class ResultTable:
     Building it (canonicalising and factorising strings) is *loading*; the finder works on codes.
     """
 
-    codes: dict[str, np.ndarray]          # column -> int64 codes
-    uniques: dict[str, np.ndarray]        # column -> object array of the strings
-    value: np.ndarray                     # float64 points
-    nts: np.ndarray                       # bool: num_training_samples given
-    row: np.ndarray                       # int64 index of the source record
+    codes: dict[str, np.ndarray]  # column -> int64 codes
+    uniques: dict[str, np.ndarray]  # column -> object array of the strings
+    value: np.ndarray  # float64 points
+    nts: np.ndarray  # bool: num_training_samples given
+    row: np.ndarray  # int64 index of the source record
 
     def __len__(self) -> int:
         return len(self.value)
@@ -65,8 +90,13 @@ class ResultTable:
         return self.uniques[name][self.codes[name]]
 
     @classmethod
-    def from_columns(cls, columns: dict[str, Sequence[Any]], value: Sequence[float], nts: Sequence[bool],
-                     row: Sequence[int] | None = None) -> "ResultTable":
+    def from_columns(
+        cls,
+        columns: dict[str, Sequence[Any]],
+        value: Sequence[float],
+        nts: Sequence[bool],
+        row: Sequence[int] | None = None,
+    ) -> "ResultTable":
         import pandas as pd
 
         codes, uniques = {}, {}
@@ -81,9 +111,14 @@ class ResultTable:
         return cls(codes, uniques, v, np.asarray(nts, dtype=bool), r)
 
     @classmethod
-    def from_records(cls, results: Iterable[ResultRecord], aliases: AliasTable | None = None,
-                     papers: Iterable[PaperRecord] | None = None, year_cap: int | None = 2025,
-                     paper_mode: bool = True) -> "ResultTable":
+    def from_records(
+        cls,
+        results: Iterable[ResultRecord],
+        aliases: AliasTable | None = None,
+        papers: Iterable[PaperRecord] | None = None,
+        year_cap: int | None = 2025,
+        paper_mode: bool = True,
+    ) -> "ResultTable":
         """Step 1: canonical names (as given, else from ``aliases``), eval category, year cap."""
         years = {p.paper_id: p.year for p in papers} if papers is not None else None
         if year_cap is not None:
@@ -94,14 +129,23 @@ class ResultTable:
             if years is not None and year_cap is not None and years.get(r.paper_id, 0) > year_cap:
                 continue
             model = r.model_name or (aliases.canonical(r.model_name_raw, "model") if aliases else None)
-            bench = r.benchmark_name or (aliases.canonical(r.benchmark_name_raw, "downstream") if aliases else None)
+            bench = r.benchmark_name or (
+                aliases.canonical(r.benchmark_name_raw, "downstream") if aliases else None
+            )
             if not (model and bench and r.metric_name):
                 continue
-            for c, v in (("model", model), ("benchmark", bench), ("metric", r.metric_name),
-                         ("eval", normalise_eval(r.evaluation_strategy, paper_mode)),
-                         ("regime", r.train_regime or "full"), ("paper", r.paper_id),
-                         ("provenance", r.provenance), ("copied_from", r.copied_from or ""),
-                         ("model_raw", r.model_name_raw), ("benchmark_raw", r.benchmark_name_raw)):
+            for c, v in (
+                ("model", model),
+                ("benchmark", bench),
+                ("metric", r.metric_name),
+                ("eval", normalise_eval(r.evaluation_strategy, paper_mode)),
+                ("regime", r.train_regime or "full"),
+                ("paper", r.paper_id),
+                ("provenance", r.provenance),
+                ("copied_from", r.copied_from or ""),
+                ("model_raw", r.model_name_raw),
+                ("benchmark_raw", r.benchmark_name_raw),
+            ):
                 cols[c].append(v)
             value.append(r.points)
             nts.append(bool(str(r.num_training_samples or "").strip()))
@@ -109,8 +153,13 @@ class ResultTable:
         return cls.from_columns(cols, value, nts, rows)
 
     def subset(self, mask: np.ndarray) -> "ResultTable":
-        return ResultTable({c: k[mask] for c, k in self.codes.items()}, self.uniques, self.value[mask],
-                           self.nts[mask], self.row[mask])
+        return ResultTable(
+            {c: k[mask] for c, k in self.codes.items()},
+            self.uniques,
+            self.value[mask],
+            self.nts[mask],
+            self.row[mask],
+        )
 
 
 @dataclass
@@ -135,9 +184,16 @@ class Group:
 
     def to_dict(self) -> dict:
         d = dict(self.key)
-        d.update(n=self.n, n_papers=self.n_papers, min=self.min, max=self.max, spread=self.spread,
-                 std=self.std, extremes_provenance=self.extremes_provenance,
-                 papers=sorted({m["paper"] for m in self.members}))
+        d.update(
+            n=self.n,
+            n_papers=self.n_papers,
+            min=self.min,
+            max=self.max,
+            spread=self.spread,
+            std=self.std,
+            extremes_provenance=self.extremes_provenance,
+            papers=sorted({m["paper"] for m in self.members}),
+        )
         return d
 
 
@@ -148,12 +204,15 @@ def _skip_key(key: dict[str, str]) -> bool:
 
 
 def _member(t: ResultTable, i: int) -> dict:
-    return {"value": float(t.value[i]), "paper": t.uniques["paper"][t.codes["paper"][i]],
-            "provenance": t.uniques["provenance"][t.codes["provenance"][i]],
-            "copied_from": t.uniques["copied_from"][t.codes["copied_from"][i]] or None,
-            "model_raw": t.uniques["model_raw"][t.codes["model_raw"][i]],
-            "benchmark_raw": t.uniques["benchmark_raw"][t.codes["benchmark_raw"][i]],
-            "row": int(t.row[i])}
+    return {
+        "value": float(t.value[i]),
+        "paper": t.uniques["paper"][t.codes["paper"][i]],
+        "provenance": t.uniques["provenance"][t.codes["provenance"][i]],
+        "copied_from": t.uniques["copied_from"][t.codes["copied_from"][i]] or None,
+        "model_raw": t.uniques["model_raw"][t.codes["model_raw"][i]],
+        "benchmark_raw": t.uniques["benchmark_raw"][t.codes["benchmark_raw"][i]],
+        "row": int(t.row[i]),
+    }
 
 
 def _reference(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
@@ -177,8 +236,18 @@ def _reference(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
         if len(by_paper) < 2:
             continue
         xs = [float(t.value[i]) for i in idx]
-        out.append(Group(kd, len(xs), len(by_paper), min(xs), max(xs), max(xs) - min(xs), float(np.std(xs)),
-                         [_member(t, i) for i in idx]))
+        out.append(
+            Group(
+                kd,
+                len(xs),
+                len(by_paper),
+                min(xs),
+                max(xs),
+                max(xs) - min(xs),
+                float(np.std(xs)),
+                [_member(t, i) for i in idx],
+            )
+        )
     out.sort(key=lambda g: g.spread, reverse=True)
     return out
 
@@ -222,7 +291,7 @@ def _fast(t: ResultTable, cols: tuple[str, ...], members: bool = True) -> list[G
     pair_of_triple = np.searchsorted(p_starts, v_starts, side="right") - 1
     vals_per_pair = np.bincount(pair_of_triple, minlength=len(p_starts))
     ambiguous = np.bincount(gs[p_starts], weights=(vals_per_pair > 1), minlength=n_g) > 0
-    first = order[g_starts]                                   # a row of each group, for its key
+    first = order[g_starts]  # a row of each group, for its key
     skip_key = np.zeros(n_g, dtype=bool)
     if "model" in cols:
         base = np.array([slug(m) in BASELINE_MODELS for m in t.uniques["model"]], dtype=bool)
@@ -248,15 +317,30 @@ def _fast(t: ResultTable, cols: tuple[str, ...], members: bool = True) -> list[G
         key = {c: t.uniques[c][t.codes[c][i0]] for c in cols}
         mem = []
         if members:
-            idx = np.sort(order[g_starts[g]:g_starts[g] + count[g]])
+            idx = np.sort(order[g_starts[g] : g_starts[g] + count[g]])
             mem = [_member(t, int(i)) for i in idx]
-        out.append(Group(key, int(count[g]), int(n_papers[g]), float(vmin[g]), float(vmax[g]),
-                         float(spread[g]), float(std[g]), mem))
+        out.append(
+            Group(
+                key,
+                int(count[g]),
+                int(n_papers[g]),
+                float(vmin[g]),
+                float(vmax[g]),
+                float(spread[g]),
+                float(std[g]),
+                mem,
+            )
+        )
     return out
 
 
-def find_disagreements(table: ResultTable, key: str = "strict", regime: str | None = "full",
-                       method: str = "fast", members: bool = True) -> list[Group]:
+def find_disagreements(
+    table: ResultTable,
+    key: str = "strict",
+    regime: str | None = "full",
+    method: str = "fast",
+    members: bool = True,
+) -> list[Group]:
     """Multi-paper groups of ``table`` by the ``strict`` or ``loose`` key, sorted by spread descending.
 
     regime:  ``"full"`` keeps full-label rows only (the authors' headline); None keeps every regime.
@@ -284,8 +368,13 @@ def spread_summary(groups: Sequence[Group]) -> dict[str, Any]:
     out: dict[str, Any] = {"n_groups": len(s)}
     out.update({f"n_ge_{t:g}": count_at_least(groups, t) for t in THRESHOLDS})
     if len(s):
-        out.update(mean=float(s.mean()), median=float(np.median(s)), p75=float(np.quantile(s, 0.75)),
-                   p90=float(np.quantile(s, 0.9)), max=float(s.max()))
+        out.update(
+            mean=float(s.mean()),
+            median=float(np.median(s)),
+            p75=float(np.quantile(s, 0.75)),
+            p90=float(np.quantile(s, 0.9)),
+            max=float(s.max()),
+        )
     return out
 
 
@@ -309,8 +398,14 @@ def naive_leaderboard(table: ResultTable) -> list[dict]:
         k = tuple(table.uniques[c][table.codes[c][i]] for c in ("model", "benchmark", "metric"))
         v = float(table.value[i])
         if k not in best or v > best[k]["value"]:
-            best[k] = {"model": k[0], "benchmark": k[1], "metric": k[2], "value": v,
-                       "paper": table.uniques["paper"][table.codes["paper"][i]], "n_reports": 0}
+            best[k] = {
+                "model": k[0],
+                "benchmark": k[1],
+                "metric": k[2],
+                "value": v,
+                "paper": table.uniques["paper"][table.codes["paper"][i]],
+                "n_reports": 0,
+            }
         best[k]["n_reports"] += 1
     return sorted(best.values(), key=lambda d: (d["benchmark"], d["metric"], -d["value"]))
 

@@ -14,18 +14,37 @@ from typing import Any, Sequence
 
 from neurips26.gfm_audit.canon import AliasTable
 from neurips26.gfm_audit.examples import SYNTHETIC_WATERMARK
-from neurips26.gfm_audit.finder import (HEADLINE_THRESHOLD, THRESHOLDS, ResultTable, copy_chains,
-                                        find_disagreements, naive_leaderboard, protocol_mismatches,
-                                        provenance_split, spread_summary)
+from neurips26.gfm_audit.finder import (
+    HEADLINE_THRESHOLD,
+    THRESHOLDS,
+    ResultTable,
+    copy_chains,
+    find_disagreements,
+    naive_leaderboard,
+    protocol_mismatches,
+    provenance_split,
+    spread_summary,
+)
 from neurips26.gfm_audit.schema import PaperRecord, ResultRecord
 from neurips26.gfm_audit import stats
 
-PLOTS = ("spread_histogram.png", "top10_dumbbell.png", "benchmark_concentration.png", "gini_by_year.png",
-         "overlap_histogram.png")
+PLOTS = (
+    "spread_histogram.png",
+    "top10_dumbbell.png",
+    "benchmark_concentration.png",
+    "gini_by_year.png",
+    "overlap_histogram.png",
+)
 
 
-def audit(papers: Sequence[PaperRecord], results: Sequence[ResultRecord], aliases: AliasTable,
-          year_cap: int | None = 2025, paper_mode: bool = True, n_boot: int = 1000) -> dict[str, Any]:
+def audit(
+    papers: Sequence[PaperRecord],
+    results: Sequence[ResultRecord],
+    aliases: AliasTable,
+    year_cap: int | None = 2025,
+    paper_mode: bool = True,
+    n_boot: int = 1000,
+) -> dict[str, Any]:
     """Every number of the audit. Corpus statistics need at least one non-citation-only paper."""
     if not results and not papers:
         raise ValueError("papers and results: empty corpus (nothing to audit)")
@@ -35,23 +54,33 @@ def audit(papers: Sequence[PaperRecord], results: Sequence[ResultRecord], aliase
     synthetic = any(r.synthetic for r in results) or any(p.synthetic for p in papers)
     out: dict[str, Any] = {
         "watermark": SYNTHETIC_WATERMARK if synthetic else None,
-        "n_papers": len(papers), "n_results": len(results), "n_rows_grouped": len(table),
-        "disagreements": {"strict_full": spread_summary(strict), "loose": spread_summary(loose),
-                          "headline_threshold": HEADLINE_THRESHOLD, "thresholds": list(THRESHOLDS),
-                          "protocol_mismatch": protocol_mismatches(table),
-                          "provenance": provenance_split(strict)},
+        "n_papers": len(papers),
+        "n_results": len(results),
+        "n_rows_grouped": len(table),
+        "disagreements": {
+            "strict_full": spread_summary(strict),
+            "loose": spread_summary(loose),
+            "headline_threshold": HEADLINE_THRESHOLD,
+            "thresholds": list(THRESHOLDS),
+            "protocol_mismatch": protocol_mismatches(table),
+            "provenance": provenance_split(strict),
+        },
         "copy_chains": copy_chains(results),
         "groups": [g.to_dict() for g in strict],
-        "top10_groups": [{**g.to_dict(), "values": [(m["paper"], m["value"], m["provenance"]) for m in g.members]}
-                         for g in strict[:10]],
+        "top10_groups": [
+            {**g.to_dict(), "values": [(m["paper"], m["value"], m["provenance"]) for m in g.members]}
+            for g in strict[:10]
+        ],
         "naive_leaderboard": naive_leaderboard(table),
     }
     corpus = [p for p in papers if not p.citation_only]
     if corpus:
         out["benchmarks"] = stats.benchmark_concentration(papers, aliases, n_boot=n_boot)
         out["cherry_picking"] = stats.cherry_picking(papers, aliases, n_boot=n_boot)
-        out["pretraining"] = {"ordered": stats.pretraining_uniqueness(papers, aliases, True),
-                              "unordered": stats.pretraining_uniqueness(papers, aliases, False)}
+        out["pretraining"] = {
+            "ordered": stats.pretraining_uniqueness(papers, aliases, True),
+            "unordered": stats.pretraining_uniqueness(papers, aliases, False),
+        }
         out["release"] = stats.release_shares(papers)
         out["methods"] = stats.method_families(papers)
         out["compliance"] = stats.compliance(papers, results, aliases)
@@ -76,34 +105,55 @@ def _markdown(s: dict) -> str:
     d = s["disagreements"]["strict_full"]
     lines = [f"# {wm + ' — ' if wm else ''}GFM results audit", ""]
     if wm:
-        lines += [f"**{wm}**: every number below comes from a seeded synthetic generator, not from papers.", ""]
-    lines += [f"{s['n_papers']} papers, {s['n_results']} result rows ({s['n_rows_grouped']} grouped).", "",
-              "## Cross-paper disagreements (strict key, full labels)", "",
-              f"{d['n_groups']} multi-paper groups; spread >= 5: {d['n_ge_5']}, >= 10: {d['n_ge_10']}, "
-              f">= 20: {d['n_ge_20']}.", "",
-              "| model | benchmark | metric | eval | spread | min | max | papers |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"**{wm}**: every number below comes from a seeded synthetic generator, not from papers.",
+            "",
+        ]
+    lines += [
+        f"{s['n_papers']} papers, {s['n_results']} result rows ({s['n_rows_grouped']} grouped).",
+        "",
+        "## Cross-paper disagreements (strict key, full labels)",
+        "",
+        f"{d['n_groups']} multi-paper groups; spread >= 5: {d['n_ge_5']}, >= 10: {d['n_ge_10']}, "
+        f">= 20: {d['n_ge_20']}.",
+        "",
+        "| model | benchmark | metric | eval | spread | min | max | papers |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for g in s["top10_groups"]:
-        lines.append(f"| {g['model']} | {g['benchmark']} | {g['metric']} | {g['eval']} | {g['spread']:.2f} | "
-                     f"{g['min']:.2f} | {g['max']:.2f} | {', '.join(g['papers'])} |")
+        lines.append(
+            f"| {g['model']} | {g['benchmark']} | {g['metric']} | {g['eval']} | {g['spread']:.2f} | "
+            f"{g['min']:.2f} | {g['max']:.2f} | {', '.join(g['papers'])} |"
+        )
     pm = s["disagreements"]["protocol_mismatch"]
-    lines += ["", f"Loose key (model, benchmark, metric): {pm['loose_ge']} groups >= 10, of which "
-              f"{pm['protocol_mismatch']} are protocol mismatches (no strict group >= 10).", ""]
+    lines += [
+        "",
+        f"Loose key (model, benchmark, metric): {pm['loose_ge']} groups >= 10, of which "
+        f"{pm['protocol_mismatch']} are protocol mismatches (no strict group >= 10).",
+        "",
+    ]
     if s["copy_chains"]:
         lines += ["Copy chains: " + "; ".join(" <- ".join(c) for c in s["copy_chains"]), ""]
     if "benchmarks" in s:
         b, pr, rel = s["benchmarks"], s["pretraining"]["ordered"], s["release"]
-        lines += ["## Corpus", "",
-                  f"- benchmarks: {b['n_unique_benchmarks']} unique over {b['n_total_uses']} uses; Gini "
-                  f"{b['gini']:.3f} (95% CI {b['gini_ci_95'][0]:.3f}-{b['gini_ci_95'][1]:.3f}), HHI {b['hhi']:.3f}",
-                  f"- top-10 overlap: mean {s['cherry_picking']['mean_overlap']:.3f} over "
-                  f"{s['cherry_picking']['n_total']} papers, {s['cherry_picking']['n_zero_overlap']} with none",
-                  f"- pretraining: {pr['unique']}/{pr['n_extractable']} papers use a configuration no other paper uses",
-                  f"- weights released: {rel['weights_available']['share']:.3f} of {rel['n_papers']} "
-                  f"({rel['weights_available']['null']} unknown, counted as not released)", ""]
+        lines += [
+            "## Corpus",
+            "",
+            f"- benchmarks: {b['n_unique_benchmarks']} unique over {b['n_total_uses']} uses; Gini "
+            f"{b['gini']:.3f} (95% CI {b['gini_ci_95'][0]:.3f}-{b['gini_ci_95'][1]:.3f}), HHI {b['hhi']:.3f}",
+            f"- top-10 overlap: mean {s['cherry_picking']['mean_overlap']:.3f} over "
+            f"{s['cherry_picking']['n_total']} papers, {s['cherry_picking']['n_zero_overlap']} with none",
+            f"- pretraining: {pr['unique']}/{pr['n_extractable']} papers use a configuration no other uses",
+            f"- weights released: {rel['weights_available']['share']:.3f} of {rel['n_papers']} "
+            f"({rel['weights_available']['null']} unknown, counted as not released)",
+            "",
+        ]
         comp = s["compliance"]["corpus"]
         lines += ["## Expectations E1-E6 (our operationalisation)", "", "| E | share | n |", "|---|---|---|"]
-        lines += [f"| {e} | {'-' if v['share'] is None else format(v['share'], '.2f')} | {v['n']} |"
-                  for e, v in comp.items()]
+        lines += [
+            f"| {e} | {'-' if v['share'] is None else format(v['share'], '.2f')} | {v['n']} |"
+            for e, v in comp.items()
+        ]
     else:
         lines += [s["corpus_statistics"]]
     return "\n".join(lines) + "\n"

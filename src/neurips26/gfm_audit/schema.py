@@ -27,14 +27,35 @@ from typing import Any, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-METRICS = ("accuracy", "accuracy_macro", "f1", "f1_macro", "miou", "iou", "kappa", "map", "map50", "map75",
-           "micro_map", "rmse", "r2", "other")
+METRICS = (
+    "accuracy",
+    "accuracy_macro",
+    "f1",
+    "f1_macro",
+    "miou",
+    "iou",
+    "kappa",
+    "map",
+    "map50",
+    "map75",
+    "micro_map",
+    "rmse",
+    "r2",
+    "other",
+)
 UNBOUNDED_METRICS = frozenset({"rmse", "r2", "other"})
 LOWER_IS_BETTER = frozenset({"rmse"})
 PROVENANCE = ("own", "rerun", "copied", "unknown")
 REGIME_RE = re.compile(r"^(full|\d+(\.\d+)?%|\d+-shot)$")
-RESULT_KEY = ("paper_id", "model_name_raw", "benchmark_name_raw", "metric_name", "evaluation_strategy",
-              "train_regime", "table_ref")
+RESULT_KEY = (
+    "paper_id",
+    "model_name_raw",
+    "benchmark_name_raw",
+    "metric_name",
+    "evaluation_strategy",
+    "train_regime",
+    "table_ref",
+)
 SPDX_RE = re.compile(r"^[A-Za-z0-9.+-]+$")
 
 
@@ -85,7 +106,7 @@ class PaperRecord(_Strict):
     downstream_datasets: list[str] | None = None
     code_available: bool | None = None
     weights_available: bool | None = None
-    weights_license: str | None = None       # SPDX id | "none" | "unspecified" (NEW)
+    weights_license: str | None = None  # SPDX id | "none" | "unspecified" (NEW)
     weights_url: str | None = None
     synthetic: bool = False
     note: str | None = None
@@ -101,8 +122,13 @@ class PaperRecord(_Strict):
     @property
     def citation_only(self) -> bool:
         """No model or dataset fields: excluded from corpus statistics."""
-        return (self.model_name is None and self.pretraining_data is None and not self.downstream_datasets
-                and self.pretraining is None and self.architecture is None)
+        return (
+            self.model_name is None
+            and self.pretraining_data is None
+            and not self.downstream_datasets
+            and self.pretraining is None
+            and self.architecture is None
+        )
 
 
 class ResultRecord(_Strict):
@@ -143,7 +169,9 @@ class ResultRecord(_Strict):
     @classmethod
     def _regime(cls, v: str) -> str:
         if not REGIME_RE.match(v):
-            raise ValueError(f"must be 'full', a label fraction like '10%' or 'k-shot' like '5-shot', got {v!r}")
+            raise ValueError(
+                f"must be 'full', a label fraction like '10%' or 'k-shot' like '5-shot', got {v!r}"
+            )
         return v
 
     @model_validator(mode="after")
@@ -151,8 +179,10 @@ class ResultRecord(_Strict):
         if self.metric_name not in UNBOUNDED_METRICS:
             hi = 100.0 if self.metric_scale == "percent" else 1.0
             if not 0.0 <= self.metric_value <= hi:
-                raise ValueError(f"metric_value: {self.metric_value} is outside [0, {hi:g}] for a "
-                                 f"{self.metric_scale} {self.metric_name}")
+                raise ValueError(
+                    f"metric_value: {self.metric_value} is outside [0, {hi:g}] for a "
+                    f"{self.metric_scale} {self.metric_name}"
+                )
         if self.ci_low is not None and self.ci_low > self.metric_value:
             raise ValueError(f"ci_low: {self.ci_low} > metric_value {self.metric_value}")
         if self.ci_high is not None and self.ci_high < self.metric_value:
@@ -160,7 +190,9 @@ class ResultRecord(_Strict):
         if self.provenance == "copied" and not self.copied_from:
             raise ValueError("copied_from: required when provenance is 'copied'")
         if self.provenance != "copied" and self.copied_from:
-            raise ValueError(f"copied_from: given ({self.copied_from!r}) but provenance is {self.provenance!r}")
+            raise ValueError(
+                f"copied_from: given ({self.copied_from!r}) but provenance is {self.provenance!r}"
+            )
         if self.higher_is_better is None:
             self.higher_is_better = self.metric_name not in LOWER_IS_BETTER
         return self
@@ -178,9 +210,10 @@ class ResultRecord(_Strict):
 
 # ----------------------------------------------------------------------------------------- validation
 
+
 @dataclass(frozen=True)
 class Violation:
-    row: int          # 1-based row (JSONL line / CSV data row / list position)
+    row: int  # 1-based row (JSONL line / CSV data row / list position)
     field: str
     message: str
 
@@ -207,8 +240,9 @@ def _field_of(err: dict, fallback: str = "<record>") -> str:
     return m.group(1) if m else fallback
 
 
-def _parse(cls: type[BaseModel], rows: Sequence[Any], rownums: Sequence[int] | None = None
-           ) -> tuple[list[Any], list[Violation]]:
+def _parse(
+    cls: type[BaseModel], rows: Sequence[Any], rownums: Sequence[int] | None = None
+) -> tuple[list[Any], list[Violation]]:
     out, bad = [], []
     nums = list(rownums) if rownums is not None else list(range(1, len(rows) + 1))
     for i, raw in zip(nums, rows):
@@ -243,8 +277,9 @@ def validate_papers(rows: Sequence[Any], rownums: Sequence[int] | None = None) -
     return papers
 
 
-def validate_results(rows: Sequence[Any], papers: Iterable[PaperRecord] | None = None,
-                     rownums: Sequence[int] | None = None) -> list[ResultRecord]:
+def validate_results(
+    rows: Sequence[Any], papers: Iterable[PaperRecord] | None = None, rownums: Sequence[int] | None = None
+) -> list[ResultRecord]:
     """``ResultRecord``s from dicts; raises ``RecordValidationError`` listing every violation.
 
     With ``papers``, every ``paper_id`` (and ``copied_from``) must name one of them.
@@ -264,12 +299,16 @@ def validate_results(rows: Sequence[Any], papers: Iterable[PaperRecord] | None =
         r = got[0]
         k = r.key()
         if k in seen:
-            bad.append(Violation(n, "<key>", f"duplicate result {dict(zip(RESULT_KEY, k))} (first at row {seen[k]})"))
+            bad.append(
+                Violation(n, "<key>", f"duplicate result {dict(zip(RESULT_KEY, k))} (first at row {seen[k]})")
+            )
         else:
             seen[k] = n
         if known is not None:
             if r.paper_id not in known:
-                bad.append(Violation(n, "paper_id", f"unknown paper_id {r.paper_id!r} (not in the papers table)"))
+                bad.append(
+                    Violation(n, "paper_id", f"unknown paper_id {r.paper_id!r} (not in the papers table)")
+                )
             if r.copied_from and r.copied_from not in known:
                 bad.append(Violation(n, "copied_from", f"unknown paper_id {r.copied_from!r}"))
         results.append(r)
@@ -287,6 +326,7 @@ def json_schema(kind: str = "result") -> dict:
 
 
 # ----------------------------------------------------------------------------------------------- I/O
+
 
 def _suffix(path: Path) -> str:
     s = path.suffix.lower()

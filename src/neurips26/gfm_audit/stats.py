@@ -62,8 +62,13 @@ def top_k_share(counts: Iterable[float], k: int = 3) -> float:
     return 0.0 if c.sum() == 0 else float(c[:k].sum() / c.sum())
 
 
-def bootstrap_ci(values: Sequence[float], fn: Callable[[list], float], n_boot: int = 1000, alpha: float = 0.05,
-                 seed: int = 0) -> tuple[float | None, float | None]:
+def bootstrap_ci(
+    values: Sequence[float],
+    fn: Callable[[list], float],
+    n_boot: int = 1000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float | None, float | None]:
     """Percentile bootstrap CI of ``fn(values)`` (the authors' resampling and quantiles)."""
     n_boot = check_scalar(n_boot, "n_boot", int, min=1)
     alpha = check_scalar(alpha, "alpha", float, min=0, max=1, inclusive="neither")
@@ -78,8 +83,10 @@ def bootstrap_ci(values: Sequence[float], fn: Callable[[list], float], n_boot: i
 def _corpus(papers: Sequence[PaperRecord]) -> list[PaperRecord]:
     full = [p for p in papers if not p.citation_only]
     if not full:
-        raise ValueError("papers: empty corpus (no record with model or dataset fields; "
-                         "citation-only records are excluded from corpus statistics)")
+        raise ValueError(
+            "papers: empty corpus (no record with model or dataset fields; "
+            "citation-only records are excluded from corpus statistics)"
+        )
     return full
 
 
@@ -87,8 +94,9 @@ def _downstream(p: PaperRecord, aliases: AliasTable) -> list[str]:
     return [c for d in (p.downstream_datasets or []) if (c := aliases.canonical(d, "downstream"))]
 
 
-def benchmark_concentration(papers: Sequence[PaperRecord], aliases: AliasTable, k: int = 3,
-                            n_boot: int = 1000) -> dict[str, Any]:
+def benchmark_concentration(
+    papers: Sequence[PaperRecord], aliases: AliasTable, k: int = 3, n_boot: int = 1000
+) -> dict[str, Any]:
     corpus = _corpus(papers)
     overall: Counter = Counter()
     by_year: dict[int, Counter] = defaultdict(Counter)
@@ -98,13 +106,24 @@ def benchmark_concentration(papers: Sequence[PaperRecord], aliases: AliasTable, 
             by_year[p.year][c] += 1
     counts = list(overall.values())
     lo, hi = bootstrap_ci(counts, gini, n_boot=n_boot)
-    return {"n_papers": len(corpus), "n_unique_benchmarks": len(overall), "n_total_uses": sum(counts),
-            "gini": gini(counts), "gini_ci_95": [lo, hi], "hhi": hhi(counts),
-            f"top_{k}_share": top_k_share(counts, k) if counts else 0.0,
-            "top_20": overall.most_common(20),
-            "by_year": {str(y): {"gini": gini(c.values()), "hhi": hhi(c.values()),
-                                 "n_papers": sum(1 for p in corpus if p.year == y)}
-                        for y, c in sorted(by_year.items())}}
+    return {
+        "n_papers": len(corpus),
+        "n_unique_benchmarks": len(overall),
+        "n_total_uses": sum(counts),
+        "gini": gini(counts),
+        "gini_ci_95": [lo, hi],
+        "hhi": hhi(counts),
+        f"top_{k}_share": top_k_share(counts, k) if counts else 0.0,
+        "top_20": overall.most_common(20),
+        "by_year": {
+            str(y): {
+                "gini": gini(c.values()),
+                "hhi": hhi(c.values()),
+                "n_papers": sum(1 for p in corpus if p.year == y),
+            }
+            for y, c in sorted(by_year.items())
+        },
+    }
 
 
 def top10(papers: Sequence[PaperRecord], aliases: AliasTable) -> list[str]:
@@ -120,11 +139,15 @@ def cherry_picking(papers: Sequence[PaperRecord], aliases: AliasTable, n_boot: i
         if ds:
             scores.append(len(ds & core) / len(ds))
     lo, hi = bootstrap_ci(scores, lambda v: float(np.mean(v)), n_boot=n_boot)
-    return {"top_10": sorted(core), "n_total": len(scores),
-            "mean_overlap": float(np.mean(scores)) if scores else 0.0,
-            "median_overlap": float(np.median(scores)) if scores else 0.0, "mean_ci_95": [lo, hi],
-            "n_zero_overlap": sum(1 for s in scores if s == 0),
-            "histogram": np.histogram(scores, bins=10, range=(0, 1))[0].tolist()}
+    return {
+        "top_10": sorted(core),
+        "n_total": len(scores),
+        "mean_overlap": float(np.mean(scores)) if scores else 0.0,
+        "median_overlap": float(np.median(scores)) if scores else 0.0,
+        "mean_ci_95": [lo, hi],
+        "n_zero_overlap": sum(1 for s in scores if s == 0),
+        "histogram": np.histogram(scores, bins=10, range=(0, 1))[0].tolist(),
+    }
 
 
 def pretrain_tuple(p: PaperRecord, aliases: AliasTable, downstream_only: set[str] | None = None) -> tuple:
@@ -142,8 +165,12 @@ def pretrain_tuple(p: PaperRecord, aliases: AliasTable, downstream_only: set[str
     return tuple(dict.fromkeys(canon))
 
 
-def pretraining_uniqueness(papers: Sequence[PaperRecord], aliases: AliasTable, ordered: bool = True,
-                           downstream_only: set[str] | None = None) -> dict[str, Any]:
+def pretraining_uniqueness(
+    papers: Sequence[PaperRecord],
+    aliases: AliasTable,
+    ordered: bool = True,
+    downstream_only: set[str] | None = None,
+) -> dict[str, Any]:
     """Papers whose non-empty pretraining configuration no other paper uses (``unique``) vs ``shared``."""
     keys = []
     for p in _corpus(papers):
@@ -152,8 +179,13 @@ def pretraining_uniqueness(papers: Sequence[PaperRecord], aliases: AliasTable, o
             keys.append(t if ordered else tuple(sorted(set(t))))
     n = Counter(keys)
     unique = sum(1 for k in keys if n[k] == 1)
-    return {"ordered": ordered, "n_extractable": len(keys), "n_distinct_sets": len(n), "unique": unique,
-            "shared": len(keys) - unique}
+    return {
+        "ordered": ordered,
+        "n_extractable": len(keys),
+        "n_distinct_sets": len(n),
+        "unique": unique,
+        "shared": len(keys) - unique,
+    }
 
 
 def release_shares(papers: Sequence[PaperRecord]) -> dict[str, Any]:
@@ -162,8 +194,12 @@ def release_shares(papers: Sequence[PaperRecord]) -> dict[str, Any]:
     out: dict[str, Any] = {"n_papers": n}
     for f in ("weights_available", "code_available"):
         vals = [getattr(p, f) for p in corpus]
-        out[f] = {"share": sum(v is True for v in vals) / n, "true": sum(v is True for v in vals),
-                  "false": sum(v is False for v in vals), "null": sum(v is None for v in vals)}
+        out[f] = {
+            "share": sum(v is True for v in vals) / n,
+            "true": sum(v is True for v in vals),
+            "false": sum(v is False for v in vals),
+            "null": sum(v is None for v in vals),
+        }
     out["weights_none_share"] = 1.0 - out["weights_available"]["share"]
     out["licenses"] = dict(Counter(p.weights_license or "null" for p in corpus).most_common())
     return out
@@ -183,13 +219,20 @@ def method_families(papers: Sequence[PaperRecord]) -> dict[str, Any]:
     by_year: dict[str, Counter] = defaultdict(Counter)
     for p in corpus:
         by_year[str(p.year)].update(classify_method(p))
-    return {"n_labels": total, "counts": dict(labels.most_common()),
-            "shares": {k: v / total for k, v in labels.most_common()},
-            "by_year": {y: {k: v / sum(c.values()) for k, v in c.items()} for y, c in sorted(by_year.items())}}
+    return {
+        "n_labels": total,
+        "counts": dict(labels.most_common()),
+        "shares": {k: v / total for k, v in labels.most_common()},
+        "by_year": {y: {k: v / sum(c.values()) for k, v in c.items()} for y, c in sorted(by_year.items())},
+    }
 
 
-def compliance(papers: Sequence[PaperRecord], results: Sequence[ResultRecord], aliases: AliasTable,
-               core: Sequence[str] | None = None) -> dict[str, Any]:
+def compliance(
+    papers: Sequence[PaperRecord],
+    results: Sequence[ResultRecord],
+    aliases: AliasTable,
+    core: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """E1-E6 per paper and corpus shares (ASSUMPTION: our operationalisation of the expectation names).
 
     E1 weights released with an SPDX licence; E2 >= 1 result on the core benchmark set (default: the
@@ -208,16 +251,22 @@ def compliance(papers: Sequence[PaperRecord], results: Sequence[ResultRecord], a
         other = [r for r in rs if r.provenance != "own"]
         benches = {r.benchmark_name or aliases.canonical(r.benchmark_name_raw, "downstream") for r in rs}
         benches |= set(_downstream(p, aliases))
-        rows.append({
-            "paper_id": p.paper_id,
-            "E1": bool(p.weights_available) and p.weights_license not in (None, *NON_LICENSES),
-            "E2": bool(benches & core_set),
-            "E3": all(r.provenance != "unknown" for r in other) if other else None,
-            "E4": all((r.n_seeds or 0) >= MIN_SEEDS_E4 and (r.std is not None or r.ci_low is not None)
-                      for r in own) if own else None,
-            "E5": all(bool(r.harness) for r in own) if own else None,
-            "E6": bool(p.controls and any(len(c.rows) >= 2 for c in p.controls)),
-        })
+        rows.append(
+            {
+                "paper_id": p.paper_id,
+                "E1": bool(p.weights_available) and p.weights_license not in (None, *NON_LICENSES),
+                "E2": bool(benches & core_set),
+                "E3": all(r.provenance != "unknown" for r in other) if other else None,
+                "E4": all(
+                    (r.n_seeds or 0) >= MIN_SEEDS_E4 and (r.std is not None or r.ci_low is not None)
+                    for r in own
+                )
+                if own
+                else None,
+                "E5": all(bool(r.harness) for r in own) if own else None,
+                "E6": bool(p.controls and any(len(c.rows) >= 2 for c in p.controls)),
+            }
+        )
     corpus = {}
     for e in ("E1", "E2", "E3", "E4", "E5", "E6"):
         vals = [r[e] for r in rows if r[e] is not None]
