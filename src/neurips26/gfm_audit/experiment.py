@@ -363,9 +363,13 @@ def _mechanism(cfg: Config, task, runner: Runner, ctx: RunContext) -> dict:
     )
     protos = knob_protocols(cfg.grid, m.knobs)
     vals: dict = {}
+    seeded: dict = {}
     for mname, entry in models.items():
         for kname, p in protos.items():
-            vals.setdefault(mname, {})[kname] = [runner.run(task, entry, p, s)["value"] for s in m.seeds]
+            rows = [runner.run(task, entry, p, s) for s in m.seeds]
+            vals.setdefault(mname, {})[kname] = [r["value"] for r in rows]
+            if kname == "pinned":
+                seeded[mname] = bool(rows[0]["seed_touched"])
     per_model = {}
     for mname, kv in vals.items():
         pinned = np.asarray(kv["pinned"])
@@ -383,6 +387,7 @@ def _mechanism(cfg: Config, task, runner: Runner, ctx: RunContext) -> dict:
             "pinned_values": pinned.tolist(),
             "pinned_mean": float(pinned.mean()),
             "pinned_std": float(pinned.std(ddof=1)) if len(pinned) > 1 else 0.0,
+            "pinned_seed_dependent": seeded[mname],
             "knob_values": {k: list(v) for k, v in kv.items() if k != "pinned"},
             "effects": effects,
         }
@@ -492,17 +497,23 @@ def _check_paper_counts(m) -> tuple[str, str]:
 
 
 def _check_hidden_knob(m) -> tuple[str, str]:
+    """The largest seed-mean knob shift among models whose pinned cell has std <= 2 over seeds.
+
+    Models whose pinned cell the seed touches (random init) are preferred: a seed-independent cell
+    (raw+PCA, the once-pretrained encoder) has std 0 by construction, which says nothing about noise.
+    """
     mech = m["mechanism"]
     best = None
+    any_seeded = any(d["pinned_seed_dependent"] for d in mech["models"].values())
     for mname, d in mech["models"].items():
-        if d["pinned_std"] > PINNED_STD_MAX:
+        if d["pinned_std"] > PINNED_STD_MAX or (any_seeded and not d["pinned_seed_dependent"]):
             continue
         for k, e in d["effects"].items():
             if best is None or abs(e["mean"]) > abs(best[2]["mean"]):
                 best = (mname, k, e, d["pinned_std"])
     if best is None:
         stds = ", ".join(f"{n} {d['pinned_std']:.2f}" for n, d in mech["models"].items())
-        return FAILS, f"no model has pinned across-seed std <= {PINNED_STD_MAX:g} ({stds})"
+        return FAILS, f"no (seed-dependent) model has pinned across-seed std <= {PINNED_STD_MAX:g} ({stds})"
     mname, k, e, sd = best
     se = e["se"] if e["se"] is not None else math.nan
     v = judge(abs(e["mean"]), se, e["n"], KNOB_THRESHOLD, K_SE)

@@ -154,7 +154,7 @@ class Runner:
         if reuse_key is not None and reuse_key in self._reuse:
             self.stats["reused"] += 1
             core = dict(self._reuse[reuse_key])
-            core["reused_from_seed"] = core.get("reused_from_seed", core["seed"])
+            core["reused_from_seed"] = core["seed"]
         else:
             core = self._evaluate(task, entry, protocol, seed)
             core["reused_from_seed"] = None
@@ -189,6 +189,7 @@ class Runner:
             "wall_s": time.perf_counter() - t0,
             "timestamp": time.time(),
         }
+        row = json.loads(json.dumps(row, sort_keys=True))  # the row as stored (and as a resume reads it)
         self._append(row)
         self._done[key] = row
         return row
