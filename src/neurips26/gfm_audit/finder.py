@@ -173,7 +173,15 @@ class Group:
     max: float
     spread: float
     std: float
-    members: list[dict] = field(default_factory=list)
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    table: "ResultTable | None" = field(default=None, repr=False, compare=False)
+
+    @property
+    def members(self) -> list[dict]:
+        """The rows as dicts (value, paper, provenance, copied_from, raw names, source row), on demand."""
+        if self.table is None:
+            return []
+        return [_member(self.table, int(i)) for i in self.rows]
 
     @property
     def extremes_provenance(self) -> dict[str, list[str]]:
@@ -245,7 +253,8 @@ def _reference(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
                 max(xs),
                 max(xs) - min(xs),
                 float(np.std(xs)),
-                [_member(t, i) for i in idx],
+                np.asarray(idx, dtype=np.int64),
+                t,
             )
         )
     out.sort(key=lambda g: g.spread, reverse=True)
@@ -265,7 +274,7 @@ def _segments(keys: Sequence[np.ndarray], order: np.ndarray) -> np.ndarray:
     return np.flatnonzero(change)
 
 
-def _fast(t: ResultTable, cols: tuple[str, ...], members: bool = True) -> list[Group]:
+def _fast(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
     """Vectorised: one lexsort on (group, paper, rounded value), segment reductions."""
     n = len(t)
     if n == 0:
@@ -273,16 +282,15 @@ def _fast(t: ResultTable, cols: tuple[str, ...], members: bool = True) -> list[G
     gid = np.zeros(n, dtype=np.int64)
     for c in cols:
         gid = gid * (len(t.uniques[c]) + 1) + t.codes[c]
-    gid_codes, gid = np.unique(gid, return_inverse=True)
     rv = np.round(t.value, 4)
     order = np.lexsort((rv, t.codes["paper"], gid))
     g_starts = _segments([gid], order)
     p_starts = _segments([gid, t.codes["paper"]], order)
     v_starts = _segments([gid, t.codes["paper"], rv], order)
-    gs = gid[order]
     vs = t.value[order]
     n_g = len(g_starts)
     count = np.diff(np.append(g_starts, n))
+    gs = np.repeat(np.arange(n_g), count)  # group index of each sorted position
     vmin = np.minimum.reduceat(vs, g_starts)
     vmax = np.maximum.reduceat(vs, g_starts)
     any_nts = np.maximum.reduceat(t.nts[order].astype(np.int8), g_starts) > 0
@@ -315,10 +323,7 @@ def _fast(t: ResultTable, cols: tuple[str, ...], members: bool = True) -> list[G
     for g in kept:
         i0 = first[g]
         key = {c: t.uniques[c][t.codes[c][i0]] for c in cols}
-        mem = []
-        if members:
-            idx = np.sort(order[g_starts[g] : g_starts[g] + count[g]])
-            mem = [_member(t, int(i)) for i in idx]
+        idx = np.sort(order[g_starts[g] : g_starts[g] + count[g]])
         out.append(
             Group(
                 key,
@@ -328,7 +333,8 @@ def _fast(t: ResultTable, cols: tuple[str, ...], members: bool = True) -> list[G
                 float(vmax[g]),
                 float(spread[g]),
                 float(std[g]),
-                mem,
+                idx,
+                t,
             )
         )
     return out
@@ -339,7 +345,6 @@ def find_disagreements(
     key: str = "strict",
     regime: str | None = "full",
     method: str = "fast",
-    members: bool = True,
 ) -> list[Group]:
     """Multi-paper groups of ``table`` by the ``strict`` or ``loose`` key, sorted by spread descending.
 
@@ -354,7 +359,7 @@ def find_disagreements(
         code = np.flatnonzero(table.uniques["regime"] == regime)
         table = table.subset(np.isin(table.codes["regime"], code))
     cols = _KEYS[key]
-    return _fast(table, cols, members) if method == "fast" else _reference(table, cols)
+    return _fast(table, cols) if method == "fast" else _reference(table, cols)
 
 
 def count_at_least(groups: Sequence[Group], threshold: float) -> int:
@@ -384,8 +389,8 @@ def protocol_mismatches(table: ResultTable, threshold: float = HEADLINE_THRESHOL
     A loose group whose strict sub-groups all stay below the threshold (or vanish) is a protocol
     mismatch, not a disagreement.
     """
-    loose = [g for g in find_disagreements(table, "loose", None, members=False) if g.spread >= threshold]
-    strict = find_disagreements(table, "strict", None, members=False)
+    loose = [g for g in find_disagreements(table, "loose", None) if g.spread >= threshold]
+    strict = find_disagreements(table, "strict", None)
     hot = {(g.key["model"], g.key["benchmark"], g.key["metric"]) for g in strict if g.spread >= threshold}
     mism = [g for g in loose if (g.key["model"], g.key["benchmark"], g.key["metric"]) not in hot]
     return {"loose_ge": len(loose), "strict_ge": len(hot), "protocol_mismatch": len(mism)}

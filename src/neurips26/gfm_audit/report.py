@@ -50,7 +50,7 @@ def audit(
         raise ValueError("papers and results: empty corpus (nothing to audit)")
     table = ResultTable.from_records(results, aliases, papers, year_cap, paper_mode)
     strict = find_disagreements(table, "strict", "full")
-    loose = find_disagreements(table, "loose", None, members=False)
+    loose = find_disagreements(table, "loose", None)
     synthetic = any(r.synthetic for r in results) or any(p.synthetic for p in papers)
     out: dict[str, Any] = {
         "watermark": SYNTHETIC_WATERMARK if synthetic else None,

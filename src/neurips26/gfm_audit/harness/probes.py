@@ -176,14 +176,18 @@ def knn_predict(x_tr, y_tr, x_te, k: int = 5, metric: str = "l2", batch: int = 1
         a = F.normalize(a, dim=1)
     n_classes = int(y_tr.max()) + 1
     yt = torch.as_tensor(y_tr)
+    a2 = (a * a).sum(1)
     out = []
     for i in range(0, len(x_te), batch):
         q = torch.as_tensor(x_te[i : i + batch])
         if metric == "cosine":
             d = 1 - F.normalize(q, dim=1) @ a.T
+            dist, idx = torch.topk(d, k, dim=1, largest=False)
         else:
-            d = torch.cdist(q, a)
-        dist, idx = torch.topk(d, k, dim=1, largest=False)
+            # ||q - a||^2 = ||q||^2 + ||a||^2 - 2 q.a (one matmul); the k smallest, then exact L2 for them
+            d2 = (q * q).sum(1, keepdim=True) + a2[None] - 2.0 * (q @ a.T)
+            _, idx = torch.topk(d2, k, dim=1, largest=False)
+            dist = torch.linalg.vector_norm(q[:, None, :] - a[idx], dim=2)
         lab = yt[idx]
         votes = F.one_hot(lab, n_classes).sum(1).double()
         dsum = torch.zeros(len(q), n_classes, dtype=torch.float64).scatter_add_(1, lab, dist.double())
