@@ -213,3 +213,35 @@ def test_iqm():
     s = np.random.default_rng(0).uniform(size=(10, 3))
     p, lo, hi = iqm_ci(s)
     assert lo <= p <= hi and (p, lo, hi) == iqm_ci(s)
+
+
+def test_finetune_protocol_improves_on_nothing_and_records_budget():
+    task = multispectral_task(150, size=8)
+    p = Protocol("finetune", ft_lrs=(1e-3,), ft_epochs=2, ft_patience=1, ft_batch=32)
+    e = ModelEntry("resnet18", lambda t, s: ResNet18(t.bands, width=4, seed=s), True, (("width", 4),))
+    row = Runner().run(task, e, p, 0)
+    assert row["ft_lr"] == 1e-3 and 0 <= row["value"] <= 100 and "finetune_order" in row["seed_touched"]
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        Runner().run(task, ModelEntry("raw_pca", lambda t, s: RawPCA(8), False), p, 0)
+
+
+def test_other_offline_tasks_and_eo_adapters(tmp_path):
+    from neurips26.gfm_audit.harness.data import lfw_task, texture_task
+    from neurips26.gfm_audit.harness.eo import npz_task, torchgeo_task
+
+    tex = texture_task(patch=16, per_class=20)
+    assert tex.x.shape == (60, 1, 16, 16) and tex.n_classes == 3 and "non-EO" in tex.domain
+    lfw = lfw_task()
+    assert lfw.x.shape == (200, 1, 25, 25) and set(lfw.y) == {0, 1}
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "eo.npz", x=rng.random((50, 4, 8, 8)).astype(np.float32), y=np.arange(50) % 5,
+             lon=rng.uniform(0, 10, 50))
+    t = npz_task(tmp_path / "eo.npz", split="spatial")
+    assert t.n_classes == 5 and sum(len(v) for v in t.splits.values()) == 50
+    with pytest.raises(FileNotFoundError, match="never downloaded"):
+        npz_task(tmp_path / "missing.npz")
+    try:
+        import torchgeo  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="optional"):
+            torchgeo_task("EuroSAT", tmp_path)

@@ -39,7 +39,15 @@ from neurips26.gfm_audit.finder import (
     naive_leaderboard,
     protocol_mismatches,
 )
-from neurips26.gfm_audit.harness import C_GRID, C_SUBGRID, Protocol, Runner, digits_task, multispectral_task
+from neurips26.gfm_audit.harness import (
+    C_GRID,
+    C_SUBGRID,
+    Protocol,
+    Runner,
+    digits_task,
+    multispectral_task,
+    spatial_split,
+)
 from neurips26.gfm_audit.harness.zoo import harness_models
 from neurips26.gfm_audit.report import audit, write_report
 from neurips26.gfm_audit.schema import load_papers, load_results
@@ -169,8 +177,11 @@ def run(cfg: Config, ctx: RunContext) -> dict:
 
 def _tasks(g: GridConfig) -> dict:
     out = {}
-    for name in set(g.datasets) | {"multispectral"}:
+    for name in sorted(set(g.datasets) | {"multispectral"}):
         out[name] = digits_task() if name == "digits" else multispectral_task(g.ms_n, size=g.ms_size)
+    if g.spatial:  # longitude-block splits of the same patches (EuroSAT-spatial style)
+        ms = out["multispectral"]
+        out["multispectral_spatial"] = ms.with_splits(spatial_split(ms.coords[:, 0]), "spatial")
     return out
 
 
@@ -302,7 +313,7 @@ def _protocol(kind: str, g: GridConfig, **kw) -> Protocol:
 
 def _grid(g: GridConfig, tasks: dict, runner: Runner, ctx: RunContext) -> dict:
     out: dict = {}
-    for ds in g.datasets:
+    for ds in tuple(g.datasets) + (("multispectral_spatial",) if g.spatial else ()):
         task = tasks[ds]
         models = harness_models(task, g.models, g.rcf_features, g.resnet_width, g.simclr_steps, g.mae_steps)
         protos = {k: _protocol(k, g) for k in g.protocols if k != "finetune" or g.finetune}
