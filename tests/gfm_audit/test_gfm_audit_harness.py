@@ -234,8 +234,12 @@ def test_other_offline_tasks_and_eo_adapters(tmp_path):
     lfw = lfw_task()
     assert lfw.x.shape == (200, 1, 25, 25) and set(lfw.y) == {0, 1}
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "eo.npz", x=rng.random((50, 4, 8, 8)).astype(np.float32), y=np.arange(50) % 5,
-             lon=rng.uniform(0, 10, 50))
+    np.savez(
+        tmp_path / "eo.npz",
+        x=rng.random((50, 4, 8, 8)).astype(np.float32),
+        y=np.arange(50) % 5,
+        lon=rng.uniform(0, 10, 50),
+    )
     t = npz_task(tmp_path / "eo.npz", split="spatial")
     assert t.n_classes == 5 and sum(len(v) for v in t.splits.values()) == 50
     with pytest.raises(FileNotFoundError, match="never downloaded"):

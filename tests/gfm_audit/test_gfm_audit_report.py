@@ -111,9 +111,18 @@ def test_copied_vs_rerun_measure_on_a_user_table():
     from neurips26.gfm_audit import ResultRecord
     from neurips26.gfm_audit.experiment import _copied_vs_rerun
 
-    base = dict(model_name_raw="M", benchmark_name_raw="B", metric_name="accuracy", evaluation_strategy="linear")
-    rows = [ResultRecord(paper_id="a", metric_value=70.0, provenance="copied", copied_from="x", **base),
-            ResultRecord(paper_id="b", metric_value=80.0, provenance="rerun", **base),
-            ResultRecord(paper_id="c", metric_value=81.0, provenance="rerun", **base)]
+    base = dict(
+        model_name_raw="M", benchmark_name_raw="B", metric_name="accuracy", evaluation_strategy="linear"
+    )
+    rows = [
+        ResultRecord(paper_id="a", metric_value=70.0, provenance="copied", copied_from="x", **base),
+        ResultRecord(paper_id="b", metric_value=80.0, provenance="rerun", **base),
+        ResultRecord(paper_id="c", metric_value=81.0, provenance="rerun", **base),
+    ]
     c = _copied_vs_rerun(rows)
-    assert c == {"n_copied_rerun_pairs": 2, "n_rerun_pairs": 1, "copied_rerun_gap": 10.5, "rerun_rerun_gap": 1.0}
+    assert c == {
+        "n_copied_rerun_pairs": 2,
+        "n_rerun_pairs": 1,
+        "copied_rerun_gap": 10.5,
+        "rerun_rerun_gap": 1.0,
+    }

@@ -82,7 +82,7 @@ class GridConfig:
     seeds: tuple = (0, 1, 2)
     shots: int = 10
     c_grid: str = "sub"  # "sub": the 10-value sub-grid, "full": all 40 values
-    max_iter: int = 50
+    max_iter: int = 100
     ms_n: int = 1500  # multispectral patches (the spec's 3000 shrunk for the 5-min budget)
     ms_size: int = 16
     rcf_features: int = 128

@@ -16,7 +16,9 @@ from neurips26.gfm_audit.harness.data import Task, random_split, spatial_split
 from neurips26.harness.validation import check_choice
 
 
-def npz_task(path: Path | str, name: str | None = None, split: str = "random", domain: str = "EO (local)") -> Task:
+def npz_task(
+    path: Path | str, name: str | None = None, split: str = "random", domain: str = "EO (local)"
+) -> Task:
     check_choice(split, "split", ("random", "spatial"))
     path = Path(path)
     if not path.is_file():
@@ -34,7 +36,9 @@ def npz_task(path: Path | str, name: str | None = None, split: str = "random", d
         sp = random_split(len(x), salt=name or path.stem)
     units = str(d["units"]) if "units" in d.files else "unit"
     coords = np.c_[d["lon"], d["lat"]] if {"lon", "lat"} <= set(d.files) else None
-    return Task(name or path.stem, x, y, sp, sp["train"], int(y.max()) + 1, domain, units=units, coords=coords)
+    return Task(
+        name or path.stem, x, y, sp, sp["train"], int(y.max()) + 1, domain, units=units, coords=coords
+    )
 
 
 def torchgeo_task(name: str, root: Path | str, limit: int | None = None, **kwargs) -> Task:

@@ -41,7 +41,7 @@ class LogisticProbe:
 
     C: float = 1.0
     max_iter: int = 100
-    tol: float = 1e-6
+    tol: float = 1e-4  # max |gradient| to stop, sklearn's default tol (tests use 1e-10 with float64)
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
@@ -118,6 +118,7 @@ def sweep(
     max_iter: int = 100,
     n_classes: int | None = None,
     dtype: torch.dtype = torch.float32,
+    tol: float = 1e-4,
 ) -> tuple[LogisticProbe, dict]:
     """The C sweep (ascending, warm-started), selection on val, refit on train+val. Returns (probe, info)."""
     x_tr, y_tr = _xy(x_tr, y_tr, "x_train")
@@ -128,13 +129,13 @@ def sweep(
     k = int(n_classes if n_classes is not None else max(y_tr.max(), y_val.max()) + 1)
     prev, accs = None, []
     for c in grid:
-        prev = LogisticProbe(c, max_iter, dtype=dtype).fit(x_tr, y_tr, k, warm=prev)
+        prev = LogisticProbe(c, max_iter, tol, dtype=dtype).fit(x_tr, y_tr, k, warm=prev)
         accs.append(prev.score(x_val, y_val))
     best = len(accs) - 1 - int(np.argmax(accs[::-1]))  # ties -> the largest C (a tiny C leaves only the
     # intercepts, which follow the class priors of the fitting set and collapse under a train/val shift)
-    probe = LogisticProbe(grid[best], max_iter, dtype=dtype)
+    probe = LogisticProbe(grid[best], max_iter, tol, dtype=dtype)
     if merge_val:
-        warm = LogisticProbe(grid[best], max_iter, dtype=dtype).fit(x_tr, y_tr, k)
+        warm = LogisticProbe(grid[best], max_iter, tol, dtype=dtype).fit(x_tr, y_tr, k)
         probe.fit(np.vstack([x_tr, x_val]), np.r_[y_tr, y_val], k, warm=warm)
     else:
         probe.fit(x_tr, y_tr, k)

@@ -33,6 +33,7 @@ class Protocol:
     c_grid: tuple = C_GRID
     fixed_c: float = 1.0
     max_iter: int = 100
+    tol: float = 1e-4
     merge_val: bool = True
     feature_pca: int | None = 128
     label_fraction: float = 1.0
@@ -63,6 +64,7 @@ class Protocol:
         check_scalar(self.k, "k", int, min=1)
         check_scalar(self.shots, "shots", int, min=1)
         check_scalar(self.max_iter, "max_iter", int, min=1)
+        check_scalar(self.tol, "tol", float, min=0, inclusive="neither")
         check_scalar(self.fixed_c, "fixed_c", float, min=0, inclusive="neither")
         if not self.c_grid:
             raise ValueError("c_grid must hold at least one value")

@@ -263,11 +263,12 @@ class Runner:
                     merge_val=p.merge_val and p.kind != "fewshot",
                     max_iter=p.max_iter,
                     n_classes=task.n_classes,
+                    tol=p.tol,
                 )
                 pred = probe.predict(fte)
                 info.update(best_C=sw["best_C"], c_grid=sw["c_grid"])
             elif p.solver == "fixed_c":
-                probe = LogisticProbe(p.fixed_c, p.max_iter).fit(
+                probe = LogisticProbe(p.fixed_c, p.max_iter, p.tol).fit(
                     np.vstack([ftr, fva]), np.r_[y[tr], y[va]], task.n_classes
                 )
                 pred = probe.predict(fte)
