@@ -72,3 +72,14 @@ def test_smoke_run_mechanism_and_audit(tmp_path, monkeypatch):
     assert e["mean"] == pytest.approx(sum(rcf["knob_values"]["max_pool"]) / 2 - sum(rcf["pinned_values"]) / 2)
     rows = (tmp_path / "harness_rows.jsonl").read_text().splitlines()
     assert len(rows) == m["runner"]["cells"] - m["runner"]["skipped"]
+
+
+def test_aggregate_iqm_of_normalised_scores():
+    grid = {
+        "d1": {"a": {"linear": {"values": [10.0, 20.0]}}, "b": {"linear": {"values": [30.0, 30.0]}}},
+        "d2": {"a": {"linear": {"values": [50.0, 50.0]}}, "b": {"linear": {"values": [60.0, 70.0]}}},
+        "seconds": 1.0,
+    }
+    agg = E._aggregate(grid)
+    # d1 normalised: a -> 0, 0.5; b -> 1, 1.  d2: a -> 0, 0; b -> 0.5, 1
+    assert agg["a"]["linear"]["iqm"] == pytest.approx(0.0) and agg["b"]["linear"]["iqm"] == pytest.approx(1.0)

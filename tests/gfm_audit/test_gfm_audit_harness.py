@@ -249,3 +249,12 @@ def test_other_offline_tasks_and_eo_adapters(tmp_path):
     except ImportError:
         with pytest.raises(ImportError, match="optional"):
             torchgeo_task("EuroSAT", tmp_path)
+
+
+def test_run_seeds_summary_and_empty_seeds():
+    task = multispectral_task(150, size=8)
+    res = Runner().run_seeds(task, _entry(), Protocol("knn"), [0, 1, 2])
+    assert res["n_seeds"] == 3 and res["mean"] == pytest.approx(np.mean(res["values"]))
+    assert res["std"] == pytest.approx(np.std(res["values"], ddof=1))
+    with pytest.raises(ValueError, match="seeds must name at least one seed"):
+        Runner().run_seeds(task, _entry(), Protocol("knn"), [])

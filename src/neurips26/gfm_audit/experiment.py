@@ -45,6 +45,7 @@ from neurips26.gfm_audit.harness import (
     Protocol,
     Runner,
     digits_task,
+    iqm_ci,
     multispectral_task,
     spatial_split,
 )
@@ -165,6 +166,7 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     t0 = time.perf_counter()
     metrics["grid"] = _grid(cfg.grid, tasks, runner, ctx)
     metrics["grid"]["seconds"] = time.perf_counter() - t0
+    metrics["aggregate"] = _aggregate(metrics["grid"])
     if cfg.mechanism.enabled:
         t0 = time.perf_counter()
         metrics["mechanism"] = _mechanism(cfg, tasks["multispectral"], runner, ctx)
@@ -323,10 +325,35 @@ def _grid(g: GridConfig, tasks: dict, runner: Runner, ctx: RunContext) -> dict:
             for pname, p in protos.items():
                 if p.kind == "finetune" and mname == "raw_pca":
                     continue
-                vals = []
-                for s in ctx.track(g.seeds, desc=f"{ds}/{mname}/{pname}"):
-                    vals.append(runner.run(task, entry, p, s)["value"])
-                out.setdefault(ds, {}).setdefault(mname, {})[pname] = _cell(vals)
+                res = runner.run_seeds(task, entry, p, g.seeds)
+                out.setdefault(ds, {}).setdefault(mname, {})[pname] = _cell(res["values"])
+    return out
+
+
+def _aggregate(grid: dict) -> dict:
+    """Per (model, protocol): IQM over (seeds x datasets) of per-dataset min-max-normalised scores."""
+    datasets = [d for d in grid if d != "seconds"]
+    if not datasets:
+        return {}
+    models = list(grid[datasets[0]])
+    protos = list(grid[datasets[0]][models[0]])
+    out: dict = {}
+    for p in protos:
+        cols = []
+        for d in datasets:
+            allv = np.array([grid[d][m][p]["values"] for m in models if p in grid[d][m]], dtype=float)
+            lo, hi = allv.min(), allv.max()
+            cols.append(
+                {
+                    m: (np.array(grid[d][m][p]["values"]) - lo) / (hi - lo if hi > lo else 1.0)
+                    for m in models
+                    if p in grid[d][m]
+                }
+            )
+        for m in models:
+            if all(m in c for c in cols):
+                point, lo_, hi_ = iqm_ci(np.stack([c[m] for c in cols], axis=1))
+                out.setdefault(m, {})[p] = {"iqm": point, "ci_95": [lo_, hi_]}
     return out
 
 

@@ -26,7 +26,7 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -196,6 +196,25 @@ class Runner:
 
     def run_grid(self, cells: Iterable[tuple[Task, ModelEntry, Protocol, int]]) -> list[dict]:
         return [self.run(*c) for c in cells]
+
+    def run_seeds(
+        self, task: Task, entry: ModelEntry, protocol: Protocol, seeds: Sequence[int]
+    ) -> dict[str, Any]:
+        """One cell over ``seeds``: the rows and mean, std (ddof 1), n — what a paper should report (E4)."""
+        seeds = list(seeds)
+        if not seeds:
+            raise ValueError("seeds must name at least one seed, got an empty list")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct, got {seeds}")
+        rows = [self.run(task, entry, protocol, s) for s in seeds]
+        v = np.array([r["value"] for r in rows], dtype=float)
+        return {
+            "rows": rows,
+            "values": v.tolist(),
+            "mean": float(v.mean()),
+            "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+            "n_seeds": len(v),
+        }
 
     def _append(self, row: dict) -> None:
         if self.results_path is None:
