@@ -126,3 +126,85 @@ def test_copied_vs_rerun_measure_on_a_user_table():
         "copied_rerun_gap": 10.5,
         "rerun_rerun_gap": 1.0,
     }
+
+
+def test_convert_authors_files(tmp_path, capsys):
+    """The converters on files in the authors' layout (a hand-written two-paper fixture, no real data)."""
+    ex = [
+        {
+            "title": "P one",
+            "year": 2024,
+            "model_name": "A",
+            "architecture": {"backbone": "ViT", "notes": "x"},
+            "pretraining": {"method": "MAE", "method_details": "masked"},
+            "_source_pdf": "one.pdf",
+            "pretraining_data": {"datasets": ["SSL4EO", "EuroSAT"], "sensors": None},
+            "downstream_datasets": ["EuroSAT"],
+            "weights_available": None,
+            "key_contribution": "k",
+        },
+        {
+            "title": "P two",
+            "year": 2025,
+            "_source_pdf": "two.pdf",
+            "pretraining_data": {"datasets": ["SSL4EO"]},
+            "downstream_datasets": ["RESISC-45"],
+            "weights_available": True,
+        },
+    ]
+    (tmp_path / "ei.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ex))
+    rn = [
+        {
+            "paper_id": "one.pdf",
+            "model_name": "a",
+            "model_name_raw": "A",
+            "benchmark_name": "eurosat",
+            "benchmark_name_raw": "EuroSAT",
+            "metric_name": "accuracy",
+            "metric_value": 90.0,
+            "evaluation_strategy": "linear probe",
+            "title": "P one",
+        },
+        {
+            "paper_id": "two.pdf",
+            "model_name": "a",
+            "benchmark_name": "eurosat",
+            "metric_name": "oa",
+            "metric_value": 80.0,
+            "evaluation_strategy": "Linear probing",
+        },
+    ]
+    (tmp_path / "rn.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rn))
+    (tmp_path / "aliases.py").write_text(
+        "DATASET_ALIASES = {'eurosat': 'EuroSAT', 'ssl4eo': 'SSL4EO'}\nSENSOR_CANONICAL = {'Sentinel-2'}\n"
+        "ALWAYS_EXCLUDE_DATASETS = set()\nDOWNSTREAM_EXCLUDE_DATASETS = set()\n"
+        "PRETRAIN_EXCLUDE_DATASETS = set()\n"
+    )
+    (tmp_path / "ca.py").write_text("import os\nDOWNSTREAM_ONLY_BENCHMARKS = {'EuroSAT'}\n")
+    out = tmp_path / "data"
+    assert (
+        main(
+            [
+                "convert-authors",
+                "--extracted-info",
+                str(tmp_path / "ei.jsonl"),
+                "--reported-numbers",
+                str(tmp_path / "rn.jsonl"),
+                "--aliases-py",
+                str(tmp_path / "aliases.py"),
+                "--analyses-py",
+                str(tmp_path / "ca.py"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    from neurips26.gfm_audit import AliasTable, load_papers, load_results, pretraining_uniqueness
+
+    papers = load_papers(out / "papers.jsonl")
+    results = load_results(out / "results.jsonl", papers)
+    assert [r.metric_name for r in results] == ["accuracy", "other"]
+    al = AliasTable.from_csv(out / "aliases.csv")
+    u = pretraining_uniqueness(papers, al)  # EuroSAT is downstream-only: both papers pretrain on (SSL4EO,)
+    assert (u["n_extractable"], u["unique"], u["shared"]) == (2, 0, 2)

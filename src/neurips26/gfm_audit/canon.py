@@ -42,6 +42,7 @@ ALIAS_KINDS = (
     "exclude_downstream",
     "exclude_pretrain",
     "sensor",
+    "downstream_only",
 )
 
 # authors' EVAL_NORM, in order: the first key whose squashed form is a substring wins
@@ -98,6 +99,7 @@ class AliasTable:
     exclude_downstream: set[str] = field(default_factory=set)
     exclude_pretrain: set[str] = field(default_factory=set)
     sensors: set[str] = field(default_factory=set)
+    downstream_only: set[str] = field(default_factory=set)  # raw names of benchmarks never used to pretrain
 
     @classmethod
     def from_csv(cls, path: Path | str) -> "AliasTable":
@@ -132,6 +134,9 @@ class AliasTable:
     def add(self, raw: str, canonical: str, context: str = "any", where: str = "") -> None:
         check_choice(context, "context", ALIAS_KINDS)
         key = slug(raw)
+        if context == "downstream_only":
+            self.downstream_only.add(raw)
+            return
         if context in ("exclude", "exclude_downstream", "exclude_pretrain", "sensor"):
             {
                 "exclude": self.exclude,
@@ -178,6 +183,10 @@ class AliasTable:
             if hit is not None:
                 return hit
         return stripped or raw.strip()
+
+    def downstream_only_canonical(self) -> set[str]:
+        """Canonical names of the downstream-only benchmarks (dropped from pretraining sets)."""
+        return {c for x in self.downstream_only if (c := self.canonical(x, "downstream"))}
 
     def is_sensor_only(self, raw: str | None) -> bool:
         """True iff ``raw`` is a bare sensor name (``"Sentinel-2"``, ``"Sentinel-2 (L2A)"``)."""

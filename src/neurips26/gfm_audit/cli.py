@@ -38,7 +38,36 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("kind", choices=("paper", "result"))
     e = sub.add_parser("examples", help="write the shipped example tables")
     e.add_argument("out", type=Path)
+    c = sub.add_parser("convert-authors", help="convert your copies of the authors' files into our formats")
+    c.add_argument("--extracted-info", type=Path, required=True, help="extracted_info.jsonl")
+    c.add_argument("--reported-numbers", type=Path, default=None, help="reported_numbers.jsonl (optional)")
+    c.add_argument("--aliases-py", type=Path, required=True, help="their src/aliases.py")
+    c.add_argument("--analyses-py", type=Path, default=None, help="their src/critique_analyses.py (optional)")
+    c.add_argument(
+        "--out", type=Path, required=True, help="folder for papers.jsonl, results.jsonl, aliases.csv"
+    )
     return p
+
+
+def _convert(args) -> int:
+    from neurips26.gfm_audit import authors
+    from neurips26.gfm_audit.schema import read_rows, validate_papers, validate_results, write_records
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows, nums = read_rows(args.extracted_info)
+    papers = validate_papers(authors.papers_from_extracted_info(rows), nums)
+    write_records(papers, args.out / "papers.jsonl")
+    alias_rows = authors.aliases_from_module(args.aliases_py)
+    if args.analyses_py is not None:
+        alias_rows += authors.downstream_only_from_analyses(args.analyses_py)
+    authors.write_alias_csv(alias_rows, args.out / "aliases.csv")
+    print(f"papers.jsonl: {len(papers)} records; aliases.csv: {len(alias_rows)} rows")
+    if args.reported_numbers is not None:
+        rows, nums = read_rows(args.reported_numbers)
+        results = validate_results(authors.results_from_reported_numbers(rows), papers, nums)
+        write_records(results, args.out / "results.jsonl")
+        print(f"results.jsonl: {len(results)} rows")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "schema":
         print(json.dumps(json_schema(args.kind), indent=2))
         return 0
+    if args.cmd == "convert-authors":
+        try:
+            return _convert(args)
+        except RecordValidationError as e:
+            print(f"gfm-audit: invalid input\n{e}", file=sys.stderr)
+            return 2
     if args.cmd == "examples":
         for name, path in write_examples(args.out).items():
             print(f"{name}: {path}")

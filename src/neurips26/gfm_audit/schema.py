@@ -67,10 +67,12 @@ class Architecture(_Strict):
     backbone: str | None = None
     type: str | None = None
     params_millions: float | None = Field(default=None, ge=0)
+    notes: str | None = None
 
 
 class Pretraining(_Strict):
     method: str | None = None
+    method_details: str | None = None
     objective: str | None = None
     is_self_supervised: bool | None = None
     is_vision_language: bool | None = None

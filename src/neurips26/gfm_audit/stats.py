@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from neurips26.gfm_audit.canon import AliasTable, slug
+from neurips26.gfm_audit.canon import AliasTable
 from neurips26.gfm_audit.schema import PaperRecord, ResultRecord
 from neurips26.harness.validation import check_scalar
 
@@ -151,15 +151,21 @@ def cherry_picking(papers: Sequence[PaperRecord], aliases: AliasTable, n_boot: i
 
 
 def pretrain_tuple(p: PaperRecord, aliases: AliasTable, downstream_only: set[str] | None = None) -> tuple:
-    """The ordered, de-duplicated canonical pretraining sets of a paper."""
+    """The ordered, de-duplicated canonical pretraining sets of a paper.
+
+    ``downstream_only``: canonical names of benchmarks that are never pretraining data (default: the
+    alias table's ``downstream_only`` rows, canonicalised); such entries are mis-extractions, dropped.
+    """
     if p.pretraining_data is None:
         return ()
+    if downstream_only is None:
+        downstream_only = aliases.downstream_only_canonical()
     canon = []
     for d in p.pretraining_data.datasets:
         if not d or aliases.is_sensor_only(d):
             continue
         c = aliases.canonical(d, "pretrain")
-        if not c or (downstream_only and slug(c) in downstream_only):
+        if not c or c in downstream_only:
             continue
         canon.append(c)
     return tuple(dict.fromkeys(canon))
@@ -173,6 +179,8 @@ def pretraining_uniqueness(
 ) -> dict[str, Any]:
     """Papers whose non-empty pretraining configuration no other paper uses (``unique``) vs ``shared``."""
     keys = []
+    if downstream_only is None:
+        downstream_only = aliases.downstream_only_canonical()
     for p in _corpus(papers):
         t = pretrain_tuple(p, aliases, downstream_only)
         if t:
@@ -207,7 +215,11 @@ def release_shares(papers: Sequence[PaperRecord]) -> dict[str, Any]:
 
 def classify_method(p: PaperRecord) -> list[str]:
     pt = p.pretraining
-    text = " ".join([str(pt.method or ""), str(pt.objective or "")]).lower() if pt else ""
+    text = (
+        " ".join([str(pt.method or ""), str(pt.objective or ""), str(pt.method_details or "")]).lower()
+        if pt
+        else ""
+    )
     hits = [name for name, pats in METHOD_BUCKETS if any(re.search(x, text) for x in pats)]
     return hits or [OTHER_METHOD]
 
