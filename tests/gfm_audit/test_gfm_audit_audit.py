@@ -102,6 +102,15 @@ def test_valid_demo_passes_and_io_round_trips(tmp_path):
         back = load_results(tmp_path / f"r.{suffix}", papers)
         assert [r.model_dump() for r in back] == [r.model_dump() for r in demo.results], suffix
         assert [p.model_dump() for p in papers] == [p.model_dump() for p in demo.papers], suffix
+    mixed = [
+        ResultRecord(**_r(num_training_samples=100, table_ref="a")),
+        ResultRecord(**_r(num_training_samples="1k", metric_value=0.1 + 0.2, table_ref="b")),
+    ]
+    for suffix in ("csv", "parquet"):
+        write_records(mixed, tmp_path / f"m.{suffix}")
+        back = load_results(tmp_path / f"m.{suffix}")
+        assert [r.metric_value for r in back] == [80.0, 0.1 + 0.2], suffix  # floats exact
+        assert [str(r.num_training_samples) for r in back] == ["100", "1k"], suffix
     assert "metric_name" in json_schema("result")["properties"]
     assert "weights_license" in json_schema("paper")["properties"]
 

@@ -97,15 +97,13 @@ class ResultTable:
         nts: Sequence[bool],
         row: Sequence[int] | None = None,
     ) -> "ResultTable":
-        import pandas as pd
-
         codes, uniques = {}, {}
         for c in _STR_COLS:
             vals = columns.get(c)
             if vals is None:
                 vals = [""] * len(value)
-            k, u = pd.factorize(np.asarray(vals, dtype=object), use_na_sentinel=False)
-            codes[c], uniques[c] = k.astype(np.int64), np.asarray(u, dtype=object)
+            u, k = np.unique(np.asarray(vals, dtype=str), return_inverse=True)  # sorted uniques; order-free
+            codes[c], uniques[c] = k.astype(np.int64).ravel(), u.astype(object)
         v = np.asarray(value, dtype=np.float64)
         r = np.arange(len(v), dtype=np.int64) if row is None else np.asarray(row, dtype=np.int64)
         return cls(codes, uniques, v, np.asarray(nts, dtype=bool), r)

@@ -369,10 +369,9 @@ def read_rows(path: Path | str) -> tuple[list[Any], list[int]]:
         with path.open(newline="", encoding="utf-8") as f:
             raw = list(csv.DictReader(f))
         return [_uncell(r) for r in raw], list(range(1, len(raw) + 1))
-    import pandas as pd
+    import pyarrow.parquet as pq
 
-    df = pd.read_parquet(path)
-    raw = df.astype(object).where(df.notna(), None).to_dict(orient="records")
+    raw = pq.read_table(path).to_pylist()
     return [_uncell(r) for r in raw], list(range(1, len(raw) + 1))
 
 
@@ -416,9 +415,26 @@ def write_records(records: Sequence[BaseModel], path: Path | str) -> Path:
                 w.writeheader()
                 w.writerows(flat)
         else:
-            import pandas as pd
+            import pyarrow as pa
+            import pyarrow.parquet as pq
 
-            pd.DataFrame(flat, columns=cols).astype(object).to_parquet(tmp, index=False)
+            # every cell as text (nested fields as JSON), so a column may mix ints and strings
+            text = {
+                c: [
+                    None
+                    if r[c] is None
+                    else (
+                        r[c]
+                        if isinstance(r[c], str)
+                        else repr(r[c])
+                        if isinstance(r[c], float)
+                        else str(r[c])
+                    )
+                    for r in flat
+                ]
+                for c in cols
+            }
+            pq.write_table(pa.table({c: pa.array(v, type=pa.string()) for c, v in text.items()}), tmp)
     tmp.replace(path)
     return path
 
