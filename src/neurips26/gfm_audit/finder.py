@@ -1,0 +1,453 @@
+"""The disagreement finder, faithful to the authors' ``analysis_1_divergence``.
+
+1. Keep rows with a numeric value and non-empty canonical model, benchmark and metric (a row's own
+   ``model_name``/``benchmark_name`` is used as given; the alias table only fills empty ones);
+   optional year cap on the reporting paper (default 2025, needs the papers table).
+2. Keys: strict = (model, benchmark, metric, eval, regime); loose = (model, benchmark, metric).
+   ``regime="full"`` keeps only full-label rows before grouping (the headline table).
+3. Skip a group if: ``slug(model)`` is a generic baseline (``BASELINE_MODELS``); the benchmark is a
+   detection set (``DETECTION_BENCHMARKS``) with a mAP metric; one paper reports >1 distinct value
+   (rounded to 4 decimals); any row has a non-empty ``num_training_samples``; < 2 distinct papers.
+4. ``spread = max - min`` in points; n, n_papers, min, max, population std, member rows.
+5. ``count_at_least(groups, t)`` compares the raw float spread with ``>=``, no tolerance (so
+   16.4 - 6.4 = 9.999999999999998 does not reach 10), as the authors do. Groups sorted by spread
+   descending, ties in order of first appearance (the authors' stable sort over dict order).
+6. NEW: the provenance of each group's extremes and the copy chains (A copied from B ...).
+
+Two implementations of steps 2-4: ``method="reference"`` is the authors' dict-of-lists loop;
+``method="fast"`` sorts integer key codes once and reduces segments (``np.minimum.reduceat`` ...).
+They return the same groups (tested).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from neurips26.gfm_audit.canon import AliasTable, normalise_eval, slug
+from neurips26.gfm_audit.schema import PaperRecord, ResultRecord
+from neurips26.harness.validation import check_choice, check_scalar
+
+BASELINE_MODELS = frozenset(
+    {
+        "random",
+        "scratch",
+        "fromscratch",
+        "imagenet",
+        "imagenetsupervised",
+        "mlp",
+        "linearprobe",
+        "supervised",
+        "lightgbm",
+        "xgboost",
+        "randomforest",
+        "rf",
+        "svm",
+        "knn",
+    }
+)
+DETECTION_BENCHMARKS = frozenset({"dota", "dior", "diorr", "dotav1", "dotav2"})
+DETECTION_METRICS = frozenset({"map", "ap", "map50", "map75"})
+THRESHOLDS = (5.0, 10.0, 20.0)
+HEADLINE_THRESHOLD = 10.0
+STRICT_COLS = ("model", "benchmark", "metric", "eval", "regime")
+LOOSE_COLS = ("model", "benchmark", "metric")
+_KEYS = {"strict": STRICT_COLS, "loose": LOOSE_COLS}
+_STR_COLS = (
+    "model",
+    "benchmark",
+    "metric",
+    "eval",
+    "regime",
+    "paper",
+    "provenance",
+    "copied_from",
+    "model_raw",
+    "benchmark_raw",
+)
+
+
+@dataclass
+class ResultTable:
+    """Canonicalised result rows as columns: strings as (codes, uniques), values in points.
+
+    Building it (canonicalising and factorising strings) is *loading*; the finder works on codes.
+    """
+
+    codes: dict[str, np.ndarray]  # column -> int64 codes
+    uniques: dict[str, np.ndarray]  # column -> object array of the strings
+    value: np.ndarray  # float64 points
+    nts: np.ndarray  # bool: num_training_samples given
+    row: np.ndarray  # int64 index of the source record
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def col(self, name: str) -> np.ndarray:
+        return self.uniques[name][self.codes[name]]
+
+    @classmethod
+    def from_columns(
+        cls,
+        columns: dict[str, Sequence[Any]],
+        value: Sequence[float],
+        nts: Sequence[bool],
+        row: Sequence[int] | None = None,
+    ) -> "ResultTable":
+        codes, uniques = {}, {}
+        for c in _STR_COLS:
+            vals = columns.get(c)
+            if vals is None:
+                vals = [""] * len(value)
+            u, k = np.unique(np.asarray(vals, dtype=str), return_inverse=True)  # sorted uniques; order-free
+            codes[c], uniques[c] = k.astype(np.int64).ravel(), u.astype(object)
+        v = np.asarray(value, dtype=np.float64)
+        r = np.arange(len(v), dtype=np.int64) if row is None else np.asarray(row, dtype=np.int64)
+        return cls(codes, uniques, v, np.asarray(nts, dtype=bool), r)
+
+    @classmethod
+    def from_records(
+        cls,
+        results: Iterable[ResultRecord],
+        aliases: AliasTable | None = None,
+        papers: Iterable[PaperRecord] | None = None,
+        year_cap: int | None = 2025,
+        paper_mode: bool = True,
+    ) -> "ResultTable":
+        """Step 1: canonical names (as given, else from ``aliases``), eval category, year cap."""
+        years = {p.paper_id: p.year for p in papers} if papers is not None else None
+        if year_cap is not None:
+            year_cap = check_scalar(year_cap, "year_cap", int, min=1990, max=2100)
+        cols: dict[str, list] = {c: [] for c in _STR_COLS}
+        value, nts, rows = [], [], []
+        for i, r in enumerate(results):
+            if years is not None and year_cap is not None and years.get(r.paper_id, 0) > year_cap:
+                continue
+            model = r.model_name or (aliases.canonical(r.model_name_raw, "model") if aliases else None)
+            bench = r.benchmark_name or (
+                aliases.canonical(r.benchmark_name_raw, "downstream") if aliases else None
+            )
+            if not (model and bench and r.metric_name):
+                continue
+            for c, v in (
+                ("model", model),
+                ("benchmark", bench),
+                ("metric", r.metric_name),
+                ("eval", normalise_eval(r.evaluation_strategy, paper_mode)),
+                ("regime", r.train_regime or "full"),
+                ("paper", r.paper_id),
+                ("provenance", r.provenance),
+                ("copied_from", r.copied_from or ""),
+                ("model_raw", r.model_name_raw),
+                ("benchmark_raw", r.benchmark_name_raw),
+            ):
+                cols[c].append(v)
+            value.append(r.points)
+            nts.append(bool(str(r.num_training_samples or "").strip()))
+            rows.append(i)
+        return cls.from_columns(cols, value, nts, rows)
+
+    def subset(self, mask: np.ndarray) -> "ResultTable":
+        return ResultTable(
+            {c: k[mask] for c, k in self.codes.items()},
+            self.uniques,
+            self.value[mask],
+            self.nts[mask],
+            self.row[mask],
+        )
+
+
+@dataclass
+class Group:
+    """One multi-paper group that survived the skip rules."""
+
+    key: dict[str, str]
+    n: int
+    n_papers: int
+    min: float
+    max: float
+    spread: float
+    std: float
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    table: "ResultTable | None" = field(default=None, repr=False, compare=False)
+
+    @property
+    def members(self) -> list[dict]:
+        """The rows as dicts (value, paper, provenance, copied_from, raw names, source row), on demand."""
+        if self.table is None:
+            return []
+        return [_member(self.table, int(i)) for i in self.rows]
+
+    @property
+    def extremes_provenance(self) -> dict[str, list[str]]:
+        """NEW: provenance of the rows at the min and at the max."""
+        lo = sorted({m["provenance"] for m in self.members if m["value"] == self.min})
+        hi = sorted({m["provenance"] for m in self.members if m["value"] == self.max})
+        return {"min": lo, "max": hi}
+
+    def to_dict(self) -> dict:
+        d = dict(self.key)
+        d.update(
+            n=self.n,
+            n_papers=self.n_papers,
+            min=self.min,
+            max=self.max,
+            spread=self.spread,
+            std=self.std,
+            extremes_provenance=self.extremes_provenance,
+            papers=sorted({m["paper"] for m in self.members}),
+        )
+        return d
+
+
+def _skip_key(key: dict[str, str]) -> bool:
+    if slug(key["model"]) in BASELINE_MODELS:
+        return True
+    return slug(key["benchmark"]) in DETECTION_BENCHMARKS and key["metric"] in DETECTION_METRICS
+
+
+def _member(t: ResultTable, i: int) -> dict:
+    return {
+        "value": float(t.value[i]),
+        "paper": t.uniques["paper"][t.codes["paper"][i]],
+        "provenance": t.uniques["provenance"][t.codes["provenance"][i]],
+        "copied_from": t.uniques["copied_from"][t.codes["copied_from"][i]] or None,
+        "model_raw": t.uniques["model_raw"][t.codes["model_raw"][i]],
+        "benchmark_raw": t.uniques["benchmark_raw"][t.codes["benchmark_raw"][i]],
+        "row": int(t.row[i]),
+    }
+
+
+def _reference(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
+    """The authors' loop: dict of lists keyed by the tuple, one Python summary per group."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    colvals = {c: t.col(c) for c in cols + ("paper",)}
+    for i in range(len(t)):
+        groups[tuple(colvals[c][i] for c in cols)].append(i)
+    out = []
+    for key, idx in groups.items():
+        kd = dict(zip(cols, key))
+        if _skip_key(kd):
+            continue
+        by_paper: dict[str, set] = defaultdict(set)
+        for i in idx:
+            by_paper[colvals["paper"][i]].add(round(float(t.value[i]), 4))
+        if any(len(s) > 1 for s in by_paper.values()):
+            continue
+        if any(t.nts[i] for i in idx):
+            continue
+        if len(by_paper) < 2:
+            continue
+        xs = [float(t.value[i]) for i in idx]
+        out.append(
+            Group(
+                kd,
+                len(xs),
+                len(by_paper),
+                min(xs),
+                max(xs),
+                max(xs) - min(xs),
+                float(np.std(xs)),
+                np.asarray(idx, dtype=np.int64),
+                t,
+            )
+        )
+    out.sort(key=lambda g: g.spread, reverse=True)
+    return out
+
+
+def _segments(keys: Sequence[np.ndarray], order: np.ndarray) -> np.ndarray:
+    """Start positions (in sorted order) of runs of equal ``keys``."""
+    n = len(order)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        ks = k[order]
+        change[1:] |= ks[1:] != ks[:-1]
+    return np.flatnonzero(change)
+
+
+def _fast(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
+    """Vectorised: one lexsort on (group, paper, rounded value), segment reductions."""
+    n = len(t)
+    if n == 0:
+        return []
+    gid = np.zeros(n, dtype=np.int64)
+    for c in cols:
+        gid = gid * (len(t.uniques[c]) + 1) + t.codes[c]
+    rv = np.round(t.value, 4)
+    order = np.lexsort((rv, t.codes["paper"], gid))
+    g_starts = _segments([gid], order)
+    p_starts = _segments([gid, t.codes["paper"]], order)
+    v_starts = _segments([gid, t.codes["paper"], rv], order)
+    vs = t.value[order]
+    n_g = len(g_starts)
+    count = np.diff(np.append(g_starts, n))
+    gs = np.repeat(np.arange(n_g), count)  # group index of each sorted position
+    vmin = np.minimum.reduceat(vs, g_starts)
+    vmax = np.maximum.reduceat(vs, g_starts)
+    any_nts = np.maximum.reduceat(t.nts[order].astype(np.int8), g_starts) > 0
+    n_papers = np.bincount(gs[p_starts], minlength=n_g)
+    # distinct rounded values per (group, paper): triples per pair
+    pair_of_triple = np.searchsorted(p_starts, v_starts, side="right") - 1
+    vals_per_pair = np.bincount(pair_of_triple, minlength=len(p_starts))
+    ambiguous = np.bincount(gs[p_starts], weights=(vals_per_pair > 1), minlength=n_g) > 0
+    first = order[g_starts]  # a row of each group, for its key
+    skip_key = np.zeros(n_g, dtype=bool)
+    if "model" in cols:
+        base = np.array([slug(m) in BASELINE_MODELS for m in t.uniques["model"]], dtype=bool)
+        skip_key |= base[t.codes["model"][first]]
+    if "benchmark" in cols and "metric" in cols:
+        det = np.array([slug(b) in DETECTION_BENCHMARKS for b in t.uniques["benchmark"]], dtype=bool)
+        dmet = np.array([m in DETECTION_METRICS for m in t.uniques["metric"]], dtype=bool)
+        skip_key |= det[t.codes["benchmark"][first]] & dmet[t.codes["metric"][first]]
+    keep = ~(skip_key | ambiguous | any_nts | (n_papers < 2))
+    # population std, two-pass
+    mean = np.add.reduceat(vs, g_starts) / count
+    dev2 = (vs - np.repeat(mean, count)) ** 2
+    std = np.sqrt(np.add.reduceat(dev2, g_starts) / count)
+    spread = vmax - vmin
+    kept = np.flatnonzero(keep)
+    # the authors' order: first appearance, then a stable sort by spread descending
+    first_row = np.minimum.reduceat(order, g_starts)
+    kept = kept[np.argsort(first_row[kept], kind="stable")]
+    kept = kept[np.argsort(-spread[kept], kind="stable")]
+    out = []
+    for g in kept:
+        i0 = first[g]
+        key = {c: t.uniques[c][t.codes[c][i0]] for c in cols}
+        idx = np.sort(order[g_starts[g] : g_starts[g] + count[g]])
+        out.append(
+            Group(
+                key,
+                int(count[g]),
+                int(n_papers[g]),
+                float(vmin[g]),
+                float(vmax[g]),
+                float(spread[g]),
+                float(std[g]),
+                idx,
+                t,
+            )
+        )
+    return out
+
+
+def find_disagreements(
+    table: ResultTable,
+    key: str = "strict",
+    regime: str | None = "full",
+    method: str = "fast",
+) -> list[Group]:
+    """Multi-paper groups of ``table`` by the ``strict`` or ``loose`` key, sorted by spread descending.
+
+    regime:  ``"full"`` keeps full-label rows only (the authors' headline); None keeps every regime.
+    method:  ``"fast"`` (vectorised) or ``"reference"`` (the authors' loop); same result.
+    """
+    check_choice(key, "key", tuple(_KEYS))
+    check_choice(method, "method", ("fast", "reference"))
+    if not isinstance(table, ResultTable):
+        raise TypeError(f"table must be a ResultTable, got {type(table).__name__}")
+    if regime is not None:
+        code = np.flatnonzero(table.uniques["regime"] == regime)
+        table = table.subset(np.isin(table.codes["regime"], code))
+    cols = _KEYS[key]
+    return _fast(table, cols) if method == "fast" else _reference(table, cols)
+
+
+def count_at_least(groups: Sequence[Group], threshold: float) -> int:
+    """Groups whose raw float spread is ``>= threshold`` (no tolerance, as the authors)."""
+    return sum(1 for g in groups if g.spread >= threshold)
+
+
+def spread_summary(groups: Sequence[Group]) -> dict[str, Any]:
+    """n, counts at 5/10/20, mean/median/p75/p90/max of the spreads."""
+    s = np.array([g.spread for g in groups], dtype=float)
+    out: dict[str, Any] = {"n_groups": len(s)}
+    out.update({f"n_ge_{t:g}": count_at_least(groups, t) for t in THRESHOLDS})
+    if len(s):
+        out.update(
+            mean=float(s.mean()),
+            median=float(np.median(s)),
+            p75=float(np.quantile(s, 0.75)),
+            p90=float(np.quantile(s, 0.9)),
+            max=float(s.max()),
+        )
+    return out
+
+
+def protocol_mismatches(table: ResultTable, threshold: float = HEADLINE_THRESHOLD) -> dict[str, int]:
+    """Baseline (ii): loose groups >= threshold vs those still >= threshold under the strict key.
+
+    A loose group whose strict sub-groups all stay below the threshold (or vanish) is a protocol
+    mismatch, not a disagreement.
+    """
+    loose = [g for g in find_disagreements(table, "loose", None) if g.spread >= threshold]
+    strict = find_disagreements(table, "strict", None)
+    hot = {(g.key["model"], g.key["benchmark"], g.key["metric"]) for g in strict if g.spread >= threshold}
+    mism = [g for g in loose if (g.key["model"], g.key["benchmark"], g.key["metric"]) not in hot]
+    return {"loose_ge": len(loose), "strict_ge": len(hot), "protocol_mismatch": len(mism)}
+
+
+def naive_leaderboard(table: ResultTable) -> list[dict]:
+    """Baseline (i): the best reported value per (model, benchmark, metric), protocol ignored."""
+    best: dict[tuple, dict] = {}
+    for i in range(len(table)):
+        k = tuple(table.uniques[c][table.codes[c][i]] for c in ("model", "benchmark", "metric"))
+        v = float(table.value[i])
+        if k not in best or v > best[k]["value"]:
+            best[k] = {
+                "model": k[0],
+                "benchmark": k[1],
+                "metric": k[2],
+                "value": v,
+                "paper": table.uniques["paper"][table.codes["paper"][i]],
+                "n_reports": 0,
+            }
+        best[k]["n_reports"] += 1
+    return sorted(best.values(), key=lambda d: (d["benchmark"], d["metric"], -d["value"]))
+
+
+def copy_chains(results: Sequence[ResultRecord]) -> list[list[str]]:
+    """NEW: chains of papers linked by ``copied_from`` (``[A, B, C]``: A copied from B, B from C).
+
+    Each maximal chain once, starting at a paper nobody copies from; cycles are cut where they repeat.
+    """
+    src: dict[str, set[str]] = defaultdict(set)
+    for r in results:
+        if r.provenance == "copied" and r.copied_from:
+            src[r.paper_id].add(r.copied_from)
+    copied_by = {b for bs in src.values() for b in bs}
+    chains: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        nxt = sorted(src.get(path[-1], ()))
+        nxt = [b for b in nxt if b not in path]
+        if not nxt:
+            chains.append(path)
+            return
+        for b in nxt:
+            walk(path + [b])
+
+    for a in sorted(src):
+        if a not in copied_by:
+            walk([a])
+    if not chains and src:  # pure cycles
+        walk([sorted(src)[0]])
+    return chains
+
+
+def provenance_split(groups: Sequence[Group]) -> dict[str, Any]:
+    """NEW: how many groups have a copied or unknown value at an extreme; within-provenance spreads."""
+    out = {"n_groups": len(groups), "extreme_copied": 0, "extreme_unknown": 0, "all_rerun_or_own": 0}
+    for g in groups:
+        ext = set(g.extremes_provenance["min"]) | set(g.extremes_provenance["max"])
+        out["extreme_copied"] += "copied" in ext
+        out["extreme_unknown"] += "unknown" in ext
+        out["all_rerun_or_own"] += all(m["provenance"] in ("own", "rerun") for m in g.members)
+    return out
