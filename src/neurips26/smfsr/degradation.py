@@ -1,0 +1,285 @@
+"""The Real-ESRGAN second-order degradation (x4plus config), re-implemented in batched torch.
+
+basicsr is never imported. Order (Wang et al. 2021, ``RealESRGANModel.feed_data``)::
+
+    1st: blur k1 -> random resize (once per batch) -> Gaussian | Poisson noise -> JPEG
+    2nd: blur k2 (p 0.8) -> resize to H/4 * scale2 (once per batch) -> noise ->
+         {resize to H/4 + final sinc, then JPEG}  or  {JPEG, then resize to H/4 + final sinc}  (p 0.5 each)
+    clamp to [0, 1], round to the 8-bit grid
+
+Kernels (``random_kernels``, all drawn at once on a 21 x 21 grid, zero outside the drawn odd size
+7..21, normalised to sum 1): iso / aniso Gaussian, generalised iso / aniso (exp(-0.5 q^beta)),
+plateau iso / aniso (1 / (1 + q^beta)) with probs [0.45, 0.25, 0.12, 0.03, 0.12, 0.03], where
+q = x^T Sigma^-1 x, Sigma = R diag(sx^2, sy^2) R^T; with prob ``sinc_prob`` a circular low-pass
+(sinc) kernel c J1(c r) / (2 pi r) instead, cutoff U(pi/3, pi) for size < 13 else U(pi/5, pi).
+Poisson noise: vals = 2^ceil(log2(#unique 8-bit levels)), out = img + scale (Poisson(img vals)/vals - img);
+grey noise applies one map to all channels. JPEG by PIL encode/decode per image.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from neurips26.smfsr.base import SCALE, check_image
+
+KMAX = 21
+KERNEL_TYPES = ("iso", "aniso", "generalized_iso", "generalized_aniso", "plateau_iso", "plateau_aniso")
+RESIZE_MODES = ("area", "bilinear", "bicubic")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    probs: tuple = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)
+    sigma: tuple = (0.2, 3.0)
+    beta_g: tuple = (0.5, 4.0)
+    beta_p: tuple = (1.0, 2.0)
+    sinc_prob: float = 0.1
+
+
+@dataclass(frozen=True)
+class DegradationConfig:
+    """Every Real-ESRGAN x4plus parameter (the defaults are that config's values)."""
+    kernel1: KernelConfig = field(default_factory=KernelConfig)
+    kernel2: KernelConfig = field(default_factory=lambda: KernelConfig(sigma=(0.2, 1.5)))
+    resize_prob: tuple = (0.2, 0.7, 0.1)
+    resize_range: tuple = (0.15, 1.5)
+    gaussian_noise_prob: float = 0.5
+    noise_range: tuple = (1.0, 30.0)
+    poisson_scale_range: tuple = (0.05, 3.0)
+    gray_noise_prob: float = 0.4
+    jpeg_range: tuple = (30, 95)
+    second_blur_prob: float = 0.8
+    resize_prob2: tuple = (0.3, 0.4, 0.3)
+    resize_range2: tuple = (0.3, 1.2)
+    gaussian_noise_prob2: float = 0.5
+    noise_range2: tuple = (1.0, 25.0)
+    poisson_scale_range2: tuple = (0.05, 2.5)
+    gray_noise_prob2: float = 0.4
+    jpeg_range2: tuple = (30, 95)
+    final_sinc_prob: float = 0.8
+    jpeg: bool = True  # False: skip both JPEG steps (the bench's "without JPEG" row)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _uniform(n, lo, hi, g):
+    return lo + (hi - lo) * torch.rand(n, generator=g, dtype=torch.float64)
+
+
+def _grid():
+    ax = torch.arange(KMAX, dtype=torch.float64) - KMAX // 2
+    yy, xx = torch.meshgrid(ax, ax, indexing="ij")
+    return xx, yy
+
+
+def _size_mask(sizes: torch.Tensor) -> torch.Tensor:
+    xx, yy = _grid()
+    half = (sizes.to(torch.float64) // 2)[:, None, None]
+    return (xx.abs()[None] <= half) & (yy.abs()[None] <= half)
+
+
+def sinc_kernels(cutoff: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """Circular low-pass kernels c J1(c r) / (2 pi r) (centre c^2 / (4 pi)), (B, 21, 21), sum 1."""
+    xx, yy = _grid()
+    rr = torch.sqrt(xx ** 2 + yy ** 2)[None]
+    c = cutoff[:, None, None]
+    safe = torch.where(rr == 0, torch.ones_like(rr), rr)
+    k = c * torch.special.bessel_j1(c * safe) / (2 * math.pi * safe)
+    k = torch.where(rr == 0, c ** 2 / (4 * math.pi), k)
+    k = k * _size_mask(sizes)
+    return k / k.sum((1, 2), keepdim=True)
+
+
+def random_kernels(n: int, cfg: KernelConfig, g: torch.Generator) -> torch.Tensor:
+    """``n`` Real-ESRGAN blur kernels, (n, 21, 21) float64, each summing to 1."""
+    sizes = 2 * torch.randint(3, 11, (n,), generator=g) + 1  # odd 7..21
+    kind = torch.multinomial(torch.tensor(cfg.probs, dtype=torch.float64), n, replacement=True, generator=g)
+    iso = (kind % 2) == 0
+    sx = _uniform(n, *cfg.sigma, g)
+    sy = torch.where(iso, sx, _uniform(n, *cfg.sigma, g))
+    theta = torch.where(iso, torch.zeros(n, dtype=torch.float64), _uniform(n, -math.pi, math.pi, g))
+    beta = torch.ones(n, dtype=torch.float64)
+    gen = (kind == 2) | (kind == 3)
+    plat = (kind == 4) | (kind == 5)
+    beta = torch.where(gen, _uniform(n, *cfg.beta_g, g), beta)
+    beta = torch.where(plat, _uniform(n, *cfg.beta_p, g), beta)
+    xx, yy = _grid()
+    c, s = torch.cos(theta)[:, None, None], torch.sin(theta)[:, None, None]
+    xr = c * xx[None] + s * yy[None]
+    yr = -s * xx[None] + c * yy[None]
+    q = (xr / sx[:, None, None]) ** 2 + (yr / sy[:, None, None]) ** 2
+    b = beta[:, None, None]
+    k = torch.where(plat[:, None, None], 1.0 / (1.0 + q.pow(b)), torch.exp(-0.5 * q.pow(b)))
+    k = k * _size_mask(sizes)
+    k = k / k.sum((1, 2), keepdim=True)
+    use_sinc = torch.rand(n, generator=g, dtype=torch.float64) < cfg.sinc_prob
+    if use_sinc.any():
+        lo = torch.where(sizes < 13, torch.full((n,), math.pi / 3, dtype=torch.float64),
+                         torch.full((n,), math.pi / 5, dtype=torch.float64))
+        cutoff = lo + (math.pi - lo) * torch.rand(n, generator=g, dtype=torch.float64)
+        k = torch.where(use_sinc[:, None, None], sinc_kernels(cutoff, sizes), k)
+    return k
+
+
+def final_sinc_kernels(n: int, prob: float, g: torch.Generator) -> torch.Tensor:
+    """Final-stage kernels: sinc (size odd 7..21, cutoff U(pi/3, pi)) with prob ``prob``, else identity."""
+    sizes = 2 * torch.randint(3, 11, (n,), generator=g) + 1
+    cutoff = _uniform(n, math.pi / 3, math.pi, g)
+    k = sinc_kernels(cutoff, sizes)
+    pulse = torch.zeros(1, KMAX, KMAX, dtype=torch.float64)
+    pulse[0, KMAX // 2, KMAX // 2] = 1.0
+    use = torch.rand(n, generator=g, dtype=torch.float64) < prob
+    return torch.where(use[:, None, None], k, pulse)
+
+
+def filter2d_direct(img: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
+    """Reference per-sample blur (B, C, H, W) by kernels (B, k, k): reflect padding, one grouped conv
+    (correlation, as basicsr's filter2D)."""
+    B, C, H, W = img.shape
+    p = kernels.shape[-1] // 2
+    x = F.pad(img, (p, p, p, p), mode=_pad_mode(H, W, p)).reshape(1, B * C, H + 2 * p, W + 2 * p)
+    w = kernels.to(img.dtype).repeat_interleave(C, dim=0).unsqueeze(1)
+    return F.conv2d(x, w, groups=B * C).reshape(B, C, H, W)
+
+
+def _pad_mode(H: int, W: int, p: int) -> str:
+    return "reflect" if min(H, W) > p else "replicate"
+
+
+def filter2d(img: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
+    """The same blur as ``filter2d_direct`` by FFT (equal to float rounding; tested), several times faster
+    for 21 x 21 kernels: correlation = circular convolution of the padded image with the flipped kernel."""
+    B, C, H, W = img.shape
+    k = kernels.shape[-1]
+    p = k // 2
+    x = F.pad(img, (p, p, p, p), mode=_pad_mode(H, W, p)).to(torch.float64)
+    Hp, Wp = H + 2 * p, W + 2 * p
+    kf = torch.zeros(B, Hp, Wp, dtype=torch.float64)
+    kf[:, :k, :k] = kernels.to(torch.float64).flip(-1, -2)
+    out = torch.fft.irfft2(torch.fft.rfft2(x) * torch.fft.rfft2(kf)[:, None], s=(Hp, Wp))
+    return out[..., 2 * p:2 * p + H, 2 * p:2 * p + W].to(img.dtype)
+
+
+def _unique_levels(q: torch.Tensor) -> torch.Tensor:
+    """Number of distinct 8-bit levels per sample of q (values on the 1/255 grid), by one bincount."""
+    B = q.shape[0]
+    idx = (q.reshape(B, -1) * 255).round().long().clamp(0, 255) + 256 * torch.arange(B)[:, None]
+    counts = torch.bincount(idx.reshape(-1), minlength=256 * B).view(B, 256)
+    return (counts > 0).sum(1).to(torch.float64)
+
+
+def _gray(x: torch.Tensor) -> torch.Tensor:
+    if x.shape[1] == 1:
+        return x
+    w = torch.tensor([0.299, 0.587, 0.114], dtype=x.dtype).view(1, 3, 1, 1)
+    return (x * w).sum(1, keepdim=True)
+
+
+def add_noise(x: torch.Tensor, g: torch.Generator, gauss_prob: float, sigma_range, poisson_range,
+              gray_prob: float) -> torch.Tensor:
+    """Per sample: Gaussian noise (sigma/255) with prob ``gauss_prob``, else Poisson; grey with ``gray_prob``."""
+    B = x.shape[0]
+    use_gauss = torch.rand(B, generator=g) < gauss_prob
+    gray = (torch.rand(B, generator=g) < gray_prob).view(B, 1, 1, 1)
+    sigma = (_uniform(B, *sigma_range, g) / 255.0).to(x.dtype).view(B, 1, 1, 1)
+    n_col = torch.randn(x.shape, generator=g, dtype=x.dtype)
+    n_gray = torch.randn((B, 1) + x.shape[2:], generator=g, dtype=x.dtype).expand_as(x)
+    gauss = torch.where(gray, n_gray, n_col) * sigma
+    # Poisson: on the 8-bit image; vals = 2^ceil(log2(#unique levels))
+    q = torch.clamp((x * 255.0).round(), 0, 255) / 255.0
+    qg = torch.clamp((_gray(x) * 255.0).round(), 0, 255) / 255.0
+    uniq, uniq_g = _unique_levels(q), _unique_levels(qg)
+    vals = (2 ** torch.ceil(torch.log2(uniq.clamp(min=2)))).to(x.dtype).view(B, 1, 1, 1)
+    vals_g = (2 ** torch.ceil(torch.log2(uniq_g.clamp(min=2)))).to(x.dtype).view(B, 1, 1, 1)
+    p_col = torch.poisson(q * vals, generator=g) / vals - q
+    p_gray = (torch.poisson(qg * vals_g, generator=g) / vals_g - qg).expand_as(x)
+    scale = _uniform(B, *poisson_range, g).to(x.dtype).view(B, 1, 1, 1)
+    pois = torch.where(gray, p_gray, p_col) * scale
+    return x + torch.where(use_gauss.view(B, 1, 1, 1), gauss, pois)
+
+
+def jpeg(x: torch.Tensor, quality) -> torch.Tensor:
+    """PIL JPEG encode/decode of each image at its quality (int or per-sample sequence); 8-bit output."""
+    from PIL import Image
+
+    B, C = x.shape[:2]
+    qs = [int(quality)] * B if np.isscalar(quality) else [int(q) for q in quality]
+    arr = (x.clamp(0, 1) * 255.0).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    out = np.empty_like(arr)
+    for i in range(B):
+        im = Image.fromarray(arr[i, :, :, 0] if C == 1 else arr[i], mode="L" if C == 1 else "RGB")
+        buf = io.BytesIO()
+        im.save(buf, format="JPEG", quality=qs[i])
+        buf.seek(0)
+        dec = np.asarray(Image.open(buf).convert("L" if C == 1 else "RGB"))
+        out[i] = dec[..., None] if C == 1 else dec
+    return torch.from_numpy(out).permute(0, 3, 1, 2).to(x.dtype) / 255.0
+
+
+def _resize(x, size=None, scale=None, mode="bilinear"):
+    kw = {} if mode == "area" else {"align_corners": False}
+    if size is not None:
+        return F.interpolate(x, size=size, mode=mode, **kw)
+    return F.interpolate(x, scale_factor=scale, mode=mode, **kw)
+
+
+def _random_scale(probs, rng, g) -> float:
+    kind = int(torch.multinomial(torch.tensor(probs, dtype=torch.float64), 1, generator=g))
+    u = float(torch.rand(1, generator=g, dtype=torch.float64))
+    if kind == 0:
+        return 1 + (rng[1] - 1) * u
+    if kind == 1:
+        return rng[0] + (1 - rng[0]) * u
+    return 1.0
+
+
+def _random_mode(g) -> str:
+    return RESIZE_MODES[int(torch.randint(0, 3, (1,), generator=g))]
+
+
+def _jpeg_q(B, rng, g):
+    return torch.randint(int(rng[0]), int(rng[1]) + 1, (B,), generator=g).tolist()
+
+
+def degrade(hr: torch.Tensor, generator: torch.Generator, cfg: DegradationConfig | None = None,
+            scale: int = SCALE) -> torch.Tensor:
+    """LR (B, C, H/4, W/4) on the 8-bit grid from HR (B, C, H, W) in [0, 1] (the module docstring's order)."""
+    cfg = cfg or DegradationConfig()
+    hr = check_image(hr, "hr", min_size=2 * scale)
+    H, W = hr.shape[-2:]
+    if H % scale or W % scale:
+        raise ValueError(f"hr size {(H, W)} must be divisible by the scale {scale}")
+    g = generator
+    B = hr.shape[0]
+    x = filter2d(hr, random_kernels(B, cfg.kernel1, g))
+    s1 = _random_scale(cfg.resize_prob, cfg.resize_range, g)
+    x = _resize(x, scale=s1, mode=_random_mode(g))
+    x = add_noise(x, g, cfg.gaussian_noise_prob, cfg.noise_range, cfg.poisson_scale_range, cfg.gray_noise_prob)
+    if cfg.jpeg:
+        x = jpeg(x, _jpeg_q(B, cfg.jpeg_range, g))
+    else:
+        x = x.clamp(0, 1)
+    k2 = random_kernels(B, cfg.kernel2, g)
+    use2 = torch.rand(B, generator=g, dtype=torch.float64) < cfg.second_blur_prob
+    x = torch.where(use2.view(B, 1, 1, 1), filter2d(x, k2), x)
+    s2 = _random_scale(cfg.resize_prob2, cfg.resize_range2, g)
+    size2 = (max(1, int(H / scale * s2)), max(1, int(W / scale * s2)))
+    x = _resize(x, size=size2, mode=_random_mode(g))
+    x = add_noise(x, g, cfg.gaussian_noise_prob2, cfg.noise_range2, cfg.poisson_scale_range2, cfg.gray_noise_prob2)
+    ks = final_sinc_kernels(B, cfg.final_sinc_prob, g)
+    mode = _random_mode(g)
+    q2 = _jpeg_q(B, cfg.jpeg_range2, g)
+    if float(torch.rand(1, generator=g)) < 0.5:
+        x = filter2d(_resize(x, size=(H // scale, W // scale), mode=mode), ks)
+        x = jpeg(x, q2) if cfg.jpeg else x
+    else:
+        x = jpeg(x, q2) if cfg.jpeg else x
+        x = filter2d(_resize(x, size=(H // scale, W // scale), mode=mode), ks)
+    return (x.clamp(0, 1) * 255.0).round() / 255.0

@@ -1,0 +1,70 @@
+"""Acceptance check 9 (degradation invariants), the FFT blur fast path, the pair pool."""
+
+import pytest
+import torch
+
+from neurips26.smfsr.data import PoolConfig, TEST_IMAGES, TRAIN_IMAGES, get_pool, load_image
+from neurips26.smfsr.degradation import (DegradationConfig, KernelConfig, degrade, filter2d, filter2d_direct,
+                                         final_sinc_kernels, jpeg, random_kernels)
+from neurips26.smfsr.metrics import psnr
+
+
+def test_check9_shape_grid_and_seed():
+    hr = torch.rand(16, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    a = degrade(hr, torch.Generator().manual_seed(5))
+    b = degrade(hr, torch.Generator().manual_seed(5))
+    assert a.shape == (16, 3, 16, 16)
+    assert torch.equal(a, b)
+    assert a.min() >= 0 and a.max() <= 1
+    assert torch.allclose(a * 255, (a * 255).round(), atol=1e-4)
+    c = degrade(hr, torch.Generator().manual_seed(6))
+    assert not torch.equal(a, c)
+
+
+def test_check9_kernels_sum_to_one():
+    g = torch.Generator().manual_seed(0)
+    for cfg in (KernelConfig(), KernelConfig(sigma=(0.2, 1.5), sinc_prob=1.0)):
+        k = random_kernels(500, cfg, g)
+        assert (k.sum((1, 2)) - 1).abs().max() < 1e-6
+    assert (final_sinc_kernels(200, 0.8, g).sum((1, 2)) - 1).abs().max() < 1e-6
+
+
+def test_check9_jpeg_quality_orders_psnr():
+    x = torch.from_numpy(load_image("astronaut", 3)[:128, :128].transpose(2, 0, 1).copy())[None]
+    assert psnr(jpeg(x, 95), x) > psnr(jpeg(x, 30), x) + 3
+
+
+def test_fft_blur_equals_grouped_conv():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(6, 3, 40, 30, generator=g, dtype=torch.float64)
+    k = random_kernels(6, KernelConfig(), g)
+    assert torch.allclose(filter2d(x, k), filter2d_direct(x, k), atol=1e-10)
+
+
+def test_no_jpeg_option_and_bad_input():
+    hr = torch.rand(4, 1, 64, 64)
+    out = degrade(hr, torch.Generator().manual_seed(0), DegradationConfig(jpeg=False))
+    assert out.shape == (4, 1, 16, 16)
+    with pytest.raises(ValueError, match="divisible"):
+        degrade(torch.rand(2, 1, 62, 62), torch.Generator())
+    with pytest.raises(ValueError, match="at least"):
+        degrade(torch.rand(2, 1, 4, 4), torch.Generator())
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        degrade(hr * 2, torch.Generator())
+
+
+def test_split_is_the_specs():
+    assert set(TEST_IMAGES) == {"astronaut", "coffee", "chelsea", "china", "flower"}
+    assert "motorcycle_right" not in TRAIN_IMAGES and not set(TEST_IMAGES) & set(TRAIN_IMAGES)
+    assert load_image("china", 1).shape == (427, 640, 1)
+
+
+def test_pool_is_seeded_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path))
+    cfg = PoolConfig(split="test", n=40, chunk=16)
+    a = get_pool(cfg)
+    assert not a.cached and a.hr.shape == (40, 1, 16, 16) and a.lr.shape == (40, 1, 4, 4)
+    b = get_pool(cfg)
+    assert b.cached and torch.equal(a.hr, b.hr) and torch.equal(a.lr, b.lr)
+    assert list(tmp_path.glob("smfsr/pool-*.pt"))
+    assert PoolConfig(split="test", n=40, seed=1).key() != cfg.key()
