@@ -15,9 +15,10 @@ from neurips26.notvla.errors import DepthUnavailableError, PlanParseError
 from neurips26.notvla.plan import (COLOUR_WORDS, SHAPE_WORDS, VERBS, Step, allowed_next, format_plan,
                                    is_complete, parse_plan, tokenize)
 
-EXAMPLE = ("approach the red cube at (41, 57) depth 0 . 62 height 8 ; grasp the red cube at (41, 57) depth 0 . 62 "
-           "height 1 close ; lift height 10 ; move to the blue bowl at (70, 33) depth 0 . 58 height 10 ; place in "
-           "the blue bowl at (70, 33) depth 0 . 58 height 4 open ; retreat height 12 .")
+EXAMPLE = ("approach the red cube at (41, 57) depth 0 . 62 height 8 ; "
+           "grasp the red cube at (41, 57) depth 0 . 62 height 1 close ; lift height 10 ; "
+           "move to the blue bowl at (70, 33) depth 0 . 58 height 10 ; "
+           "place in the blue bowl at (70, 33) depth 0 . 58 height 4 open ; retreat height 12 .")
 
 steps_st = st.builds(
     lambda verb, anch, c, s, u, v, d, h, ev: Step(verb, h, c if anch else None, s if anch else None,

@@ -112,7 +112,7 @@ class Camera:
         return c @ self.R.T + self.eye
 
     def ray_dirs(self) -> np.ndarray:
-        """World directions (H, W, 3) through every pixel centre, scaled so that camera z = 1 (t = z-depth)."""
+        """World directions (H, W, 3) through every pixel centre, scaled to camera z = 1 (t = z-depth)."""
         u = np.arange(self.width) + 0.5
         v = np.arange(self.height) + 0.5
         uu, vv = np.meshgrid(u, v)

@@ -65,7 +65,8 @@ def parse_instruction(text: str) -> ParsedInstruction:
             g = m.groups()
             obj = Reference(canonical_colour(g[0]), canonical_shape(g[1]))
             target = Reference(canonical_colour(g[2]), canonical_shape(g[3])) if len(g) == 4 else None
-            if template == "bowl" and target.shape != "bowl" or template == "plate" and target.shape == "bowl":
+            if (template == "bowl" and target.shape != "bowl"
+                    or template == "plate" and target.shape == "bowl"):
                 template = {"bowl": "plate", "plate": "bowl"}[template] if target.shape in ("bowl", "plate") \
                     else "stack"
             return ParsedInstruction(template, obj, target)

@@ -199,7 +199,7 @@ def grammar_state(prefix: list[str]) -> str:
 
 
 def allowed_next(prefix: list[str], vocab: list[str]) -> list[bool]:
-    """Decoding mask over ``vocab``: True for the tokens that keep ``prefix + [token]`` a valid plan prefix."""
+    """Decoding mask over ``vocab``: True where ``prefix + [token]`` stays a valid plan prefix."""
     state = grammar_state(prefix)
     if state == "end":
         return [False] * len(vocab)

@@ -67,7 +67,8 @@ def _hit_plane(eye, d, z, xlim, ylim):
     with np.errstate(divide="ignore", invalid="ignore"):
         t = (z - eye[2]) / d[..., 2]
     p = eye + t[..., None] * d
-    ok = (t > 0) & (p[..., 0] >= xlim[0]) & (p[..., 0] <= xlim[1]) & (p[..., 1] >= ylim[0]) & (p[..., 1] <= ylim[1])
+    ok = ((t > 0) & (p[..., 0] >= xlim[0]) & (p[..., 0] <= xlim[1])
+          & (p[..., 1] >= ylim[0]) & (p[..., 1] <= ylim[1]))
     return np.where(ok, t, np.inf)
 
 
