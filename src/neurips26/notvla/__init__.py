@@ -19,5 +19,5 @@ from neurips26.notvla.stats import newcombe, wilson
 __all__ = ["BinTokenizer", "FASTTokenizer", "Camera", "CameraShift", "SingularIntrinsicsError", "Detokenizer",
            "Motion", "Waypoints", "DepthUnavailableError", "PlanParseError", "Refusal", "EpisodeResult",
            "OraclePolicy", "Query", "run_episode", "Demo", "run_expert", "WaypointExtractor",
-           "encode_waypoints", "hausdorff", "UnknownWordError", "parse_instruction", "Step", "allowed_next", "format_plan",
-           "parse_plan", "tokenize", "DepthNoise", "NoTableInViewError", "TabletopSim", "newcombe", "wilson"]
+           "encode_waypoints", "hausdorff", "UnknownWordError", "parse_instruction", "Step", "allowed_next",
+           "format_plan", "parse_plan", "tokenize", "DepthNoise", "NoTableInViewError", "TabletopSim", "newcombe", "wilson"]

@@ -88,7 +88,8 @@ class FASTTokenizer:
         tok = Tokenizer(models.BPE(unk_token="[UNK]"))
         alphabet = [chr(_OFFSET + v) for v in range(-_MAX_COEF, _MAX_COEF + 1)]
         trainer = trainers.BpeTrainer(vocab_size=self.vocab_size, special_tokens=["[UNK]"],
-                                      show_progress=False, initial_alphabet=alphabet, limit_alphabet=len(alphabet))
+                                      show_progress=False, initial_alphabet=alphabet,
+                                      limit_alphabet=len(alphabet))
         tok.train_from_iterator(texts, trainer)
         self.bpe = tok
         return self

@@ -107,7 +107,8 @@ def analyse_efficiency(interface: dict) -> dict:
     dense_tokens = 4 * i["expert_steps"]
     dense_train = 4 * i["expert_steps"] * 7   # ~100 samples x ~28 tokens (prompt 24 + 4 action tokens)
     return {"notvla_calls": i["calls"], "dense_bin_calls": dense_calls,
-            "calls_ratio": dense_calls / i["calls"], "notvla_tokens": i["tokens"], "dense_bin_tokens": dense_tokens,
+            "calls_ratio": dense_calls / i["calls"], "notvla_tokens": i["tokens"],
+            "dense_bin_tokens": dense_tokens,
             "tokens_ratio": dense_tokens / i["tokens"],
             "tokens_ratio_never": dense_tokens / i["tokens_never"],
             "train_tokens_ratio": dense_train / i["train_tokens_per_demo"]}
