@@ -69,3 +69,77 @@ def bench(ctx) -> list[BenchRow]:
     rows.append(BenchRow("generated tokens per episode", float(np.mean(r["tokens"])), 4 * dense,
                          "Dense-bin (4 tokens / step)", "tokens", note=f"{n} episodes"))
     return rows
+
+
+def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> dict:
+    """Pre-train (cached), fine-tune each method for the same steps, probe retention, roll out."""
+    import copy
+    import time
+
+    import torch
+
+    from neurips26.notvla.finetune import (DenseCodec, NoTVLAPolicy, collect_demos, dense_data, finetune,
+                                           notvla_data, rollout_dense, rollout_notvla)
+    from neurips26.notvla.language import HELD_OUT_COLOURS, with_synonyms
+    from neurips26.notvla.pretrain import PretrainSettings, pretrain, probe_set, retention, score_probes
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # a tiny model on a shared 2-core box: one thread is fastest
+    try:
+        sec = {}
+        t0 = time.perf_counter()
+        settings = PretrainSettings(pre_cfg.steps, pre_cfg.scenes, pre_cfg.batch, seed=seed)
+        base, vocab0, info = pretrain(bcfg, settings, log=log)
+        sec["pretrain"] = time.perf_counter() - t0
+        pim, psamples = probe_set(ev_cfg.retention_questions, seed, bcfg.image_size)
+        pre = score_probes(base, vocab0, pim, psamples)
+        t0 = time.perf_counter()
+        records = collect_demos(ft_cfg.demos, seed, bcfg.image_size)
+        sec["demos"] = time.perf_counter() - t0
+        acts = np.concatenate([r.demo.actions for r in records])
+        n = ev_cfg.episodes
+        id_seeds = [900_000 + 1000 * seed + i for i in range(n)]
+        ood_seeds = [950_000 + 1000 * seed + i for i in range(n)]
+        rng_syn = np.random.default_rng(seed)
+        half = n // 2
+
+        def synonyms(instr, i):
+            return with_synonyms(instr, rng_syn)
+
+        rollouts, detail, example = {}, {}, ""
+        for m in ft_cfg.methods:
+            t0 = time.perf_counter()
+            model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
+            if m == "notvla":
+                samples, images = notvla_data(records, bcfg.image_size)
+            else:
+                codec = DenseCodec(m, vocab, acts)
+                samples, images = dense_data(records, codec, bcfg.image_size)
+            finetune(model, vocab, samples, images, ft_cfg.steps, batch=pre_cfg.batch, seed=seed, log=log)
+            sec[f"finetune_{m}"] = time.perf_counter() - t0
+            post = score_probes(model, vocab, pim, psamples)
+            detail[m] = retention(pre, post) | {"post": post}
+            t0 = time.perf_counter()
+            if m == "notvla":
+                pol = NoTVLAPolicy(model, vocab)
+                kw = {"image_size": bcfg.image_size, "max_calls": ev_cfg.max_calls, "max_steps": ev_cfg.max_steps}
+                r = {"id": rollout_notvla(pol, id_seeds, **kw),
+                     "ood": rollout_notvla(pol, ood_seeds[:half], rewrite=synonyms, **kw)
+                     + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                     "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw)}
+                example = r["id"][0]["plan"]
+            else:
+                kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps}
+                r = {"id": rollout_dense(model, vocab, codec, id_seeds, **kw),
+                     "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
+                     + rollout_dense(model, vocab, codec, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                     "camera_shift": rollout_dense(model, vocab, codec, id_seeds, shift=CameraShift(azimuth=20.0),
+                                                   **kw)}
+            sec[f"rollout_{m}"] = time.perf_counter() - t0
+            rollouts[m] = r
+        return {"rollouts": rollouts, "retention_detail": detail, "probes_pre": pre, "example_plan": example,
+                "steps_used": {"pretrain": pre_cfg.steps, "finetune": ft_cfg.steps,
+                               "pretrain_cached": info["cached"]},
+                "seconds": sec, "pretrain_loss": info["final_loss"]}
+    finally:
+        torch.set_num_threads(threads)

@@ -61,8 +61,8 @@ def check_instruction(env: TabletopSim, instruction: str) -> Refusal | None:
 
 def run_episode(env: TabletopSim, policy: Callable[[Query], str], detokenizer: Detokenizer | None = None,
                 replan: str = "every_waypoint", instruction: str | None = None,
-                max_steps: int = 300) -> EpisodeResult | Refusal:
-    """Run one episode from the env's current (reset) state."""
+                max_steps: int = 300, max_calls: int | None = None) -> EpisodeResult | Refusal:
+    """Run one episode from the env's current (reset) state (at most ``max_calls`` policy queries)."""
     replan = check_choice(replan, "replan", REPLAN)
     max_steps = check_scalar(max_steps, "max_steps", int, min=1)
     detok = detokenizer or Detokenizer()
@@ -74,7 +74,7 @@ def run_episode(env: TabletopSim, policy: Callable[[Query], str], detokenizer: D
     obs = env.observe()
     anchor_z, done_steps, failures = None, 0, 0
     res.positions.append(env.ee.copy())
-    while env.t < max_steps:
+    while env.t < max_steps and (max_calls is None or res.calls < max_calls):
         q = Query(obs["rgb"], obs["depth"].astype(np.float64), env.closed, instruction, done_steps)
         text = policy(q)
         res.calls += 1

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neurips26.harness.paper import INCONCLUSIVE, Claim, get_path, verdict
-from neurips26.notvla.bench import oracle_rollouts
+from neurips26.notvla.backbone import BackboneConfig
+from neurips26.notvla.bench import learned_policies, oracle_rollouts
 from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.stats import compare_rates, newcombe, wilson
 
@@ -50,6 +51,8 @@ class EvalCfg:
     oracle_episodes: int = 40     # per condition (ID and camera shift), over the 4 templates
     episodes: int = 10            # learned policies, per condition
     retention_questions: int = 200
+    max_steps: int = 300          # episode limit
+    max_calls: int = 15           # NoTVLA queries per episode (a stuck plan writer stops here)
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,8 @@ class Config:
 
 CONFIGS = {
     "smoke": Config(pretrain=PretrainCfg(steps=20, scenes=64, batch=8, d_model=32, layers=1),
-                    finetune=FinetuneCfg(steps=10, demos=4), eval=EvalCfg(oracle_episodes=4, episodes=2,
-                                                                          retention_questions=16)),
+                    finetune=FinetuneCfg(steps=4, demos=4),
+                    eval=EvalCfg(oracle_episodes=4, episodes=2, retention_questions=16, max_steps=40, max_calls=3)),
     "quick": Config(),
     "full": Config(SimCfg(128), PretrainCfg(50_000, 20_000, 32, 256, 6),
                    FinetuneCfg(5_000, 500, ("notvla", "dense_bin", "dense_chunk", "fast",
@@ -72,7 +75,7 @@ CONFIGS = {
                    EvalCfg(100, 100, 1000)),
 }
 
-VOLATILE_METRICS = ("*.seconds", "*seconds*", "*wall*")
+VOLATILE_METRICS = ("seconds.*", "learned.seconds.*", "*wall*")
 
 
 def run(cfg: Config, ctx) -> dict:
@@ -80,6 +83,9 @@ def run(cfg: Config, ctx) -> dict:
     metrics: dict = {}
     metrics["interface"] = analyse_interface(cfg, ctx)
     metrics["efficiency"] = analyse_efficiency(metrics["interface"])
+    if cfg.learned:
+        metrics["learned"] = analyse_learned(cfg, ctx)
+        plot_learned(metrics["learned"], ctx)
     metrics["seconds"] = {"total": time.perf_counter() - t0}
     plot_efficiency(metrics, ctx)
     return metrics
@@ -112,6 +118,50 @@ def analyse_efficiency(interface: dict) -> dict:
             "tokens_ratio": dense_tokens / i["tokens"],
             "tokens_ratio_never": dense_tokens / i["tokens_never"],
             "train_tokens_ratio": dense_train / i["train_tokens_per_demo"]}
+
+
+# --- learned policies: pre-train once, fine-tune every method under the matched protocol
+def analyse_learned(cfg: Config, ctx) -> dict:
+    bcfg = BackboneConfig(cfg.pretrain.d_model, cfg.pretrain.layers, 4, cfg.sim.image_size)
+    res = learned_policies(bcfg, cfg.pretrain, cfg.finetune, cfg.eval, seed=ctx.seed, log=ctx.log)
+    out = {"success": {}, "retention": {}, "retention_detail": res["retention_detail"],
+           "probes_pre": res["probes_pre"], "calls": {}, "tokens": {}, "example_plan": res["example_plan"],
+           "steps_used": res["steps_used"], "seconds": res["seconds"], "pretrain_loss": res["pretrain_loss"]}
+    for m, r in res["rollouts"].items():
+        out["success"][m] = {c: {"k": int(sum(e["success"] for e in eps)), "n": len(eps),
+                                 "wilson": wilson(int(sum(e["success"] for e in eps)), len(eps))}
+                             for c, eps in r.items()}
+        out["calls"][m] = float(np.mean([e["calls"] for e in r["id"]]))
+        out["tokens"][m] = float(np.mean([e["tokens"] for e in r["id"]]))
+        out["retention"][m] = res["retention_detail"][m]["mean"]
+    return out
+
+
+def plot_learned(lr: dict, ctx) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(lr["success"])
+    conds = ("id", "ood", "camera_shift")
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3))
+    w = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        rates = [lr["success"][m][c]["k"] / lr["success"][m][c]["n"] for c in conds]
+        err = [[r - lr["success"][m][c]["wilson"][0] for r, c in zip(rates, conds)],
+               [lr["success"][m][c]["wilson"][1] - r for r, c in zip(rates, conds)]]
+        ax[0].bar(np.arange(3) + j * w, rates, w, yerr=err, label=m, capsize=2)
+    ax[0].set_xticks(np.arange(3) + w * (len(methods) - 1) / 2, conds)
+    ax[0].set_title("success (95% Wilson)")
+    ax[0].legend(fontsize=7)
+    probes = sorted({p for m in methods for p in lr["retention_detail"][m]["per_probe"]})
+    for j, m in enumerate(methods):
+        per = lr["retention_detail"][m]["per_probe"]
+        ax[1].bar(np.arange(len(probes)) + j * w, [per.get(p, np.nan) for p in probes], w, label=m)
+    ax[1].set_xticks(np.arange(len(probes)) + w * (len(methods) - 1) / 2, probes, rotation=30, fontsize=7)
+    ax[1].set_title("retention per probe (post / pre)")
+    ctx.save_plot(fig, "success_retention")
 
 
 # --- plots
@@ -192,6 +242,10 @@ def _retention(m):
     r = get_path(m, "learned.retention")
     ours = r["notvla"]
     dense = {b: v for b, v in r.items() if b in ("dense_bin", "fast", "dense_chunk")}
+    if not np.isfinite(ours):
+        used = get_path(m, "learned.retention_detail.notvla.used")
+        return INCONCLUSIVE, (f"no retention probe scored >= 2x chance after pre-training (used: {used}); "
+                              f"pre-training too short at this scale")
     ok = ours >= RETENTION_MIN and all(ours - v >= RETENTION_GAP for v in dense.values())
     bad = ours < RETENTION_MIN and any(v - ours >= 0 for v in dense.values())
     text = f"retention NoTVLA {ours:.2f} vs " + ", ".join(f"{b} {v:.2f}" for b, v in dense.items()) + \
