@@ -1,0 +1,293 @@
+"""Robot fine-tuning under one matched protocol, and the learned policies.
+
+Every method gets the same demos, the same pre-trained checkpoint, the same optimiser (AdamW 3e-4,
+cosine, batch 32) and the same number of gradient steps; ``mode="full"`` or ``"lora"`` (rank 8).
+Methods (their training targets from the same demos):
+- ``notvla``: decision frames (frame 0 and each waypoint arrival) -> the remaining narrative plan.
+- ``dense_bin``: every step -> 4 bin tokens (256 new action tokens); queried every step.
+- ``dense_chunk``: every step -> 8 steps x 4 bin tokens (32 tokens); queried every 8 steps.
+- ``fast``: every step -> the FAST tokens of the next 16 steps (BPE ids as new tokens).
+- ``actions_as_language``: every step -> 8 steps written in words ("dx 1 . 2 dy - 0 . 3 dz 0 . 0 grip open ;").
+The prompt is the instruction plus the gripper state ("gripper open" / "gripper closed").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.notvla.action_tokens import BinTokenizer
+from neurips26.notvla.backbone import TinyVLM, Vocab
+from neurips26.notvla.camera import CameraShift
+from neurips26.notvla.execution import Query, run_episode
+from neurips26.notvla.expert import run_expert
+from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
+from neurips26.notvla.plan import allowed_next, format_plan, tokenize
+from neurips26.notvla.pretrain import Sample, train_steps
+from neurips26.notvla.sim import ROBOT_COLOURS, TEMPLATES, TabletopSim
+
+METHODS = ("notvla", "dense_bin", "dense_chunk", "fast", "actions_as_language")
+CHUNK = {"dense_bin": 1, "dense_chunk": 8, "fast": 16, "actions_as_language": 8}
+MODES = ("full", "lora")
+
+
+def prompt_words(instruction: str, closed: bool) -> list[str]:
+    return instruction.split() + [";", "gripper", "closed" if closed else "open"]
+
+
+@dataclass
+class DemoRecord:
+    demo: object
+    task: object
+    frames: list        # decision frames
+    plans: list         # remaining plan (steps) at each decision frame
+
+
+def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS) -> list[DemoRecord]:
+    env = TabletopSim(image_size, colours=colours)
+    X = WaypointExtractor()
+    out = []
+    for i in range(n):
+        s = seed * 100_000 + i
+        env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
+        demo = run_expert(env, np.random.default_rng(s))
+        ex = X.extract(demo.positions, demo.gripper)
+        full = encode_waypoints(demo.positions, ex.frames, ex.phases, demo.states[0], env.camera, env.task)
+        frames = [0] + full.frames
+        phases = ["approach"] + full.phases
+        dec, plans = [], []
+        for k in range(len(full.steps)):
+            f = frames[k]
+            z = full.anchor_z[k - 1] if k >= 1 else None
+            enc = encode_waypoints(demo.positions, frames, phases, demo.states[f], env.camera, env.task,
+                                   first=k + 1, anchor_z=z)
+            if enc.steps:
+                dec.append(f)
+                plans.append(enc.steps)
+        out.append(DemoRecord(demo, env.task, dec, plans))
+    return out
+
+
+def _render_states(states, image_size: int) -> np.ndarray:
+    env = TabletopSim(image_size)
+    imgs = np.empty((len(states), image_size, image_size, 3), np.uint8)
+    for i, st in enumerate(states):
+        env.set_state(st)
+        imgs[i] = env.render()
+    return imgs
+
+
+def notvla_data(records: list[DemoRecord], image_size: int = 64):
+    states, samples = [], []
+    for r in records:
+        for f, plan in zip(r.frames, r.plans):
+            st = r.demo.states[f]
+            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"]),
+                                  tokenize(format_plan(plan)), "notvla"))
+            states.append(st)
+    return samples, _render_states(states, image_size)
+
+
+def action_words(a: np.ndarray) -> list[str]:
+    """One action as words in cm with one decimal: dx 1 . 2 dy - 0 . 3 dz 0 . 0 grip open."""
+    out = []
+    for name, x in zip(("dx", "dy", "dz"), a[:3]):
+        t = int(round(abs(x) * 1000))
+        out += [name] + (["-"] if x < 0 and t else []) + [str(t // 10), ".", str(t % 10)]
+    return out + ["grip", "closed" if a[3] > 0.5 else "open"]
+
+
+class DenseCodec:
+    """Action chunks <-> answer tokens for the dense baselines."""
+
+    def __init__(self, method: str, vocab: Vocab, actions: np.ndarray):
+        self.method = check_choice(method, "method", tuple(CHUNK))
+        self.chunk = CHUNK[method]
+        self.vocab = vocab
+        if method in ("dense_bin", "dense_chunk"):
+            self.bins = BinTokenizer().fit(actions)
+            self.new_ids = vocab.add([f"<a{i}>" for i in range(256)])
+        elif method == "fast":
+            from neurips26.notvla.action_tokens import FASTTokenizer
+
+            self.fast = None
+            self._fit_fast = FASTTokenizer
+            self.new_ids = []
+        else:
+            self.new_ids = []
+
+    def fit_fast(self, chunks) -> None:
+        self.fast = self._fit_fast().fit(chunks)
+        self.new_ids = self.vocab.add([f"<f{i}>" for i in range(self.fast.bpe.get_vocab_size())])
+
+    def encode(self, chunk: np.ndarray) -> list[str]:
+        if self.method in ("dense_bin", "dense_chunk"):
+            return [f"<a{b}>" for b in self.bins.encode(chunk).reshape(-1)]
+        if self.method == "fast":
+            return [f"<f{i}>" for i in self.fast.encode(chunk)]
+        out = []
+        for k, a in enumerate(chunk):
+            out += ([";"] if k else []) + action_words(a)
+        return out
+
+    def decode(self, words: list[str]) -> np.ndarray:
+        if self.method in ("dense_bin", "dense_chunk"):
+            b = [int(w[2:-1]) for w in words if w.startswith("<a")]
+            b = b[:len(b) // 4 * 4]
+            if not b:
+                raise ValueError("no complete action in the answer")
+            return self.bins.decode(np.array(b).reshape(-1, 4))
+        if self.method == "fast":
+            return self.fast.decode([int(w[2:-1]) for w in words if w.startswith("<f")])
+        acts, cur = [], []
+        for w in words + [";"]:
+            if w == ";":
+                if cur:
+                    acts.append(_parse_action_words(cur))
+                cur = []
+            else:
+                cur.append(w)
+        if not acts:
+            raise ValueError("no action in the answer")
+        return np.array(acts)
+
+
+def _parse_action_words(ws: list[str]) -> np.ndarray:
+    a = np.zeros(4)
+    i = 0
+    for j, name in enumerate(("dx", "dy", "dz")):
+        if ws[i] != name:
+            raise ValueError(f"expected {name!r}")
+        i += 1
+        sign = 1.0
+        if ws[i] == "-":
+            sign, i = -1.0, i + 1
+        a[j] = sign * (int(ws[i]) + int(ws[i + 2]) / 10) / 100
+        i += 3
+    if ws[i] != "grip":
+        raise ValueError("expected 'grip'")
+    a[3] = 1.0 if ws[i + 1] == "closed" else 0.0
+    return a
+
+
+def dense_data(records: list[DemoRecord], codec: DenseCodec, image_size: int = 64, stride: int = 2):
+    states, samples, chunks = [], [], []
+    for r in records:
+        A = r.demo.actions
+        A = np.concatenate([A[:, :3], (A[:, 3:] > 0.5).astype(float)], 1)
+        for t in range(0, len(A), stride):
+            c = A[t:t + codec.chunk]
+            if len(c) < codec.chunk:
+                c = np.vstack([c, np.tile([0.0, 0.0, 0.0, c[-1, 3]], (codec.chunk - len(c), 1))])
+            chunks.append(c)
+            states.append(r.demo.states[t])
+    if codec.method == "fast":
+        codec.fit_fast(chunks)
+    for i, (st, c) in enumerate(zip(states, chunks)):
+        r_instr = next(r.demo.instruction for r in records if st["task"] == r.task)
+        samples.append(Sample(i, prompt_words(r_instr, st["closed"]), codec.encode(c), codec.method))
+    return samples, _render_states(states, image_size)
+
+
+def finetune(model: TinyVLM, vocab: Vocab, samples, images, steps: int, mode: str = "full", batch: int = 32,
+             lr: float = 3e-4, seed: int = 0, log=None) -> list[float]:
+    """The matched protocol: AdamW, cosine, ``steps`` gradient steps (full or LoRA-r8)."""
+    steps = check_scalar(steps, "steps", int, min=1)
+    check_choice(mode, "mode", MODES)
+    if model.vocab_size < len(vocab):
+        model.add_tokens(len(vocab) - model.vocab_size)
+    if mode == "lora":
+        model.apply_lora(8)
+    return train_steps(model, vocab, samples, images, steps, batch, lr, seed, log)
+
+
+class NoTVLAPolicy:
+    """The fine-tuned model as a plan writer: greedy decoding constrained by the plan grammar."""
+
+    def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120):
+        self.model, self.vocab, self.max_tokens = model, vocab, max_tokens
+        self.eos = vocab.index["<eos>"]
+
+    def _mask(self, gen_ids: list[int]):
+        words = self.vocab.decode(gen_ids)
+        if words and words[-1] == "<eos>":
+            return None
+        ok = allowed_next(words, self.vocab.words)
+        if not any(ok):  # complete plan: only <eos>
+            ok = [w == "<eos>" for w in self.vocab.words]
+        return torch.tensor(ok)
+
+    def __call__(self, q: Query) -> str:
+        p = self.vocab.encode(prompt_words(q.instruction, q.closed)) + [self.vocab.index["<bos>"]]
+        gen = self.model.generate(torch.from_numpy(q.rgb[None].copy()), [p], self.max_tokens, self.eos,
+                                  allowed=lambda r, g: self._mask(g))[0]
+        words = [w for w in self.vocab.decode(gen) if w != "<eos>"]
+        return _join(words)
+
+
+def _join(words: list[str]) -> str:
+    """Words -> canonical plan text (spacing of format_plan)."""
+    text = " ".join(words)
+    return text.replace("( ", "(").replace(" ,", ",").replace(" )", ")")
+
+
+def rollout_dense(model: TinyVLM, vocab: Vocab, codec: DenseCodec, seeds: list[int], image_size: int = 64,
+                  shift: CameraShift | None = None, colours=ROBOT_COLOURS, rewrite=None,
+                  max_steps: int = 300) -> list[dict]:
+    """Dense policies in lockstep over several episodes (one batched query per chunk)."""
+    envs = []
+    for i, s in enumerate(seeds):
+        e = TabletopSim(image_size, colours=colours, camera_shift=shift)
+        e.reset(seed=s, options={"template": TEMPLATES[i % 4]})
+        envs.append(e)
+    instr = [rewrite(e.instruction(), i) if rewrite else e.instruction() for i, e in enumerate(envs)]
+    done = [False] * len(envs)
+    calls = [0] * len(envs)
+    tokens = [0] * len(envs)
+    eos = vocab.index["<eos>"]
+    allowed_ids = torch.zeros(len(vocab), dtype=torch.bool)
+    if codec.new_ids:
+        allowed_ids[codec.new_ids] = True
+    else:
+        allowed_ids[:] = True
+    if codec.method not in ("dense_bin", "dense_chunk"):   # bins: exactly 4 tokens per step, no early stop
+        allowed_ids[eos] = True
+    n_tok = 4 * codec.chunk if codec.method in ("dense_bin", "dense_chunk") else 64 * codec.chunk
+    while not all(done):
+        live = [i for i, d in enumerate(done) if not d]
+        imgs = torch.from_numpy(np.stack([envs[i].render() for i in live]))
+        prompts = [vocab.encode(prompt_words(instr[i], envs[i].closed)) + [vocab.index["<bos>"]] for i in live]
+        gen = model.generate(imgs, prompts, n_tok, eos, allowed=lambda r, g: allowed_ids)
+        for j, i in enumerate(live):
+            calls[i] += 1
+            tokens[i] += len(gen[j])
+            try:
+                acts = codec.decode([w for w in vocab.decode(gen[j]) if w != "<eos>"])
+            except (ValueError, IndexError):
+                acts = np.array([[0.0, 0.0, 0.0, float(envs[i].closed)]])
+            for a in acts[:codec.chunk]:
+                term, trunc = envs[i].advance(a)
+                if term or trunc or envs[i].t >= max_steps:
+                    done[i] = True
+                    break
+    return [{"success": bool(e.success()), "calls": c, "tokens": t, "steps": e.t}
+            for e, c, t in zip(envs, calls, tokens)]
+
+
+def rollout_notvla(policy: NoTVLAPolicy, seeds: list[int], image_size: int = 64, shift=None,
+                   colours=ROBOT_COLOURS, rewrite=None, max_calls: int = 15, detokenizer=None,
+                   max_steps: int = 300) -> list[dict]:
+    out = []
+    for i, s in enumerate(seeds):
+        env = TabletopSim(image_size, colours=colours, camera_shift=shift)
+        env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
+        instr = rewrite(env.instruction(), i) if rewrite else None
+        r = run_episode(env, policy, detokenizer, instruction=instr, max_calls=max_calls, max_steps=max_steps)
+        out.append({"success": bool(getattr(r, "success", False)), "calls": getattr(r, "calls", 0),
+                    "tokens": getattr(r, "tokens", 0), "steps": env.t,
+                    "parse_failures": getattr(r, "parse_failures", 0),
+                    "plan": r.plans[0] if getattr(r, "plans", None) else ""})
+    return out
