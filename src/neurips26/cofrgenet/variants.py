@@ -27,7 +27,7 @@ import torch
 from neurips26.cofrgenet.data import Corpus
 from neurips26.cofrgenet.hf import Mamba2WithFFN, build_model, ffn_factory, mamba2_ffn_width, swap_ffn, tiny_config
 from neurips26.cofrgenet.layers import GatedCF, count_params, matched_width
-from neurips26.cofrgenet.train import TrainConfig, lr_at, param_groups, train
+from neurips26.cofrgenet.training import TrainConfig, lr_at, param_groups, train
 from neurips26.harness.bench import Timing, time_interleaved
 from neurips26.harness.validation import check_choice, check_scalar
 
