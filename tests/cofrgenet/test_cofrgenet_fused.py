@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from neurips26.cofrgenet import CFExperts, GatedCF, GatedCFExperts
-from neurips26.cofrgenet.continued_fraction import fused_positive_gate, reference_positive_gate
+from neurips26.cofrgenet.continued_fraction import FUSED_CHUNK_ROWS, fused_positive_gate, reference_positive_gate
 from neurips26.cofrgenet.layers import _route
 
 
@@ -20,9 +20,11 @@ def _params(shape_h, L, d, m, dtype=torch.float64, seed=0, lead=()):
 
 
 @pytest.mark.parametrize("exp_map", [False, True])
-@pytest.mark.parametrize("L, d", [(1, 1), (2, 4), (3, 7)])
-def test_fused_gate_equals_reference_values_and_grads(exp_map, L, d):
-    h, a, b, g = _params((5, 3), L, d, 6)
+@pytest.mark.parametrize("L, d, rows", [(1, 1, (5, 3)), (2, 4, (5, 3)), (3, 7, (5, 3)), (2, 4, (2, 300)),
+                                        (2, 3, (FUSED_CHUNK_ROWS * 2 + 7,))])
+def test_fused_gate_equals_reference_values_and_grads(exp_map, L, d, rows):
+    """Including the row-chunked path (more than FUSED_CHUNK_ROWS tokens, 2-D and batched 3-D h)."""
+    h, a, b, g = _params(rows, L, d, 6)
     ours = fused_positive_gate(h, a, b, g, 0.05, exp_map)
     ref = reference_positive_gate(h, a, b, g, 0.05, exp_map)
     torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-13)
@@ -38,6 +40,9 @@ def test_fused_gate_gradcheck_and_broadcast_experts():
         assert torch.autograd.gradcheck(lambda *t: fused_positive_gate(*t, 0.05, exp_map), _params((4,), 2, 3, 5))
     # batched-expert shapes: h [E, C, m] against alpha [E, 1, L, d, m]
     h, a, b, g = _params((3, 4), 2, 3, 5, lead=(3, 1))
+    assert torch.autograd.gradcheck(lambda *t: fused_positive_gate(*t, 0.05, False), (h, a, b, g))
+    # the chunked path (rows > FUSED_CHUNK_ROWS)
+    h, a, b, g = _params((FUSED_CHUNK_ROWS + 3,), 1, 2, 2)
     assert torch.autograd.gradcheck(lambda *t: fused_positive_gate(*t, 0.05, False), (h, a, b, g))
 
 

@@ -7,8 +7,6 @@ naming the module path, and the package name ``train`` being the function.
 """
 
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -208,10 +206,15 @@ def test_reswap_of_our_own_layers():
 # ---------------------------------------------------------------- item 4: the name ``train``
 
 def test_train_is_the_function_whatever_is_imported_first():
-    code = ("from neurips26.cofrgenet.training import TrainConfig\n"
-            "import neurips26.cofrgenet.training\n"
-            "from neurips26.cofrgenet import train, TrainConfig as T2\n"
-            "assert callable(train) and train.__name__ == 'train', train\n"
-            "assert T2 is TrainConfig\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
+    """No submodule is called ``train`` (the loop lives in ``training``), so importing any submodule can
+    never rebind the package attribute ``train`` to a module (the README example's TypeError)."""
+    import importlib
+    import importlib.util
+
+    import neurips26.cofrgenet as pkg
+
+    importlib.import_module("neurips26.cofrgenet.training")
+    assert importlib.util.find_spec("neurips26.cofrgenet.train") is None
+    from neurips26.cofrgenet import TrainConfig, train
+    assert callable(train) and train.__name__ == "train" and pkg.train is train
+    assert TrainConfig is importlib.import_module("neurips26.cofrgenet.training").TrainConfig

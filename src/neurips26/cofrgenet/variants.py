@@ -70,6 +70,11 @@ class Config:
     probe_depths: tuple[int, ...] = (8, 9)     # spec: d=8; odd d=9 starts the prior Cffn at its poles
     probe_steps: int = 100
     probe_variants: tuple[str, ...] = ("B3", "P1")     # full adds B2 (with schedule) and P3 (prior+logexp)
+    # prior_needs_schedule is judged at the deep probe point (6 layers, odd CF depth 9: the prior Cffn
+    # starts at its pole cap) with B2 (dyadic) vs B3 (none) over these seeds (issue 29, item 7)
+    schedule_layers: int = 6
+    schedule_depth: int = 9
+    schedule_seed_offsets: tuple[int, ...] = (0, 1, 2)
     sources: tuple[str, ...] = ("shakespeare",)
     tokenizer: str = "char"
     bpe_vocab: int = 4096
