@@ -82,7 +82,7 @@ class Config:
     allow_synthetic: bool = False             # True: fall back to the synthetic corpus if the cache is missing
     threads: int | None = None                # None: the free cores (cpu count - 1-min load), 1..2
     time_limit_per_run_s: float = 150.0       # guard: a run past this stops early and is flagged
-    time_budget_s: float | None = 500.0       # whole-run deadline for training: later runs are skipped and
+    time_budget_s: float | None = 900.0       # whole-run deadline for training: later runs are skipped and
                                               # a run still going at the deadline stops early (flagged)
     checkpoint_every: int = 0                 # >0: checkpoint each run into the output folder (resumable)
     autocast_bf16: bool = False
