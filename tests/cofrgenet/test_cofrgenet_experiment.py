@@ -216,7 +216,7 @@ def test_every_variant_and_family_of_full_builds_and_trains(tmp_path):
     cfg = replace(full, variants=exp.VARIANTS, hidden=16, layers=1, heads=2, ctx=16, batch_size=2, steps=2, eval_every=2, n_val_windows=2,
                   probe_layers=(1,), probe_depths=(3,), probe_steps=2, sources=("shakespeare",),
                   tokenizer="bpe", bpe_vocab=300, allow_synthetic=True, threads=1, checkpoint_every=1,
-                  throughput_steps=1, throughput_rounds=2)
+                  throughput_steps=1, throughput_rounds=2, schedule_layers=1, schedule_depth=3)
     import os
     old = os.environ.get("NEURIPS26_CACHE")
     os.environ["NEURIPS26_CACHE"] = str(tmp_path / "none")
