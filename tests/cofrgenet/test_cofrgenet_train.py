@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 from neurips26.cofrgenet import data as cdata  # noqa: E402
 from neurips26.cofrgenet.hf import build_model, ffn_factory, swap_ffn, tiny_config  # noqa: E402
 from neurips26.cofrgenet.layers import Cffn, GatedCF  # noqa: E402
-from neurips26.cofrgenet.train import TrainConfig, lr_at, param_groups, train  # noqa: E402
+from neurips26.cofrgenet.training import TrainConfig, lr_at, param_groups, train  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 

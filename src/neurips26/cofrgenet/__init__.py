@@ -13,6 +13,7 @@ from neurips26.cofrgenet.continued_fraction import (
     cf_positive,
     cf_signed,
     continuants,
+    fused_positive_gate,
     prop1_gradient,
 )
 from neurips26.cofrgenet.layers import (
@@ -20,20 +21,22 @@ from neurips26.cofrgenet.layers import (
     Cffn,
     DyadicSchedule,
     GatedCF,
+    GatedCFExperts,
     GeluMLP,
     SwiGLU,
     count_params,
     matched_width,
 )
-# eager, not lazy: the name ``train`` is also the submodule's, which an import of the submodule would
-# otherwise bind on the package in place of the function
-from neurips26.cofrgenet.train import TrainConfig, param_groups, train
+# the training loop lives in ``training`` (not ``train``), so ``neurips26.cofrgenet.train`` is always the
+# function: no submodule of that name can shadow it (issue 29, item 4)
+from neurips26.cofrgenet.training import TrainConfig, param_groups, train
 
 GatedCoFrFFN = GatedCF  # the name DESIGN.md uses
 
 _LAZY = {
     "swap_ffn": "hf", "add_mamba2_ffn": "hf", "Mamba2WithFFN": "hf", "build_model": "hf", "tiny_config": "hf",
-    "ffn_factory": "hf", "FAMILIES": "hf",
+    "ffn_factory": "hf", "FAMILIES": "hf", "find_ffns": "hf", "save_pretrained": "hf", "from_pretrained": "hf",
+    "swap_record": "hf",
     "load_corpus": "data", "fetch_corpus": "data", "Corpus": "data", "CorpusUnavailableError": "data",
 }
 
@@ -46,8 +49,9 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'neurips26.cofrgenet' has no attribute {name!r}")
 
 
-__all__ = ["DIVISIONS", "bounded_reciprocal", "cf_exact", "cf_nested", "cf_positive", "cf_signed", "continuants",
-           "prop1_gradient", "CFExperts", "Cffn", "DyadicSchedule", "GatedCF", "GatedCoFrFFN", "GeluMLP",
-           "SwiGLU", "count_params", "matched_width", "swap_ffn", "add_mamba2_ffn", "Mamba2WithFFN", "build_model",
-           "tiny_config", "ffn_factory", "FAMILIES", "TrainConfig", "train", "param_groups", "load_corpus",
-           "fetch_corpus", "Corpus", "CorpusUnavailableError"]
+__all__ = ["DIVISIONS", "bounded_reciprocal", "cf_exact", "cf_nested", "cf_positive", "cf_signed",
+           "continuants", "prop1_gradient", "fused_positive_gate", "CFExperts", "Cffn", "DyadicSchedule",
+           "GatedCF", "GatedCFExperts", "GatedCoFrFFN", "GeluMLP", "SwiGLU", "count_params", "matched_width",
+           "swap_ffn", "find_ffns", "save_pretrained", "from_pretrained", "swap_record", "add_mamba2_ffn",
+           "Mamba2WithFFN", "build_model", "tiny_config", "ffn_factory", "FAMILIES", "TrainConfig", "train",
+           "param_groups", "load_corpus", "fetch_corpus", "Corpus", "CorpusUnavailableError"]

@@ -272,3 +272,132 @@ def cf_positive(a: Tensor) -> Tensor:
     with torch.autocast(device_type=a.device.type, enabled=False):
         f = positive_log_ladder_terms([torch.log(t.to(work)) for t in terms])
     return f.to(a.dtype)
+
+
+# ----------------------------------------------------------------------------- fused positive ladder
+
+def _positive_terms(pre: Tensor, delta: float, exp_map: bool) -> Tensor:
+    """a = softplus(pre) + delta, or a = exp(pre) (positive_map='exp')."""
+    return torch.exp(pre) if exp_map else torch.nn.functional.softplus(pre) + delta
+
+
+def _ratio_ladder(h: Tensor, alpha: Tensor, beta: Tensor, j: int, delta: float, exp_map: bool,
+                  want_da: bool = False) -> tuple[list[Tensor], list[Tensor]]:
+    """[r_1..r_d] of ladder j, r_i = K_{i-1} / K_i:  r_1 = 1/a_d,  r_i = 1/(a_{d-i+1} + r_{i-1});  f = r_d;
+    with ``want_da`` also [da_1/dpre_1, ..., da_d/dpre_d] (sigmoid(pre), or a for the exp map).
+
+    For positive a every denominator a + r >= a > 0: no pole, no sign, and no overflow at any depth
+    (r_i <= 1/a and r_i r_{i+1} = K_{i-1}/K_{i+1} <= 1), so this equals the log-space recurrence.
+    """
+    d = alpha.shape[-2]
+    rs: list[Tensor] = []
+    das: list[Tensor] = [h] * d
+    r: Tensor | None = None
+    for i in range(1, d + 1):
+        k = d - i                                                    # 0-based column of a_{d-i+1}
+        pre = torch.addcmul(beta[..., j, k, :], h, alpha[..., j, k, :])
+        if exp_map:
+            a = torch.exp(pre)                                       # da/dpre = a: keep a intact
+            if want_da:
+                das[k] = a
+            den = a if r is None else a + r
+        else:
+            a = torch.nn.functional.softplus(pre)
+            if want_da:
+                das[k] = torch.sigmoid(pre)                          # d softplus / dpre
+            den = a.add_(delta) if r is None else a.add_(delta).add_(r)   # fresh tensor: in place
+        r = torch.reciprocal(den)
+        rs.append(r)
+    return rs, das
+
+
+FUSED_CHUNK_ROWS = 128   # rows of h per pass: the ladder's [rows, m] temporaries stay in cache (measured:
+                         # 1.5x faster fwd+bwd than unchunked at [2048, 512] on one CPU thread)
+
+
+def _row_chunks(h: Tensor) -> list[slice]:
+    """Slices of dim -2 of h (the token dim, along which alpha/beta/gamma broadcast)."""
+    n = h.shape[-2] if h.dim() >= 2 else 0
+    if n <= FUSED_CHUNK_ROWS:
+        return [slice(None)]
+    return [slice(i, min(n, i + FUSED_CHUNK_ROWS)) for i in range(0, n, FUSED_CHUNK_ROWS)]
+
+
+def _gate_forward(h: Tensor, alpha: Tensor, beta: Tensor, gamma: Tensor, delta: float, exp_map: bool) -> Tensor:
+    c = None
+    for j in range(alpha.shape[-3]):
+        f = _ratio_ladder(h, alpha, beta, j, delta, exp_map)[0][-1]
+        c = gamma[..., j, :] * f if c is None else c.addcmul_(gamma[..., j, :], f)
+    return c
+
+
+def _gate_backward(grad_c: Tensor, h: Tensor, alpha: Tensor, beta: Tensor, gamma: Tensor, delta: float,
+                   exp_map: bool, g_h: Tensor | None, g_alpha: Tensor, g_beta: Tensor, g_gamma: Tensor) -> None:
+    """Accumulate the gradients of one row chunk (g_h is that chunk's slice, written in place)."""
+    n_lad, d = alpha.shape[-3], alpha.shape[-2]
+    for j in range(n_lad):
+        rs, das = _ratio_ladder(h, alpha, beta, j, delta, exp_map, want_da=True)   # recomputed
+        g_gamma[..., j, :] += (grad_c * rs[-1]).sum_to_size(gamma[..., j, :].shape)
+        g_f = grad_c * gamma[..., j, :]
+        prod = None
+        for k in range(1, d + 1):                                      # term a_k, 0-based column k-1
+            r = rs[d - k]                                              # r_{d-k+1}
+            prod = r * r if prod is None else prod.mul_(r).mul_(r)     # (K_{d-k} / K_d)^2
+            g_pre = (das[k - 1] * prod).mul_(g_f)                      # df/dpre_k up to the sign
+            if k % 2:
+                g_pre.neg_()                                           # (-1)^k
+            if g_h is not None:
+                g_h.addcmul_(g_pre, alpha[..., j, k - 1, :])
+            g_alpha[..., j, k - 1, :] += (g_pre * h).sum_to_size(alpha[..., j, k - 1, :].shape)
+            g_beta[..., j, k - 1, :] += g_pre.sum_to_size(beta[..., j, k - 1, :].shape)
+
+
+class _FusedPositiveGate(torch.autograd.Function):
+    """c = sum_j gamma_j f(a^(j)_1..a^(j)_d), a^(j)_k = softplus(alpha^(j)_k h + beta^(j)_k) + delta (or exp),
+    in one pass over [..., m] tensors, saving only the inputs for backward.
+
+    The [..., L, d, m] stack of pre-activations, terms and continuants is never materialised: forward runs
+    the ratio recurrence ladder by ladder (in row chunks that stay in cache), and backward recomputes each
+    ladder's ratios and applies Proposition 1 in ratio form,
+    df/da_k = (-1)^k (K_{d-k}/K_d)^2 = (-1)^k prod_{i=d-k+1..d} r_i^2.
+    Shapes: h [..., T, m]; alpha, beta [..., L, d, m] and gamma [..., L, m] broadcast against h (c has h's
+    shape) and are constant along T (dim -2 of h).
+    """
+
+    @staticmethod
+    def forward(ctx, h: Tensor, alpha: Tensor, beta: Tensor, gamma: Tensor, delta: float,  # type: ignore[override]
+                exp_map: bool) -> Tensor:
+        ctx.save_for_backward(h, alpha, beta, gamma)
+        ctx.delta, ctx.exp_map = delta, exp_map
+        chunks = _row_chunks(h)
+        if len(chunks) == 1:
+            return _gate_forward(h, alpha, beta, gamma, delta, exp_map)
+        c = torch.empty_like(h)
+        for sl in chunks:
+            c[..., sl, :] = _gate_forward(h[..., sl, :], alpha, beta, gamma, delta, exp_map)
+        return c
+
+    @staticmethod
+    def backward(ctx, grad_c: Tensor):  # type: ignore[override]
+        h, alpha, beta, gamma = ctx.saved_tensors
+        g_h = torch.zeros_like(h) if ctx.needs_input_grad[0] else None
+        g_alpha, g_beta, g_gamma = torch.zeros_like(alpha), torch.zeros_like(beta), torch.zeros_like(gamma)
+        for sl in _row_chunks(h):
+            _gate_backward(grad_c[..., sl, :], h[..., sl, :], alpha, beta, gamma, ctx.delta, ctx.exp_map,
+                           None if g_h is None else g_h[..., sl, :], g_alpha, g_beta, g_gamma)
+        return g_h, g_alpha, g_beta, g_gamma, None, None
+
+
+def fused_positive_gate(h: Tensor, alpha: Tensor, beta: Tensor, gamma: Tensor, delta: float = 0.05,
+                        exp_map: bool = False) -> Tensor:
+    """The GatedCF gate c(h) with positive denominators through the fused, recomputing Function."""
+    return _FusedPositiveGate.apply(h, alpha, beta, gamma, delta, exp_map)
+
+
+def reference_positive_gate(h: Tensor, alpha: Tensor, beta: Tensor, gamma: Tensor, delta: float = 0.05,
+                            exp_map: bool = False) -> Tensor:
+    """The same gate by the positive log-space recurrence with plain autograd (the reference)."""
+    pre = h[..., None, None, :] * alpha + beta                              # [..., L, d, m]
+    log_a = pre if exp_map else torch.log(torch.nn.functional.softplus(pre) + delta)
+    f = positive_log_ladder_terms(list(log_a.unbind(-2)))                   # [..., L, m]
+    return (gamma * f).sum(-2)

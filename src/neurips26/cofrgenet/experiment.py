@@ -30,9 +30,10 @@ from neurips26.harness.paper import judge, mean_se
 CONFIGS = {
     # seconds: a 16-wide 1-layer Llama, 4 steps, on the first 20k characters of the corpus (the built-in
     # Markov-chain text when the cache is missing); every claim's code path runs
-    "smoke": Config(**SMOKE_SIZES, steps=4, eval_every=2, n_val_windows=4, probe_layers=(2,), probe_depths=(3,),
-                    probe_steps=3, allow_synthetic=True, threads=1, time_budget_s=None,
-                    throughput_steps=1, throughput_rounds=3),
+    "smoke": Config(**SMOKE_SIZES, steps=4, eval_every=2, n_val_windows=4, probe_layers=(2,),
+                    probe_depths=(3,), probe_steps=3, allow_synthetic=True, threads=1, time_budget_s=None,
+                    throughput_steps=1, throughput_rounds=3, schedule_layers=2, schedule_depth=3,
+                    schedule_seed_offsets=(0, 1)),
     "quick": Config(),
     "full": Config(families=("gpt2", "llama", "mixtral", "mamba2"), variants=VARIANTS[:-1], seed_offsets=(0, 1, 2),
                    hidden=384, layers=8, heads=6, ctx=256, batch_size=32, steps=5000, lr=1e-3, eval_every=250,
@@ -46,6 +47,8 @@ VOLATILE_METRICS = ("*.tokens_per_s_mean", "*.tokens_per_s_interleaved", "*.toke
                     "threads", "skipped_runs")
 
 THROUGHPUT_K = 2.0   # the throughput claim holds/fails only beyond this many standard errors of the ratio
+SCHEDULE_K = 2.0     # prior_needs_schedule holds/fails only beyond this many s.e. of the per-seed degradation
+SCHEDULE_THRESHOLD = 0.0   # degradation B3/B2 - 1 must exceed this (the prior work reports 10-80%)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -110,11 +113,16 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
             for s in seeds]
     jobs += [("probe", cfg.probe_family, v, s, nl, d, cfg.probe_steps) for nl in cfg.probe_layers
              for d in cfg.probe_depths for v in cfg.probe_variants for s in seeds]
+    # the schedule probe: B2 vs B3 at the deep point over several seeds (the same training as a depth-probe
+    # run shares its cache entry, so it runs once)
+    jobs += [("sched", cfg.probe_family, v, ctx.seed + s, cfg.schedule_layers, cfg.schedule_depth, cfg.probe_steps)
+             for s in cfg.schedule_seed_offsets for v in ("B2", "B3")]
     runs: dict[str, Any] = {}
     probe_runs: dict[str, Any] = {}
+    sched: dict[str, dict[str, Any]] = {}
     skipped: list[str] = []
     for kind, fam, v, s, nl, d, steps in ctx.track(jobs, desc="cofrgenet runs", total=len(jobs)):
-        key = f"{kind}-{fam}-{v}-L{nl}-d{d or 0}-s{s}"
+        key = f"{'main' if kind == 'main' else 'probe'}-{fam}-{v}-L{nl}-d{d or 0}-s{s}"
         ckpt = str(ctx.out_dir / "checkpoints" / f"{key}.pt") if cfg.checkpoint_every else None
         t0 = time.perf_counter()
         if cfg.time_budget_s is not None and t0 - t_start > cfg.time_budget_s:
@@ -131,6 +139,9 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
                 f"diverged={res['diverged']}  ({time.perf_counter() - t0:.1f} s)")
         if kind == "main":
             runs.setdefault(fam, {}).setdefault(v, {})[s] = res
+        elif kind == "sched":
+            sched.setdefault(v, {})[str(s)] = {"val_loss": res["val_loss"], "diverged": res["diverged"],
+                                               "stopped_early": res["stopped_early"]}
         else:
             probe_runs.setdefault(f"L{nl}_d{d}", {}).setdefault(v, {})[s] = res
     summary = {fam: {v: _summary(r) for v, r in vs.items()} for fam, vs in runs.items()}
@@ -145,6 +156,8 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
     metrics = {
         "corpus": corpus.source, "tokenizer": corpus.tokenizer, "vocab_size": corpus.vocab_size,
         "seeds": seeds, "summary": summary, "probe": probe, "skipped_runs": skipped, "threads": threads,
+        "schedule_probe": {"point": f"L{cfg.schedule_layers}_d{cfg.schedule_depth}", "steps": cfg.probe_steps,
+                           **sched},
         "curves": {fam: {v: {str(s): {"val_step": r["history"]["val_step"], "val_loss": r["history"]["val_loss"],
                                       "pole_frac": r["history"]["pole_frac"]}
                              for s, r in rs.items()} for v, rs in vs.items()} for fam, vs in runs.items()},
@@ -305,12 +318,32 @@ def _check_native(m: dict[str, Any]) -> tuple[str, str]:
 
 
 def _check_prior_schedule(m: dict[str, Any]) -> tuple[str, str]:
-    parts, ok = [], True
-    for fam, s in _families(m).items():
-        b2, b3 = s["B2"]["val_loss_mean"], s["B3"]["val_loss_mean"]
-        ok &= b3 > b2
-        parts.append(f"{fam}: B3 (no schedule) {b3:.3f} vs B2 (dyadic) {b2:.3f} ({100 * (b3 / b2 - 1):+.1f}%)")
-    return (HOLDS if ok else FAILS), "; ".join(parts)
+    """The prior work's claim that Cffn needs its dyadic schedule, judged where it can show: at the deep
+    probe point (odd CF depth, many layers), B3 (no schedule) vs B2 (dyadic) over several seeds. Per seed
+    the degradation B3/B2 - 1; holds when its mean exceeds SCHEDULE_THRESHOLD by more than SCHEDULE_K s.e.,
+    fails when below by more, else (or with < 2 seeds) inconclusive. The main grid's one-seed B2/B3 at 150
+    steps is reported beside it."""
+    sp = m["schedule_probe"]
+    b2, b3 = sp["B2"], sp["B3"]
+    seeds = sorted(set(b2) & set(b3), key=int)
+    if not seeds:
+        raise KeyError("schedule_probe (no paired B2/B3 run finished)")
+    if any(r[s]["stopped_early"] for r in (b2, b3) for s in seeds):
+        return INCONCLUSIVE, "a schedule-probe run hit the time guard and stopped early"
+    deg = [b3[s]["val_loss"] / b2[s]["val_loss"] - 1 for s in seeds]
+    mean, se, n = mean_se(deg)
+    v = judge(mean, se, n, threshold=SCHEDULE_THRESHOLD, k=SCHEDULE_K, better="higher")
+    per = ", ".join(f"{100 * d:+.1f}%" for d in deg)
+    se_txt = f" ± {100 * se:.1f}" if math.isfinite(se) else ""
+    text = (f"{sp['point']} ({sp['steps']} steps): B3 (no schedule) vs B2 (dyadic) val degradation "
+            f"{100 * mean:+.1f}%{se_txt} over {n} seed(s) (per seed {per}; B2 "
+            f"{np.mean([b2[s]['val_loss'] for s in seeds]):.3f}, B3 {np.mean([b3[s]['val_loss'] for s in seeds]):.3f}; "
+            f"needs > {SCHEDULE_THRESHOLD:g} by {SCHEDULE_K:g} s.e.)")
+    for fam, s in m["summary"].items():
+        if "B2" in s and "B3" in s:
+            x2, x3 = s["B2"]["val_loss_mean"], s["B3"]["val_loss_mean"]
+            text += f"; main grid {fam}: {100 * (x3 / x2 - 1):+.1f}% (1 seed)"
+    return v, text
 
 
 CLAIMS = [

@@ -9,7 +9,7 @@ training loop logs.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from neurips26.cofrgenet.continued_fraction import (
     DEFAULT_SHARPNESS,
     DIVISIONS,
+    fused_positive_gate,
     positive_log_ladder_terms,
     signed_ladder,
 )
@@ -26,6 +27,7 @@ from neurips26.harness.validation import check_choice, check_scalar
 DENOMINATORS = ("positive", "signed")
 FORMS = ("glu", "gated_input")
 POSITIVE_MAPS = ("softplus", "exp")
+LADDER_IMPLS = ("fused", "reference")
 
 
 def _check_input(x: object, p: int) -> Tensor:
@@ -88,6 +90,11 @@ class Cffn(_StatsMixin, nn.Module):
         for t in (self.G.weight, self.U.weight, self.W, self.V):
             nn.init.normal_(t, 0.0, self.init_std)
 
+    def layer_config(self) -> dict:
+        """Constructor arguments that rebuild this layer (recorded in a saved model's config)."""
+        return dict(p=self.p, ladders=self.ladders, depth=self.depth, eps=self.eps, division=self.division,
+                    sharpness=self.sharpness, init_std=self.init_std)
+
     def ladder_parameters(self) -> list[nn.Parameter]:
         """Parameters that must never get weight decay (spec M6)."""
         return [self.W, self.V]
@@ -135,8 +142,10 @@ class GatedCF(_StatsMixin, nn.Module):
     def __init__(self, p: int, m: int | None = None, ladders: int = 2, depth: int = 4,
                  denominators: str = "positive", delta: float = 0.05, division: str = "logexp",
                  eps: float = 0.01, sharpness: float = DEFAULT_SHARPNESS, expand: float = 1.0,
-                 n_layers: int = 1, form: str = "glu", positive_map: str = "softplus"):
+                 n_layers: int = 1, form: str = "glu", positive_map: str = "softplus",
+                 ladder_impl: str = "fused"):
         super().__init__()
+        self.ladder_impl = check_choice(ladder_impl, "ladder_impl", LADDER_IMPLS)
         self.p = check_scalar(p, "p", int, min=1)
         self.form = check_choice(form, "form", FORMS)
         if form == "gated_input":
@@ -177,23 +186,16 @@ class GatedCF(_StatsMixin, nn.Module):
     def ladder_parameters(self) -> list[nn.Parameter]:
         return [self.alpha, self.beta, self.gamma]
 
+    def layer_config(self) -> dict:
+        """Constructor arguments that rebuild this layer (recorded in a saved model's config)."""
+        return dict(p=self.p, m=self.m, ladders=self.ladders, depth=self.depth, denominators=self.denominators,
+                    delta=self.delta, division=self.division, eps=self.eps, sharpness=self.sharpness,
+                    n_layers=self.n_layers, form=self.form, positive_map=self.positive_map,
+                    ladder_impl=self.ladder_impl)
+
     def gate(self, h: Tensor) -> tuple[Tensor, Tensor | int]:
         """c = sum_j gamma^(j) f(a^(j)) from the gate pre-activation h [..., m]; returns (c, pole hits)."""
-        in_dtype = h.dtype
-        with torch.autocast(device_type=h.device.type, enabled=False):
-            h32 = h if h.dtype in (torch.float32, torch.float64) else h.float()
-            pre = h32[..., None, None, :] * self.alpha + self.beta          # pre^(j)_k: [..., L, d, m]
-            if self.denominators == "positive":
-                if self.positive_map == "exp":
-                    log_a = pre                                               # a = exp(pre): log a = pre
-                else:
-                    log_a = torch.log(F.softplus(pre) + self.delta)           # log(softplus(pre) + delta)
-                f = positive_log_ladder_terms(list(log_a.unbind(-2)))         # [..., L, m]
-                hits: Tensor | int = 0
-            else:
-                f, hits = signed_ladder(list(pre.unbind(-2)), self.eps, self.division, self.sharpness)
-            c = (self.gamma * f).sum(-2)                                       # sum_j gamma^(j) f_j
-        return c.to(in_dtype), hits
+        return gated_cf_gate(h, self.alpha, self.beta, self.gamma, self)
 
     def forward(self, x: Tensor) -> Tensor:
         _check_input(x, self.p)
@@ -215,6 +217,33 @@ class GatedCF(_StatsMixin, nn.Module):
                  f", delta={self.delta}, positive_map={self.positive_map!r}"))
 
 
+def gated_cf_gate(h: Tensor, alpha: Tensor, beta: Tensor, gamma: Tensor, opts: "GatedCF") -> tuple[Tensor, Tensor | int]:
+    """The GatedCF gate c = sum_j gamma^(j) f(a^(j)) on h [..., m] with the ladder settings of ``opts``;
+    alpha, beta [..., L, d, m] and gamma [..., L, m] broadcast against h (batched MoE experts).
+
+    Positive ladders: the fused recomputing Function (``ladder_impl='fused'``, default) or the log-space
+    recurrence with plain autograd (``'reference'``). Ladder math in fp32 at least, even under autocast.
+    """
+    in_dtype = h.dtype
+    with torch.autocast(device_type=h.device.type, enabled=False):
+        h32 = h if h.dtype in (torch.float32, torch.float64) else h.float()
+        if opts.denominators == "positive" and opts.ladder_impl == "fused":
+            return fused_positive_gate(h32, alpha, beta, gamma, opts.delta,
+                                       opts.positive_map == "exp").to(in_dtype), 0
+        pre = h32[..., None, None, :] * alpha + beta                        # pre^(j)_k: [..., L, d, m]
+        if opts.denominators == "positive":
+            if opts.positive_map == "exp":
+                log_a = pre                                                   # a = exp(pre): log a = pre
+            else:
+                log_a = torch.log(F.softplus(pre) + opts.delta)               # log(softplus(pre) + delta)
+            f = positive_log_ladder_terms(list(log_a.unbind(-2)))             # [..., L, m]
+            hits: Tensor | int = 0
+        else:
+            f, hits = signed_ladder(list(pre.unbind(-2)), opts.eps, opts.division, opts.sharpness)
+        c = (gamma * f).sum(-2)                                                # sum_j gamma^(j) f_j
+    return c.to(in_dtype), hits
+
+
 # ============================================================================ native baselines
 
 class SwiGLU(nn.Module):
@@ -229,6 +258,9 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(self.m, p, bias=False)
         for lin in (self.gate_proj, self.up_proj, self.down_proj):
             nn.init.normal_(lin.weight, 0.0, 0.02)
+
+    def layer_config(self) -> dict:
+        return dict(p=self.p, m=self.m)
 
     def forward(self, x: Tensor) -> Tensor:
         _check_input(x, self.p)
@@ -247,6 +279,9 @@ class GeluMLP(nn.Module):
         for lin in (self.fc, self.proj):
             nn.init.normal_(lin.weight, 0.0, 0.02)
             nn.init.zeros_(lin.bias)
+
+    def layer_config(self) -> dict:
+        return dict(p=self.p, m=self.m)
 
     def forward(self, x: Tensor) -> Tensor:
         _check_input(x, self.p)
@@ -295,6 +330,94 @@ class CFExperts(nn.Module):
             y = self.experts[e](hidden_states[tok]) * top_k_weights[tok, pos, None]
             out.index_add_(0, tok, y.to(out.dtype))
         return out
+
+
+def _route(top_k_index: Tensor, top_k_weights: Tensor, num_experts: int) -> tuple[Tensor, Tensor, Tensor, Tensor, int]:
+    """Token-expert assignments grouped by expert: (expert, token, weight, slot within the expert's group,
+    capacity = largest group); the padding sentinel index ``num_experts`` is dropped."""
+    n, k = top_k_index.shape
+    e = top_k_index.reshape(-1)
+    tok = torch.arange(n, device=e.device).repeat_interleave(k)
+    w = top_k_weights.reshape(-1)
+    keep = e < num_experts
+    e, tok, w = e[keep], tok[keep], w[keep]
+    order = torch.argsort(e, stable=True)
+    e, tok, w = e[order], tok[order], w[order]
+    counts = torch.bincount(e, minlength=num_experts)
+    start = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(e.numel(), device=e.device) - start[e]
+    cap = int(counts.max()) if e.numel() else 0
+    return e, tok, w, slot, cap
+
+
+class GatedCFExperts(_StatsMixin, nn.Module):
+    """E GatedCF experts (``form='glu'``) with stacked weights and batched dispatch: the HF
+    ``MixtralExperts`` contract (forward(hidden_states [N, p], top_k_index [N, k], top_k_weights [N, k])),
+    with no Python loop over experts.
+
+    Tokens are grouped by expert into a padded [E, C, p] batch (C = the largest group), the three
+    projections are batched matmuls (``torch.bmm``) and the ladders run once on [E, C, m] with per-expert
+    alpha/beta/gamma broadcast; outputs are weighted and scattered back with ``index_add_``. Expert e
+    equals ``GatedCF(p, **kwargs)`` with weights ``W_u[e]``, ... (see :meth:`expert`).
+    """
+
+    def __init__(self, num_experts: int, p: int, **gated_kwargs: Any):
+        super().__init__()
+        self.num_experts = check_scalar(num_experts, "num_experts", int, min=1)
+        self.hidden_dim = check_scalar(p, "p", int, min=1)
+        if gated_kwargs.get("form", "glu") != "glu":
+            raise ValueError("GatedCFExperts supports form='glu' only; use CFExperts for other forms")
+        protos = [GatedCF(p, **gated_kwargs) for _ in range(num_experts)]   # per-expert init, then stacked
+        self.gated_kwargs = {k: v for k, v in protos[0].layer_config().items() if k != "p"}
+        self.m = protos[0].m
+        self.W_u = nn.Parameter(torch.stack([q.W_u.weight.detach() for q in protos]))    # [E, m, p]
+        self.W_g = nn.Parameter(torch.stack([q.W_g.weight.detach() for q in protos]))    # [E, m, p]
+        self.W_o = nn.Parameter(torch.stack([q.W_o.weight.detach() for q in protos]))    # [E, p, m]
+        self.alpha = nn.Parameter(torch.stack([q.alpha.detach() for q in protos]))       # [E, L, d, m]
+        self.beta = nn.Parameter(torch.stack([q.beta.detach() for q in protos]))
+        self.gamma = nn.Parameter(torch.stack([q.gamma.detach() for q in protos]))       # [E, L, m]
+        object.__setattr__(self, "opts", protos[0])     # settings only; not a submodule (no extra weights)
+        self.stats: dict[str, Tensor] = {}
+
+    def ladder_parameters(self) -> list[nn.Parameter]:
+        return [self.alpha, self.beta, self.gamma]
+
+    def projection_parameters(self) -> list[nn.Parameter]:
+        """The (decayed) projection weights, stored as 3-D stacks rather than nn.Linear."""
+        return [self.W_u, self.W_g, self.W_o]
+
+    def expert(self, e: int) -> GatedCF:
+        """Expert ``e`` as a standalone GatedCF with copies of its weights."""
+        e = check_scalar(e, "e", int, min=0, max=self.num_experts - 1)
+        g = GatedCF(self.hidden_dim, **self.gated_kwargs).to(self.W_u.dtype)
+        with torch.no_grad():
+            g.W_u.weight.copy_(self.W_u[e])
+            g.W_g.weight.copy_(self.W_g[e])
+            g.W_o.weight.copy_(self.W_o[e])
+            g.alpha.copy_(self.alpha[e])
+            g.beta.copy_(self.beta[e])
+            g.gamma.copy_(self.gamma[e])
+        return g
+
+    def forward(self, hidden_states: Tensor, top_k_index: Tensor, top_k_weights: Tensor) -> Tensor:
+        _check_input(hidden_states, self.hidden_dim)
+        e, tok, w, slot, cap = _route(top_k_index, top_k_weights, self.num_experts)
+        out = torch.zeros_like(hidden_states)
+        if cap == 0:
+            return out
+        x = hidden_states.new_zeros(self.num_experts, cap, self.hidden_dim)
+        x = x.index_put((e, slot), hidden_states[tok])                       # [E, C, p], zero padding
+        u = torch.bmm(x, self.W_u.transpose(1, 2))                            # [E, C, m]
+        h = torch.bmm(x, self.W_g.transpose(1, 2))
+        c, _ = gated_cf_gate(h, self.alpha[:, None], self.beta[:, None], self.gamma[:, None], self.opts)
+        y = torch.bmm(u * c, self.W_o.transpose(1, 2))                        # [E, C, p]
+        contrib = y[e, slot] * w[:, None].to(y.dtype)
+        out = out.index_add(0, tok, contrib.to(out.dtype))
+        self._record(out, 0)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"num_experts={self.num_experts}, p={self.hidden_dim}, m={self.m}, batched dispatch"
 
 
 # ============================================================================ dyadic schedule (M2)

@@ -27,7 +27,7 @@ import torch
 from neurips26.cofrgenet.data import Corpus
 from neurips26.cofrgenet.hf import Mamba2WithFFN, build_model, ffn_factory, mamba2_ffn_width, swap_ffn, tiny_config
 from neurips26.cofrgenet.layers import GatedCF, count_params, matched_width
-from neurips26.cofrgenet.train import TrainConfig, lr_at, param_groups, train
+from neurips26.cofrgenet.training import TrainConfig, lr_at, param_groups, train
 from neurips26.harness.bench import Timing, time_interleaved
 from neurips26.harness.validation import check_choice, check_scalar
 
@@ -70,6 +70,11 @@ class Config:
     probe_depths: tuple[int, ...] = (8, 9)     # spec: d=8; odd d=9 starts the prior Cffn at its poles
     probe_steps: int = 100
     probe_variants: tuple[str, ...] = ("B3", "P1")     # full adds B2 (with schedule) and P3 (prior+logexp)
+    # prior_needs_schedule is judged at the deep probe point (6 layers, odd CF depth 9: the prior Cffn
+    # starts at its pole cap) with B2 (dyadic) vs B3 (none) over these seeds (issue 29, item 7)
+    schedule_layers: int = 6
+    schedule_depth: int = 9
+    schedule_seed_offsets: tuple[int, ...] = (0, 1, 2)
     sources: tuple[str, ...] = ("shakespeare",)
     tokenizer: str = "char"
     bpe_vocab: int = 4096
@@ -77,7 +82,7 @@ class Config:
     allow_synthetic: bool = False             # True: fall back to the synthetic corpus if the cache is missing
     threads: int | None = None                # None: the free cores (cpu count - 1-min load), 1..2
     time_limit_per_run_s: float = 150.0       # guard: a run past this stops early and is flagged
-    time_budget_s: float | None = 500.0       # whole-run deadline for training: later runs are skipped and
+    time_budget_s: float | None = 900.0       # whole-run deadline for training: later runs are skipped and
                                               # a run still going at the deadline stops early (flagged)
     checkpoint_every: int = 0                 # >0: checkpoint each run into the output folder (resumable)
     autocast_bf16: bool = False

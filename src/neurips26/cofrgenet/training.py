@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from neurips26.cofrgenet.data import Corpus
-from neurips26.cofrgenet.layers import Cffn, DyadicSchedule, GatedCF
+from neurips26.cofrgenet.layers import Cffn, DyadicSchedule, GatedCF, GatedCFExperts
 from neurips26.harness.validation import check_scalar
 
 
@@ -68,7 +68,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Decay only 2-D projection weights (Linear / HF Conv1D / fused MoE expert weights), selected by
     module type, never by ndim: ladder parameters (Cffn W, V; GatedCF alpha, beta, gamma) are 2-D/3-D
     too and must not decay (decay pulls beta toward the poles of signed ladders)."""
-    ladder = {id(t) for m in model.modules() if isinstance(m, (Cffn, GatedCF)) for t in m.ladder_parameters()}
+    ladder = {id(t) for m in model.modules() if isinstance(m, (Cffn, GatedCF, GatedCFExperts))
+              for t in m.ladder_parameters()}
     decay_ids: set[int] = set()
     for m in model.modules():
         cls = type(m).__name__
@@ -85,7 +86,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 
 
 def cf_modules(model: nn.Module) -> list[nn.Module]:
-    return [m for m in model.modules() if isinstance(m, (Cffn, GatedCF))]
+    return [m for m in model.modules() if isinstance(m, (Cffn, GatedCF, GatedCFExperts))]
 
 
 def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
