@@ -102,10 +102,12 @@ def _gopher() -> tuple[Callable[[str], Any], str, str]:
         from datatrove.pipeline.filters import GopherRepetitionFilter
 
         f = GopherRepetitionFilter()
+        f.filter(Document(text="a probe sentence for the word tokenizer.", id="0"))  # needs spacy
         return (lambda t: f.filter(Document(text=t, id="0"))), "datatrove GopherRepetitionFilter", ""
-    except Exception:
+    except Exception as e:
         return gopher_pass, "Gopher repetition rules (our implementation)", \
-            "datatrove not installed (pip install datatrove): anchored on our own Gopher rules"
+            (f"datatrove's GopherRepetitionFilter not usable ({type(e).__name__}: {str(e)[:80]}; pip install "
+             f"datatrove spacy): anchored on our own Gopher rules")
 
 
 _SCALE = {"s": 1.0, "ms": 1e3}
