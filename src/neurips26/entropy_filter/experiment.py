@@ -25,6 +25,7 @@ from neurips26.entropy_filter.collapse import (LoopConfig, generation_comparison
                                                trajectories)
 from neurips26.entropy_filter.corpus import N_DOMAINS, pydoc_topics
 from neurips26.entropy_filter.count_lm import CountLMConfig, TrigramLM, pretraining_docs
+from neurips26.entropy_filter.quality import planted_spam_corpus, spam_kept, spam_table
 from neurips26.entropy_filter.tokenize import reported_tokenize
 
 ALL_CONDITIONS = ("unfiltered", "random", "hl_filter", "hl_surprisal", "hk_filter", "zlib", "gopher_rep")
@@ -52,12 +53,15 @@ class Config:
     record_self: bool = True                 # also record each generator's own H_L (detector_self)
     rephrase_lam: float = 0.5
     seeds: tuple[int, ...] = (0, 1, 2)       # the run's default seeds (the harness runs each)
+    spam_n_per_kind: int = 10                # planted-spam corpus: spam documents per kind (0: skip)
+    spam_max_per_source: int = 150           # real documents per source (help topics, docstrings, ...)
     neural: dict[str, Any] = field(default_factory=dict)   # NeuralLMConfig overrides (full)
 
 
 CONFIGS = {
     "smoke": Config(n_per_topic=1, topics_per_domain=4, doc_len=80, generations=2, vocab_size=400,
-                    proxy_temperatures=(0.6, 1.0), proxy_n_per_topic=1, proxy_doc_len=150, seeds=(0,)),
+                    proxy_temperatures=(0.6, 1.0), proxy_n_per_topic=1, proxy_doc_len=150, seeds=(0,),
+                    spam_n_per_kind=2, spam_max_per_source=20),
     "quick": Config(),
     "full": Config(generator="neural", n_per_topic=4, proxy_n_per_topic=2, neural={"epochs_per_generation": 3}),
 }
@@ -156,6 +160,11 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
     m["final_hk"] = {cond: traj[cond]["hk"][-1] for cond in cfg.conditions}   # generation-G Ĥ_K
     m["final_hk_lm"] = {cond: traj[cond]["hk_lm"][-1] for cond in cfg.conditions}   # on the LM's tokens
     m["unscored_frac"] = main["unscored_frac"]
+    if cfg.spam_n_per_kind > 0:  # the quality options on real documents with planted spam
+        texts, domains, kinds = planted_spam_corpus(ctx.seed, cfg.spam_n_per_kind,
+                                                    max_per_source=cfg.spam_max_per_source)
+        m["spam"] = spam_kept(texts, domains, kinds, cfg.keep_frac)
+        ctx.log("entropy_filter: spam kept per setting\n" + spam_table(m["spam"]))
     _plots(cfg, ctx, main, cfg.generations)
     return m
 

@@ -125,10 +125,23 @@ def _unicode_pattern() -> "re.Pattern[str]":
     return re.compile(f"[{_NO_SPACE}]|(?:[^\\W_{_NO_SPACE}]|[{marks}])+")
 
 
+# every block holding combining marks or a script without spaces, and everything beyond the BMP: only
+# text with such a character needs the (slower) exact pattern; other text is split by ``[^\W_]+``
+_NEEDS_EXACT = re.compile("[\u0300-\u036f\u0483-\u0489\u0591-\u08ff\u0900-\u109f\u1700-\u17ff"
+                          "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\u3000-\u9fff\uf900-\ufaff"
+                          "\ufe00-\ufe2f\U00010000-\U0010ffff]")
+_WORD_RUN = re.compile(r"[^\W_]+")
+
+
 def _unicode_all(text: str) -> list[str]:
     if text.isascii():  # NFKC and casefold are the identity / lower() on ASCII: the fast path
         return _ALNUM_RUN.findall(text.lower())
-    return _unicode_pattern().findall(unicodedata.normalize("NFKC", text).casefold())
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    text = text.casefold()
+    if _NEEDS_EXACT.search(text) is None:
+        return _WORD_RUN.findall(text)
+    return _unicode_pattern().findall(text)
 
 
 def unicode_tokenize(text: str, limit: int | None = None) -> list[str]:
