@@ -18,26 +18,42 @@ def _cmp(pct, p=1e-6):
     return {"pct": pct, "p_welch": p, "p_student": p}
 
 
-def _metrics(hk=(3.6, 3.4, 3.2), d3=(300.0, 200.0), proxy_r2=0.7):
+def _metrics(hk=(3.6, 3.4, 3.2), d3=(300.0, 200.0), proxy_r2=0.7, generator="count", lm=(3.1, 0.4)):
     """One seed's metrics: final Ĥ_K of Ĥ_K filter, H_L filter, unfiltered; Distinct-3 changes."""
     final = {c: {m: _cmp(10.0) for m in ("distinct_3", "vocabulary", "rep_4", "hk")}
              for c in ("hk_filter", "hl_filter")}
     final["hk_filter"]["distinct_3"] = _cmp(d3[0])
     final["hl_filter"]["distinct_3"] = _cmp(d3[1])
-    return {"final": final, "final_hk": {"hk_filter": hk[0], "hl_filter": hk[1], "unfiltered": hk[2]},
+    return {"final": final, "final_hk": {"hk_filter": 9.0, "hl_filter": 9.0, "unfiltered": 9.0},
+            "final_hk_lm": {"hk_filter": hk[0], "hl_filter": hk[1], "unfiltered": hk[2]},
+            "generator": generator, "unscored_frac": {"unfiltered": 0.54},
             "proxy": {"alpha": 0.0, "beta": 1.0, "r2": proxy_r2, "p": 1e-9, "n": 100},
             "detector": {"rho": 0.4, "p": 1e-9, "n": 400}, "detector_rephrase": {"rho": 0.3, "p": 1e-3, "n": 400},
-            "unfiltered_hk_gen0": 4.6, "unfiltered_hk_final": 3.3, "unfiltered_hk_lm_gen0": 3.1,
-            "unfiltered_hk_lm_final": 0.4, "seed": 0}
+            "unfiltered_hk_gen0": 4.6, "unfiltered_hk_final": 3.3, "unfiltered_hk_lm_gen0": lm[0],
+            "unfiltered_hk_lm_final": lm[1], "seed": 0}
 
 
 def test_single_seed_checks_unchanged():
     m = _metrics()
     assert BY_ID["hk_distinct3"].evaluate(m).verdict == HOLDS
-    assert BY_ID["hl_no_benefit"].evaluate(m).verdict == FAILS          # H_L helps significantly here
+    # issue 30: the trigram toy cannot test "log-prob filtering gives no benefit" (inconclusive, with why);
+    # with the neural generator the same numbers fail the claim (H_L helps significantly)
+    r = BY_ID["hl_no_benefit"].evaluate(m)
+    assert r.verdict == INCONCLUSIVE and "two-token" in r.measured
+    assert BY_ID["hl_no_benefit"].evaluate(_metrics(generator="neural")).verdict == FAILS
     assert BY_ID["proxy"].evaluate(m).verdict == HOLDS
     assert BY_ID["proxy"].evaluate(_metrics(proxy_r2=0.4)).verdict == FAILS
-    assert BY_ID["collapse"].evaluate(m).verdict == FAILS               # 3.3 > 0.6 x 4.6
+    # issue 30: judged on the LM's own tokens (3.1 -> 0.4), not the reported path's scored-only mean (4.6 -> 3.3)
+    r = BY_ID["collapse"].evaluate(m)
+    assert r.verdict == HOLDS and "54% of them unscorable" in r.measured
+    assert BY_ID["collapse"].evaluate(_metrics(lm=(3.1, 2.5))).verdict == FAILS
+    # rephrase_negative: the sign of ρ counts only when significant
+    neg = _metrics()
+    neg["detector_rephrase"] = {"rho": -0.2, "p": 1e-4, "n": 400}
+    assert BY_ID["rephrase_negative"].evaluate(neg).verdict == HOLDS
+    neg["detector_rephrase"] = {"rho": -0.09, "p": 0.06, "n": 400}
+    assert BY_ID["rephrase_negative"].evaluate(neg).verdict == INCONCLUSIVE
+    assert BY_ID["rephrase_negative"].evaluate(m).verdict == FAILS      # ρ = +0.3, p = 1e-3
     assert "(1 seed)" in BY_ID["proxy"].evaluate(m).measured
     # the ordering needs a standard error: one seed is never enough
     assert BY_ID["hk_ordering"].evaluate(m).verdict == INCONCLUSIVE
@@ -67,7 +83,7 @@ def test_ordering_is_judged_on_paired_differences_over_seeds():
     wrong = SeedMetrics(seeds, [_metrics((3.0, 3.4, 3.2)), _metrics((3.05, 3.45, 3.25)), _metrics((3.0, 3.4, 3.2))])
     assert BY_ID["hk_ordering"].evaluate(wrong).verdict == FAILS
     missing = copy.deepcopy(_metrics())
-    missing["final_hk"]["unfiltered"] = None
+    missing["final_hk_lm"]["unfiltered"] = None
     assert BY_ID["hk_ordering"].evaluate(SeedMetrics([0, 1], [missing, _metrics()])).verdict == INCONCLUSIVE
 
 

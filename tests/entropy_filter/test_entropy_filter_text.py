@@ -1,6 +1,8 @@
 """Document score, tokenisation, metrics and selection: spec checks 6-10 and bad input."""
 
 
+import math
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ from neurips26.entropy_filter import (distinct_n, diversity_metrics, entropy_rat
                                       gopher_pass, gopher_score, gopher_violations, hk, per_domain_k,
                                       rep_n, reported_tokenize, score_corpus, select, token_ids, ttr_at,
                                       vocabulary, zlib_ratio)
+from neurips26.entropy_filter.filters import selection
 
 pytest.importorskip("nltk")
 
@@ -118,26 +121,44 @@ def test_selection_counts_and_topk():
     domains = rng.integers(0, 4, n).tolist()
     scores = rng.normal(size=n).tolist()
     scores[5] = None
+    def k_of(frac, n_d):  # the quota: round half up, at least 1 of a non-empty domain
+        return min(n_d, max(1, math.floor(frac * n_d + 0.5)))
+
     for frac in (0.1, 0.5, 0.75, 1.0):
         keep = select(list(range(n)), scores, domains, frac)
         for d in set(domains):
             idx = [i for i in range(n) if domains[i] == d]
-            k = round(frac * len(idx))
+            scored = [i for i in idx if scores[i] is not None]
+            k = min(k_of(frac, len(idx)), len(scored))
             chosen = [i for i in keep if domains[i] == d]
-            assert len(chosen) == k
-            ranked = sorted(idx, key=lambda i: (scores[i] is None, -(scores[i] or 0), i))
+            assert len(chosen) == k and all(scores[i] is not None for i in chosen)
+            ranked = sorted(scored, key=lambda i: (-scores[i], i))
             assert sorted(chosen) == sorted(ranked[:k])
-        assert per_domain_k(domains, frac) == {d: round(frac * domains.count(d)) for d in set(domains)}
+        assert per_domain_k(domains, frac) == {d: k_of(frac, domains.count(d)) for d in set(domains)}
     r1 = select(list(range(n)), None, domains, 0.5, rng=np.random.default_rng(1))
     r2 = select(list(range(n)), None, domains, 0.5, rng=np.random.default_rng(1))
-    assert r1 == r2 and len(r1) == sum(round(0.5 * domains.count(d)) for d in set(domains))
+    assert r1 == r2 and len(r1) == sum(k_of(0.5, domains.count(d)) for d in set(domains))
 
 
-def test_selection_ties_none_last():
+def test_selection_ties_and_null_policy():
     keep = select(["a", "b", "c", "d"], [1.0, None, 1.0, 0.5], None, 0.5)
     assert keep == [0, 2]
-    keep = select(["a", "b", "c", "d"], [None, None, None, 0.0], None, 0.5)
-    assert keep == [0, 3]
+    # issue 30: unscorable documents used to fill the quota ([0, 3]); now they are never kept
+    rep = selection(["a", "b", "c", "d"], [None, None, None, 0.0], None, 0.5)
+    assert rep.kept == [3] and rep.n_unscored == 3 and rep.shortfall == {0: 1}
+    assert "3 unscored" in rep.summary()
+
+
+def test_rounding_never_empties_a_domain():
+    """issue 30: round-half-even kept 0 of a 1-document domain."""
+    assert per_domain_k(["solo", "big", "big", "big"], 0.5) == {"solo": 1, "big": 2}  # 1.5 rounds up
+    assert select(["x"], [1.0], ["solo"], 0.5) == [0]
+    assert select(["x"], [1.0], ["solo"], 0.4) == [0]
+    assert select(["x"], [1.0], ["solo"], 0.4, min_keep=0) == []  # asked for: rounding may drop it
+    assert per_domain_k(["a"] * 5, 0.1, min_keep=0) == {"a": 1}   # 0.5 rounds half up
+    assert per_domain_k(["a"] * 4, 0.1, min_keep=0) == {"a": 0}
+    with pytest.raises(ValueError, match="min_keep"):
+        per_domain_k(["a"], 0.5, min_keep=-1)
 
 
 @pytest.mark.parametrize("kwargs, exc, word", [
@@ -172,6 +193,10 @@ def test_score_corpus_parallel_matches_serial():
     serial = score_corpus(texts)
     assert serial[-1] is None and all(s is not None for s in serial[:-1])
     assert score_corpus(texts, n_jobs=2, chunk_size=3) == serial
+    # issue 30: one bad record (None) raised for the whole batch; now it scores None
+    assert score_corpus(texts[:3] + [None, 7]) == serial[:3] + [None, None]
+    with pytest.raises(TypeError, match="text"):
+        score_corpus([None], on_error="raise")
     with pytest.raises(ValueError, match="n_jobs"):
         score_corpus(texts, n_jobs=0)
 

@@ -22,10 +22,11 @@ import numpy as np
 from neurips26.entropy_filter.collapse import prompts
 from neurips26.entropy_filter.corpus import N_DOMAINS, pydoc_topics
 from neurips26.entropy_filter.count_lm import TrigramLM, pretraining_docs
-from neurips26.entropy_filter.estimators import entropy_rate
+from neurips26.entropy_filter.estimators import entropy_rate, hk
 from neurips26.entropy_filter.filters import gopher_pass, zlib_ratio
 from neurips26.entropy_filter.match_lengths import HAVE_NUMBA, lpf_lambdas, match_lengths, naive_lambdas
-from neurips26.entropy_filter.tokenize import dense_ids, fast_tokenize, hashed_ids, reported_tokenize
+from neurips26.entropy_filter.tokenize import (dense_ids, fast_tokenize, hashed_ids, reported_tokenize,
+                                               unicode_tokenize)
 from neurips26.harness import BenchRow, RunContext
 from neurips26.harness.bench import Timing, stat_note, time_interleaved
 
@@ -74,6 +75,49 @@ def make_documents(n_docs: int = QUICK.n_docs, n_tokens: int = QUICK.doc_tokens,
     return out
 
 
+# letter-for-letter maps of the generated English into other scripts (no multilingual corpus offline)
+_SCRIPTS = {
+    "cyrillic": dict(zip("abcdefghijklmnopqrstuvwxyz", "абцдефгхийклмнопярстувшxыз")),
+    "greek": dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηιξκλμνοπϙρστθωςχυζ")),
+    "devanagari": dict(zip("abcdefghijklmnopqrstuvwxyz", "अबचदएफगहइजकलमनओपक़रसतउवशक्षयज़")),
+}
+
+
+def multilingual(texts: list[str]) -> list[str]:
+    """The generated documents transliterated letter for letter into Cyrillic, Greek and Devanagari, and
+    into Han (each word -> one CJK character, no spaces: Japanese/Chinese-style), in turn: the same
+    repetition structure in scripts the ASCII path cannot see."""
+    out = []
+    for k, t in enumerate(texts):
+        kind = k % 4
+        if kind == 3:
+            out.append("".join(chr(0x4E00 + (hash_word(w) % 20000)) for w in t.split()))
+        else:
+            table = list(_SCRIPTS.values())[kind]
+            out.append("".join(table.get(c, c) for c in t.lower()))
+    return out
+
+
+def hash_word(w: str) -> int:
+    h = 0
+    for ch in w:
+        h = (h * 131 + ord(ch)) % 1_000_003
+    return h
+
+
+def _hf_tokenizer(texts: list[str]) -> Any:
+    """A byte-level BPE (vocab 2,000) trained on the bench texts (offline), or None without tokenizers."""
+    try:
+        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    except ImportError:
+        return None
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=2000, show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
 def _lcsfinder() -> tuple[Any, str]:
     try:
         from ProcessEntropy.SelfEntropy import self_entropy_rate
@@ -102,10 +146,12 @@ def _gopher() -> tuple[Callable[[str], Any], str, str]:
         from datatrove.pipeline.filters import GopherRepetitionFilter
 
         f = GopherRepetitionFilter()
+        f.filter(Document(text="a probe sentence for the word tokenizer.", id="0"))  # needs spacy
         return (lambda t: f.filter(Document(text=t, id="0"))), "datatrove GopherRepetitionFilter", ""
-    except Exception:
+    except Exception as e:
         return gopher_pass, "Gopher repetition rules (our implementation)", \
-            "datatrove not installed (pip install datatrove): anchored on our own Gopher rules"
+            (f"datatrove's GopherRepetitionFilter not usable ({type(e).__name__}: {str(e)[:80]}; pip install "
+             f"datatrove spacy): anchored on our own Gopher rules")
 
 
 _SCALE = {"s": 1.0, "ms": 1e3}
@@ -153,8 +199,41 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                      "reported tokenisation", "docs/s", z.n_sub, True,
                      note=f"per {z.doc_tokens:,}-token document; not included in the match-length rows"))
 
-    # (a) vs (c): natural documents
     sam = lambda d: entropy_rate(d, backend=backend)  # noqa: E731
+    # the Unicode path: on ASCII text it takes the fast path's code; on other scripts it normalises
+    t_uni, t_fast2 = time_interleaved(run_all(lambda t: unicode_tokenize(t, z.doc_tokens), texts[:z.n_sub]),
+                                      run_all(lambda t: fast_tokenize(t, z.doc_tokens), texts[:z.n_sub]), rounds=R)
+    rows.append(_row("tokenisation of English text: unicode path vs fast (ASCII) path", t_uni, t_fast2,
+                     "fast path ([a-z0-9] runs)", "docs/s", z.n_sub, True,
+                     note="pure-ASCII text takes the fast path's code; these documents hold typographic "
+                          "punctuation (’ “ — …), so they are NFKC-normalised and casefolded"))
+    multi = multilingual(texts[:z.n_sub])
+    t_mu, t_mr = time_interleaved(run_all(lambda t: unicode_tokenize(t, z.doc_tokens), multi),
+                                  run_all(lambda t: reported_tokenize(t)[:z.doc_tokens], multi), rounds=R)
+    rows.append(_row("tokenisation of multilingual text (Cyrillic/Greek/Devanagari/Han): unicode path vs "
+                     "reported path (TweetTokenizer)", t_mu, t_mr, "reported tokenisation", "docs/s", z.n_sub,
+                     True, note="NFKC + casefold + every script; the fast path finds no token here"))
+    multi_ids = [dense_ids(unicode_tokenize(t, z.doc_tokens)) for t in multi]
+    t_ms, t_ml = time_interleaved(run_all(sam, multi_ids), run_all(lcs, multi_ids) if lcs else None, rounds=R)
+    rows.append(_row(f"Ĥ_K of {len(multi_ids)} multilingual docs (unicode ids): SAM vs {LCS_NAME}", t_ms, t_ml,
+                     LCS_NAME, "docs/s", len(multi_ids), True, lcs_note, "target >= 1x"))
+    tok = _hf_tokenizer(texts[:z.n_sub])
+    if tok is not None:
+        hf_texts = texts[:z.n_sub]
+
+        def hf_anchor() -> None:  # what a ProcessEntropy user does: encode the document, score 1,500 ids
+            for t in hf_texts:
+                lcs(np.asarray(tok.encode(t).ids[:z.doc_tokens], dtype=np.int64))
+        t_hf, t_hfa = time_interleaved(run_all(lambda t: hk(t, tokenizer=tok, n_trunc=z.doc_tokens, backend=backend),
+                                               hf_texts), hf_anchor if lcs else None, rounds=R)
+        rows.append(_row("Ĥ_K on HF tokenizer ids (byte-level BPE, incl. encoding): hk(tokenizer=...) vs "
+                         f"encode + {LCS_NAME}", t_hf, t_hfa, LCS_NAME, "docs/s", len(hf_texts), True, lcs_note,
+                         f"first {z.doc_tokens:,} ids; hk encodes a prefix only"))
+    else:
+        rows.append(BenchRow("Ĥ_K on HF tokenizer ids", 0.0, None, LCS_NAME, "docs/s", "higher",
+                             "tokenizers not installed (pip install tokenizers)"))
+
+    # (a) vs (c): natural documents
     t_sam, t_lcs = time_interleaved(run_all(sam, docs), run_all(lcs, docs) if lcs else None, rounds=R)
     rows.append(_row(f"Ĥ_K of {z.n_docs:,} docs × {z.doc_tokens:,} tokens: SAM ({backend}) vs {LCS_NAME}",
                      t_sam, t_lcs, LCS_NAME, "docs/s", z.n_docs, True, lcs_note, "target >= 1x"))
@@ -213,6 +292,25 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                          t200.median / t100.median, None, "—", "x time for 2x tokens", "lower",
                          f"diagnostic, no anchor: 2 = linear; the 20k working set (~2 MB) fits in L2, 100k/200k "
                          f"do not; ratio of medians; {stat_note(t200, t100, 'ms')}"))
+
+    # cost per token from 10k to 1M tokens (issue 30: target 1M within 2x the per-token cost of 10k)
+    big = dense_ids([w for tk in toks for w in tk])
+    n_big = min(big.size, z.stream * 5)
+    small_n = n_big // 100
+    if n_big >= 1000:
+        xb, xs = big[:n_big], big[:small_n]
+        tb, ts, lb, ls = time_interleaved(lambda: sam(xb), lambda: sam(xs), (lambda: lcs(xb)) if lcs else None,
+                                          (lambda: lcs(xs)) if lcs else None, rounds=R)
+        per = lambda t, n: t.median / n * 1e9  # noqa: E731
+        rows.append(BenchRow(f"cost per token: N = {n_big / 1000:g}k vs N = {small_n / 1000:g}k (ns/token ratio)",
+                             per(tb, n_big) / per(ts, small_n),
+                             per(lb, n_big) / per(ls, small_n) if lb and ls else None, LCS_NAME,
+                             "x per-token cost", "lower",
+                             f"target <= 2 (flat); SAM {per(ts, small_n):.0f} -> {per(tb, n_big):.0f} ns/token"
+                             + (f", LCSFinder {per(ls, small_n):.0f} -> {per(lb, n_big):.0f} ns/token" if lb and ls
+                                else f"; {LCS_NAME} not run: {lcs_note}") + f"; {stat_note(tb, lb, 'ms')}"))
+        rows.append(_row(f"Ĥ_K of a {n_big / 1000:g}k-token stream: SAM vs LCSFinder", tb, lb, LCS_NAME, "s",
+                         missing=lcs_note))
 
     # overlap variant vs pydivsufsort (SA + Kasai LCP + LPF)
     try:

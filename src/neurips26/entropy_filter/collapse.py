@@ -142,14 +142,15 @@ def run_lineage(base: Any, condition: str, cfg: LoopConfig, gen0: list[dict[str,
 
 
 def run_rephrase_lineage(base: Any, cfg: LoopConfig, gen0_ids: np.ndarray, domains: np.ndarray,
-                         topics: np.ndarray, rng: np.random.Generator, lam: float = 0.5) -> list[dict]:
+                         topics: np.ndarray, rng: np.random.Generator, lam: float = 0.5,
+                         kind: str = "bag") -> list[dict]:
     """Rephrasing lineage: each generation re-generates every document from its previous version with
-    the frozen base model (no weight update), via ``base.rephraser(previous_docs, lam)``."""
+    the frozen base model (no weight update), via ``base.rephraser(previous_docs, lam, kind)``."""
     records = record_docs(base, base, gen0_ids, domains, topics, "rephrase", 0)
     ids = gen0_ids
     for g in range(1, cfg.generations + 1):
         prev = [Doc(int(d), int(t), x) for d, t, x in zip(domains, topics, ids)]
-        ids = base.rephraser(prev, lam).rephrase(cfg.doc_len, cfg.temperature, rng)
+        ids = base.rephraser(prev, lam, kind).rephrase(cfg.doc_len, cfg.temperature, rng)
         records += record_docs(base, base, ids, domains, topics, "rephrase", g)
     return records
 

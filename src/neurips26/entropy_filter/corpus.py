@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator
 
 from neurips26.entropy_filter.estimators import hk
 from neurips26.harness.parallel import default_workers
-from neurips26.harness.validation import check_scalar
+from neurips26.harness.validation import check_choice, check_scalar
 
 N_DOMAINS = 4
 DOMAIN_NAMES = ("encyclopedic", "creative", "scientific", "conversational")  # labels only
@@ -82,12 +82,14 @@ def domain_of(topic_index: int) -> int:
 # corpus-scale scoring
 # --------------------------------------------------------------------------------------------------
 
-def _score_one(text: Any, **kw: Any) -> float | None:
+def _score_one(text: Any, on_error: str = "null", **kw: Any) -> float | None:
+    if on_error == "null" and not isinstance(text, str):
+        return None  # a bad record scores None: it never sinks the batch
     return hk(text, **kw)
 
 
-def _score_chunk(texts: list[str], kw: dict[str, Any]) -> list[float | None]:
-    return [_score_one(t, **kw) for t in texts]
+def _score_chunk(texts: list[str], kw: dict[str, Any], on_error: str = "null") -> list[float | None]:
+    return [_score_one(t, on_error, **kw) for t in texts]
 
 
 def _chunks(it: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -99,12 +101,15 @@ def _chunks(it: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def iter_scores(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64,
+def iter_scores(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64, on_error: str = "null",
                 **hk_kwargs: Any) -> Iterator[float | None]:
     """Stream Ĥ_K scores of ``texts`` in input order; ``n_jobs`` worker processes (1: in-process).
 
+    on_error:  ``"null"`` (default): a record that is not a string (None, a number) scores None like a
+               document too short to score, so one bad record never sinks a batch; ``"raise"``: TypeError.
     hk_kwargs go to ``hk`` (tokenizer, n_trunc, min_tokens, estimator, overlap, ...).
     """
+    check_choice(on_error, "on_error", ("null", "raise"))
     if n_jobs != -1:
         check_scalar(n_jobs, "n_jobs (a positive int, or -1 for all cores)", int, min=1)
     check_scalar(chunk_size, "chunk_size", int, min=1)
@@ -114,9 +119,9 @@ def iter_scores(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64,
     _score_one("", **hk_kwargs)
     if n_jobs == 1:
         for chunk in _chunks(texts, chunk_size):
-            yield from _score_chunk(chunk, hk_kwargs)
+            yield from _score_chunk(chunk, hk_kwargs, on_error)
         return
-    fn = partial(_score_chunk, kw=hk_kwargs)
+    fn = partial(_score_chunk, kw=hk_kwargs, on_error=on_error)
     with ProcessPoolExecutor(max_workers=n_jobs) as pool:
         # bounded look-ahead: at most 2 * n_jobs chunks in flight, results in order
         pending = []
@@ -128,7 +133,8 @@ def iter_scores(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64,
             yield from fut.result()
 
 
-def score_corpus(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64,
+def score_corpus(texts: Iterable[str], n_jobs: int = 1, chunk_size: int = 64, on_error: str = "null",
                  **hk_kwargs: Any) -> list[float | None]:
-    """Ĥ_K (bits/token, None for short documents) of every text, in order; parallel over processes."""
-    return list(iter_scores(texts, n_jobs=n_jobs, chunk_size=chunk_size, **hk_kwargs))
+    """Ĥ_K (bits/token; None for short documents and, with ``on_error="null"``, for records that are not
+    strings) of every text, in order; parallel over processes."""
+    return list(iter_scores(texts, n_jobs=n_jobs, chunk_size=chunk_size, on_error=on_error, **hk_kwargs))

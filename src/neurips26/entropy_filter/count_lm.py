@@ -185,9 +185,17 @@ class TrigramLM:
         """Generate one document per (domain, topic) prompt: ids array (n, length)."""
         return sample_tokens(self.probs, self.vocab, domains, topics, length, temperature, rng)
 
-    def rephraser(self, previous: list[Doc], lam: float = 0.5) -> "CacheMixtureLM":
-        """This frozen model rephrasing ``previous`` documents (no weight update)."""
-        return CacheMixtureLM(self, previous, lam)
+    def rephraser(self, previous: list[Doc], lam: float = 0.5, kind: str = "bag") -> "CacheMixtureLM":
+        """This frozen model rephrasing ``previous`` documents (no weight update).
+
+        kind="bag" (default): mixed with the *bag of words* of each previous version (a unigram cache: it
+        keeps the content words but cannot copy a phrase); kind="trigram": mixed with a trigram model of
+        the previous version (copies phrases, so the lineage copies and collapses itself)."""
+        if kind == "bag":
+            return BagOfWordsRephraser(self, previous, lam)
+        if kind == "trigram":
+            return CacheMixtureLM(self, previous, lam)
+        raise ValueError(f"kind must be 'bag' or 'trigram', got {kind!r}")
 
     def token_stats(self, docs: list[Doc], chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         """Teacher-forced per-document means of the next-token entropy H_L (bits) and surprisal (bits).
@@ -261,6 +269,35 @@ class CacheMixtureLM:
 
     def rephrase(self, length: int, temperature: float, rng: np.random.Generator) -> np.ndarray:
         k = np.arange(self.domains.size)  # prompts carry each document's own topic
+        return sample_tokens(self.probs_for, self.vocab, k, self._topics, length, temperature, rng)
+
+
+class BagOfWordsRephraser:
+    """A fixed model rephrasing given texts from their words only (the default rephrasing lineage):
+
+        p(c | a, b, doc k) = (1 − λ)·p_base(c | a, b, domain_k) + λ·u_k(c)
+
+    where u_k is the unigram distribution of document k's previous version: the rewrite keeps the
+    content words, in the base model's phrasing, and cannot copy a phrase (no n-gram of the previous
+    version is carried over except by the base model's own statistics)."""
+
+    def __init__(self, base: TrigramLM, previous: list[Doc], lam: float = 0.5):
+        self.base, self.lam, self.vocab = base, lam, base.vocab
+        V = base.vocab.size
+        self.unigram = np.zeros((len(previous), V))
+        for k, d in enumerate(previous):
+            self.unigram[k] = np.bincount(d.ids, minlength=V)[:V]
+        self.unigram *= base.vocab.sampleable
+        tot = self.unigram.sum(axis=1, keepdims=True)
+        self.unigram = np.where(tot > 0, self.unigram / np.maximum(tot, 1e-300), base.p_uni)
+        self.domains = np.array([d.domain for d in previous], dtype=np.int64)
+        self._topics = np.array([d.topic for d in previous], dtype=np.int64)
+
+    def probs_for(self, doc_index: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (1 - self.lam) * self.base.probs(self.domains[doc_index], a, b) + self.lam * self.unigram[doc_index]
+
+    def rephrase(self, length: int, temperature: float, rng: np.random.Generator) -> np.ndarray:
+        k = np.arange(self.domains.size)
         return sample_tokens(self.probs_for, self.vocab, k, self._topics, length, temperature, rng)
 
 

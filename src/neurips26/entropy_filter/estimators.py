@@ -15,6 +15,7 @@ All four read the match lengths Λ_i of ``match_lengths`` (non-overlapping by de
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -64,17 +65,19 @@ def entropy_rate(x: object, estimator: str = "paper", overlap: bool = False, win
     return float(np.mean(log_past / lam))
 
 
-def hk(text: str, tokenizer: str = "fast", n_trunc: int | None = 1500, min_tokens: int = 50,
+def hk(text: str, tokenizer: Any = "unicode", n_trunc: int | None = 1500, min_tokens: int = 50,
        estimator: str = "paper", overlap: bool = False, window: int | None = None,
        backend: str = "auto") -> float | None:
     """The paper's document score Ĥ_K(text) in bits/token, or None for short documents.
 
-    tokenize (``fast`` or ``reported``) → keep the first ``n_trunc`` tokens (None: all) → None if fewer
-    than ``min_tokens`` remain → integer ids (dictionary for ``fast``, FNV hash for ``reported``) →
-    match lengths Λ → estimator (``paper`` by default).
+    tokenize (``unicode`` by default, ``fast`` = the paper's ASCII path, ``reported``, or an HF
+    ``tokenizers.Tokenizer`` / the path of its ``tokenizer.json``: its ids) the first ``n_trunc`` tokens
+    (None: all; only a prefix of the text is ever normalised or encoded) → None if fewer than
+    ``min_tokens`` → integer ids (dictionary for ``unicode``/``fast``, FNV hash for ``reported``, the
+    tokenizer's own ids) → match lengths Λ → estimator (``paper`` by default).
     """
     check_text(text)
-    check_tokenizer(tokenizer)
+    tokenizer = check_tokenizer(tokenizer)
     n_trunc = None if n_trunc is None else check_scalar(n_trunc, "n_trunc", int, min=2)
     min_tokens = check_scalar(min_tokens, "min_tokens", int, min=2)
     check_estimator(estimator)

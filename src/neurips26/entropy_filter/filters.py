@@ -1,9 +1,15 @@
 """Selection for the next generation: per-domain top-k by a score, and the baselines' scores.
 
 ``select(docs, scores, domains, keep_frac)``: within each domain d (n_d documents) keep the
-k_d = round(keep_frac · n_d) documents with the highest score (Python ``round``, ties to even;
-stable tie-break by index; None scores rank last). With ``scores=None`` the k_d documents are a
-uniform random subset drawn with ``rng`` (the size-matched ``random`` condition).
+k_d = quota(keep_frac, n_d) documents with the highest score (stable tie-break by index). The quota
+rounds half up and never drops a non-empty domain to zero (``min_keep=1``; ``min_keep=0`` allows it):
+quota = min(n_d, max(min_keep, ⌊keep_frac · n_d + 1/2⌋)).
+
+One null policy everywhere (``select``, ``domain_thresholds``, the sketches, ``HKDocumentFilter``, the
+CLI): a document without a score (too short to score) is never used to fill a quota; a domain with
+fewer scored documents than its quota keeps only those, and ``selection`` reports the unscored count
+and the shortfall per domain. With ``scores=None`` the k_d documents are a uniform random subset drawn
+with ``rng`` (the size-matched ``random`` condition).
 
 Scores of the conditions (higher is kept unless said otherwise):
 * ``hk_filter``  Ĥ_K of the fast path (``estimators.hk``);
@@ -49,25 +55,66 @@ def _check_scores(scores: Sequence[Any], n: int) -> list[float | None]:
     return out
 
 
-def per_domain_k(domains: Sequence[Any], keep_frac: float) -> dict[Any, int]:
-    """k_d = round(keep_frac · n_d) per domain (Python round, ties to even)."""
+def quota(keep_frac: float, n: int, min_keep: int = 1) -> int:
+    """Documents kept of a domain with ``n`` documents: min(n, max(min_keep, ⌊keep_frac·n + 1/2⌋))
+    (round half up; a non-empty domain keeps at least ``min_keep``, 1 by default)."""
+    if n <= 0:
+        return 0
+    return min(n, max(min_keep, math.floor(keep_frac * n + 0.5)))
+
+
+def _check_min_keep(min_keep: object) -> int:
+    return check_scalar(min_keep, "min_keep", int, min=0)
+
+
+def per_domain_k(domains: Sequence[Any], keep_frac: float, min_keep: int = 1) -> dict[Any, int]:
+    """k_d = quota(keep_frac, n_d, min_keep) per domain (round half up, at least ``min_keep``)."""
     keep_frac = _check_keep_frac(keep_frac)
+    min_keep = _check_min_keep(min_keep)
     counts = Counter(domains)
-    return {d: round(keep_frac * n) for d, n in counts.items()}
+    return {d: quota(keep_frac, n, min_keep) for d, n in counts.items()}
+
+
+@dataclass
+class Selection:
+    """What ``selection`` kept: indices (ascending) and, per domain, the quota, the number of
+    documents, of unscored documents and the shortfall (quota not filled for lack of scored documents)."""
+
+    kept: list[int]
+    quota: dict[Any, int]
+    n_docs: dict[Any, int]
+    unscored: dict[Any, int]
+    shortfall: dict[Any, int]
+
+    @property
+    def n_unscored(self) -> int:
+        return sum(self.unscored.values())
+
+    def summary(self) -> str:
+        return (f"kept {len(self.kept)}/{sum(self.n_docs.values())} documents; {self.n_unscored} unscored "
+                f"(never kept); quota short by {sum(self.shortfall.values())}")
 
 
 def select(docs: Sequence[Any], scores: Sequence[Any] | None, domains: Sequence[Any] | None = None,
-           keep_frac: float = 0.5, rng: np.random.Generator | None = None) -> list[int]:
+           keep_frac: float = 0.5, rng: np.random.Generator | None = None, min_keep: int = 1) -> list[int]:
     """Indices (ascending) of the documents kept: per-domain top-k by score (or random when scores=None).
 
     docs:      the documents (only their number is used; any sequence).
-    scores:    one number (or None) per document, higher kept; None ranks last; NaN is an error.
+    scores:    one number (or None) per document, higher kept; None is never kept; NaN is an error.
     domains:   one hashable label per document (None: one domain for all).
-    keep_frac: fraction kept per domain, in (0, 1]; k_d = round(keep_frac · n_d).
+    keep_frac: fraction kept per domain, in (0, 1]; k_d = quota(keep_frac, n_d, min_keep).
     rng:       numpy Generator, required when scores is None (uniform random size-matched subset).
+    min_keep:  the least a non-empty domain keeps (1; 0 lets rounding drop a tiny domain).
     """
+    return selection(docs, scores, domains, keep_frac, rng, min_keep).kept
+
+
+def selection(docs: Sequence[Any], scores: Sequence[Any] | None, domains: Sequence[Any] | None = None,
+              keep_frac: float = 0.5, rng: np.random.Generator | None = None, min_keep: int = 1) -> Selection:
+    """``select`` with its report (per-domain quota, unscored documents, shortfall)."""
     n = len(docs)
     keep_frac = _check_keep_frac(keep_frac)
+    min_keep = _check_min_keep(min_keep)
     if domains is None:
         domains = [0] * n
     if len(domains) != n:
@@ -80,15 +127,22 @@ def select(docs: Sequence[Any], scores: Sequence[Any] | None, domains: Sequence[
     for i, d in enumerate(domains):
         by_domain.setdefault(d, []).append(i)
     kept: list[int] = []
+    rep = Selection([], {}, {}, {}, {})
     for d, idx in by_domain.items():
-        k = round(keep_frac * len(idx))
+        k = quota(keep_frac, len(idx), min_keep)
+        rep.quota[d], rep.n_docs[d] = k, len(idx)
         if scores is None:
             kept.extend(int(i) for i in rng.choice(np.asarray(idx), size=k, replace=False))
+            rep.unscored[d], rep.shortfall[d] = 0, 0
         else:
-            # highest score first, None last, ties by index (sort is stable)
-            order = sorted(idx, key=lambda i: (sc[i] is None, -(sc[i] or 0.0), i))
+            scored = [i for i in idx if sc[i] is not None]
+            # highest score first, ties by index (sort is stable); unscored documents never fill the quota
+            order = sorted(scored, key=lambda i: (-sc[i], i))  # type: ignore[operator]
             kept.extend(order[:k])
-    return sorted(kept)
+            rep.unscored[d] = len(idx) - len(scored)
+            rep.shortfall[d] = max(0, k - len(scored))
+    rep.kept = sorted(kept)
+    return rep
 
 
 def zlib_ratio(text: str, level: int = 9) -> float | None:
