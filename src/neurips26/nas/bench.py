@@ -22,6 +22,7 @@ from neurips26.nas.bound import bound_terms
 from neurips26.nas.diagnostics import characteristic_time_estimate, instance_summary
 from neurips26.nas.identify import identify
 from neurips26.nas.instances import QUICK_INSTANCES, build_instance, run_task
+from neurips26.nas.kernels import HAVE_NUMBA
 from neurips26.nas.mdp import Solution, random_mdp, solve_mdp, value_iteration
 from neurips26.nas.stopping import stopping_statistic, threshold
 
@@ -106,24 +107,33 @@ def _solve_rows(ctx: RunContext, sz: BenchSizes) -> list[BenchRow]:
     return rows
 
 
-def _loop_row(mdp, sz: BenchSizes) -> BenchRow:
-    """Steps/s of the sampling loop without oracle solves and stop checks (identify's own timers),
-    NaS and uniform run in interleaved rounds; the median over rounds of each."""
-    nas_sps, uni_sps = [], []
+def _loop_rows(mdp, sz: BenchSizes) -> list[BenchRow]:
+    """Steps/s of the sampling loop without oracle solves and stop checks (identify's own timers):
+    the compiled loop (``kernels.run_steps``) vs the Python loop on the same runs (same seeds, so
+    the same trajectories: checked), interleaved rounds, the median over rounds of each."""
+    rows = []
+    for alg in ("nas", "uniform"):
+        sps: dict[str, list] = {"compiled": [], "python": []}
+        taus: dict[str, list] = {"compiled": [], "python": []}
 
-    def nas():
-        r = identify(mdp, "nas", sz.delta, seed=len(nas_sps), K_s=20)
-        nas_sps.append(r.steps / max(r.seconds - r.oracle_seconds - r.check_seconds, 1e-9))
+        def run(loop: str, alg=alg, sps=sps, taus=taus):
+            def go():
+                r = identify(mdp, alg, sz.delta, seed=len(sps[loop]), K_s=20, loop=loop)
+                sps[loop].append(r.steps / max(r.seconds - r.oracle_seconds - r.check_seconds, 1e-9))
+                taus[loop].append((r.outcomes[0].tau, r.N_sas.tobytes()))
+            return go
 
-    def uniform():
-        u = identify(mdp, "uniform", sz.delta, seed=len(uni_sps), K_s=20)
-        uni_sps.append(u.steps / max(u.seconds - u.check_seconds, 1e-9))
-
-    time_interleaved(nas, uniform, rounds=sz.loop_rounds, warmup=0)
-    return BenchRow("sampling loop, NaS (excl. oracle solves and stop checks)", statistics.median(nas_sps),
-                    statistics.median(uni_sps), "uniform-exploration loop (same code)", "steps/s", "higher",
-                    f"{mdp.name}, delta {sz.delta:g}; pure Python loop, no numba; median of {len(nas_sps)} "
-                    f"interleaved rounds (loop time from identify's timers)")
+        identify(mdp, alg, 0.5, seed=0, K_s=20, loop="compiled")       # numba compiles / loads its cache
+        time_interleaved(run("compiled"), run("python"), rounds=sz.loop_rounds, warmup=0)
+        label = "NaS" if alg == "nas" else "uniform exploration"
+        rows.append(BenchRow(f"sampling loop, {label} (excl. oracle solves and stop checks)",
+                             statistics.median(sps["compiled"]), statistics.median(sps["python"]),
+                             "Python loop (same runs, loop='python')", "steps/s", "higher",
+                             f"{mdp.name}, delta {sz.delta:g}; compiled = numba kernel in chunks between "
+                             f"stop checks and oracle updates (numba {'on' if HAVE_NUMBA else 'off'}"
+                             f"); same taus and counts bit for bit: {taus['compiled'] == taus['python']}; "
+                             f"target >= 10x; median of {len(sps['python'])} interleaved rounds"))
+    return rows
 
 
 def _efficiency_rows(ctx: RunContext, sz: BenchSizes) -> list[BenchRow]:
@@ -210,7 +220,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
     sz = SIZES.get(ctx.scale, SIZES["quick"])
     rows = _solve_rows(ctx, sz)
     mdp = build_instance(QUICK_INSTANCES[0] if sz.solve_cases == 1 else QUICK_INSTANCES[1])
-    rows.append(_loop_row(mdp, sz))
+    rows += _loop_rows(mdp, sz)
     ours, anchor = stop_check_fns(mdp)
     rows.append(compare("stopping check (policy iteration on M_t + U + beta)", ours, anchor,
                         "same check with value iteration (tol 1e-10)", unit="us", rounds=sz.check_rounds,
