@@ -21,7 +21,7 @@ from neurips26.nas.allocation import NavigationAllocator
 from neurips26.nas.bound import bound_terms
 from neurips26.nas.diagnostics import characteristic_time_estimate, instance_summary
 from neurips26.nas.identify import identify
-from neurips26.nas.instances import QUICK_INSTANCES, build_instance, run_task
+from neurips26.nas.instances import HARD_INSTANCES, QUICK_INSTANCES, build_instance, run_task
 from neurips26.nas.kernels import HAVE_NUMBA
 from neurips26.nas.mdp import Solution, random_mdp, solve_mdp, value_iteration
 from neurips26.nas.stopping import stopping_statistic, threshold
@@ -139,7 +139,7 @@ def _loop_rows(mdp, sz: BenchSizes) -> list[BenchRow]:
 def _efficiency_rows(ctx: RunContext, sz: BenchSizes) -> list[BenchRow]:
     """E[tau] of NaS vs uniform exploration, vs the information limit and vs U_o log(1/delta)."""
     rows, d = [], sz.delta
-    for spec in QUICK_INSTANCES[:1] if sz.solve_cases == 1 else QUICK_INSTANCES:
+    for spec in QUICK_INSTANCES[:1] if sz.solve_cases == 1 else QUICK_INSTANCES + HARD_INSTANCES[:1]:
         m = build_instance(spec)
         info = instance_summary(m)
         seeds = range(sz.tau_seeds)
@@ -162,7 +162,8 @@ def _efficiency_rows(ctx: RunContext, sz: BenchSizes) -> list[BenchRow]:
             rows.append(BenchRow(name, tn, est["T"] * kl,
                                  "T(M, omega*_U) kl(delta, 1-delta) (SLSQP estimate)",
                                  "steps", "lower",
-                                 f"{n}; T(M, omega*_U) ~ {est['T']:.3g} vs U_o = {info['U_o']:.3g}"))
+                                 f"{n}; T(M, omega*_U) ~ {est['T']:.3g} vs U_o = {info['U_o']:.3g} "
+                                 f"(U_o/T = {info['U_o'] / est['T']:.3g})"))
         lower = info["U_o"] * math.log(1 / d)
         rows.append(BenchRow(f"E[tau] NaS vs U_o log(1/delta), {m.name}", tn, float(lower),
                              "U_o log(1/delta) (asymptotic reference)", "steps", "lower",
