@@ -36,6 +36,16 @@ def test_quick_config_matches_spec():
         [("lazy_ring", f.ring_S, q) for q in f.ring_qs]
     for spec in specs:                                # every full-scale instance builds and is identifiable
         build_instance(spec, f.gamma, f.ring_qs).require_identifiable()
+    # the harness scale 'mid' (neurips26 run nas --scale mid): the spec's 6-state ring with the
+    # navigation-free reference, the hard family in E3/E4
+    from neurips26.harness.run import check_scale
+
+    mid = experiment.CONFIGS["mid"]
+    assert check_scale("mid", experiment.CONFIGS, "nas") == "mid"
+    assert mid.ring_S == 6 and set(mid.e2_algorithms) == {"nas", "generative"} and mid.e2_seeds >= 2
+    assert all(spec[0] == "near_tie" for spec in mid.e3_instances)
+    for spec in list(mid.e3_instances) + list(mid.e4_instances) + [("lazy_ring", 6, q) for q in mid.ring_qs]:
+        build_instance(spec, mid.gamma, mid.ring_qs).require_identifiable()
 
 
 def test_run_paper_end_to_end(tmp_path, monkeypatch):
