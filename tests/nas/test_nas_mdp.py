@@ -141,3 +141,23 @@ def test_bad_start_state_and_ties():
         identify(tied, "nas", 0.1)
     with pytest.raises(ValueError, match="ill-posed"):
         U(tied, np.full((2, 2), 0.25))
+
+
+def test_near_tie_family_gaps_come_from_transitions_and_T_positive():
+    """state_rewards: Delta_sa = gamma (p_{s pi*(s)} - p_sa) . V*, and Alt(M) is not empty (T > 0),
+    unlike the gamma = 0.5 random quick instance whose reward gaps fix pi* (T = 0)."""
+    from neurips26.nas.diagnostics import instance_summary
+    from neurips26.nas.instances import HARD_INSTANCES, build_instance
+
+    m = build_instance(HARD_INSTANCES[0])
+    sol = m.solve()
+    S = m.S
+    for s in range(S):
+        for a in range(m.A):
+            d = m.gamma * (m.P[s, sol.pi[s]] - m.P[s, a]) @ sol.V
+            assert sol.gaps[s, a] == pytest.approx(d, abs=1e-12)
+    info = instance_summary(m)
+    assert not info["alt_empty"] and info["T_est"] > 0
+    assert 10 < info["Uo_over_T"] < 100            # U_o within two orders of the information limit
+    easy = instance_summary(build_instance(("random", 3, 2, 13)))
+    assert easy["alt_empty"] and easy["T_est"] == 0 and easy["Uo_over_T"] is None

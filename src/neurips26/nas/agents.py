@@ -77,6 +77,27 @@ class OracleSchedule:
         return hit or (t <= cfg.geometric_dense_until and t % cfg.K_omega == 0)
 
 
+class NextDue:
+    """The first t' > t at which ``OracleSchedule.due`` can be true (queries with non-decreasing t):
+    the next geometric point ceil(ratio^j) or multiple of K_omega (up to geometric_dense_until), the
+    same float sequence as ``OracleSchedule``. Lets the compiled loop run the steps in between."""
+
+    def __init__(self, cfg: NaSConfig):
+        self.cfg = cfg
+        self._j = 0
+        self._geo = 1
+
+    def after(self, t: int) -> int:
+        cfg = self.cfg
+        k = (t // cfg.K_omega + 1) * cfg.K_omega         # next multiple of K_omega
+        if cfg.schedule == "fixed":
+            return k
+        while self._geo <= t:
+            self._j += 1
+            self._geo = math.ceil(cfg.ratio ** self._j)
+        return min(self._geo, k) if k <= cfg.geometric_dense_until else self._geo
+
+
 class NaSSampler:
     """MDP-NaS: track the averaged oracle policy of omega*(M_t) with forced exploration."""
 

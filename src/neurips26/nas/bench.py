@@ -21,7 +21,8 @@ from neurips26.nas.allocation import NavigationAllocator
 from neurips26.nas.bound import bound_terms
 from neurips26.nas.diagnostics import characteristic_time_estimate, instance_summary
 from neurips26.nas.identify import identify
-from neurips26.nas.instances import QUICK_INSTANCES, build_instance, run_task
+from neurips26.nas.instances import HARD_INSTANCES, QUICK_INSTANCES, build_instance, run_task
+from neurips26.nas.kernels import HAVE_NUMBA
 from neurips26.nas.mdp import Solution, random_mdp, solve_mdp, value_iteration
 from neurips26.nas.stopping import stopping_statistic, threshold
 
@@ -106,30 +107,39 @@ def _solve_rows(ctx: RunContext, sz: BenchSizes) -> list[BenchRow]:
     return rows
 
 
-def _loop_row(mdp, sz: BenchSizes) -> BenchRow:
-    """Steps/s of the sampling loop without oracle solves and stop checks (identify's own timers),
-    NaS and uniform run in interleaved rounds; the median over rounds of each."""
-    nas_sps, uni_sps = [], []
+def _loop_rows(mdp, sz: BenchSizes) -> list[BenchRow]:
+    """Steps/s of the sampling loop without oracle solves and stop checks (identify's own timers):
+    the compiled loop (``kernels.run_steps``) vs the Python loop on the same runs (same seeds, so
+    the same trajectories: checked), interleaved rounds, the median over rounds of each."""
+    rows = []
+    for alg in ("nas", "uniform"):
+        sps: dict[str, list] = {"compiled": [], "python": []}
+        taus: dict[str, list] = {"compiled": [], "python": []}
 
-    def nas():
-        r = identify(mdp, "nas", sz.delta, seed=len(nas_sps), K_s=20)
-        nas_sps.append(r.steps / max(r.seconds - r.oracle_seconds - r.check_seconds, 1e-9))
+        def run(loop: str, alg=alg, sps=sps, taus=taus):
+            def go():
+                r = identify(mdp, alg, sz.delta, seed=len(sps[loop]), K_s=20, loop=loop)
+                sps[loop].append(r.steps / max(r.seconds - r.oracle_seconds - r.check_seconds, 1e-9))
+                taus[loop].append((r.outcomes[0].tau, r.N_sas.tobytes()))
+            return go
 
-    def uniform():
-        u = identify(mdp, "uniform", sz.delta, seed=len(uni_sps), K_s=20)
-        uni_sps.append(u.steps / max(u.seconds - u.check_seconds, 1e-9))
-
-    time_interleaved(nas, uniform, rounds=sz.loop_rounds, warmup=0)
-    return BenchRow("sampling loop, NaS (excl. oracle solves and stop checks)", statistics.median(nas_sps),
-                    statistics.median(uni_sps), "uniform-exploration loop (same code)", "steps/s", "higher",
-                    f"{mdp.name}, delta {sz.delta:g}; pure Python loop, no numba; median of {len(nas_sps)} "
-                    f"interleaved rounds (loop time from identify's timers)")
+        identify(mdp, alg, 0.5, seed=0, K_s=20, loop="compiled")       # numba compiles / loads its cache
+        time_interleaved(run("compiled"), run("python"), rounds=sz.loop_rounds, warmup=0)
+        label = "NaS" if alg == "nas" else "uniform exploration"
+        rows.append(BenchRow(f"sampling loop, {label} (excl. oracle solves and stop checks)",
+                             statistics.median(sps["compiled"]), statistics.median(sps["python"]),
+                             "Python loop (same runs, loop='python')", "steps/s", "higher",
+                             f"{mdp.name}, delta {sz.delta:g}; compiled = numba kernel in chunks between "
+                             f"stop checks and oracle updates (numba {'on' if HAVE_NUMBA else 'off'}"
+                             f"); same taus and counts bit for bit: {taus['compiled'] == taus['python']}; "
+                             f"target >= 10x; median of {len(sps['python'])} interleaved rounds"))
+    return rows
 
 
 def _efficiency_rows(ctx: RunContext, sz: BenchSizes) -> list[BenchRow]:
     """E[tau] of NaS vs uniform exploration, vs the information limit and vs U_o log(1/delta)."""
     rows, d = [], sz.delta
-    for spec in QUICK_INSTANCES[:1] if sz.solve_cases == 1 else QUICK_INSTANCES:
+    for spec in QUICK_INSTANCES[:1] if sz.solve_cases == 1 else QUICK_INSTANCES + HARD_INSTANCES[:1]:
         m = build_instance(spec)
         info = instance_summary(m)
         seeds = range(sz.tau_seeds)
@@ -152,7 +162,8 @@ def _efficiency_rows(ctx: RunContext, sz: BenchSizes) -> list[BenchRow]:
             rows.append(BenchRow(name, tn, est["T"] * kl,
                                  "T(M, omega*_U) kl(delta, 1-delta) (SLSQP estimate)",
                                  "steps", "lower",
-                                 f"{n}; T(M, omega*_U) ~ {est['T']:.3g} vs U_o = {info['U_o']:.3g}"))
+                                 f"{n}; T(M, omega*_U) ~ {est['T']:.3g} vs U_o = {info['U_o']:.3g} "
+                                 f"(U_o/T = {info['U_o'] / est['T']:.3g})"))
         lower = info["U_o"] * math.log(1 / d)
         rows.append(BenchRow(f"E[tau] NaS vs U_o log(1/delta), {m.name}", tn, float(lower),
                              "U_o log(1/delta) (asymptotic reference)", "steps", "lower",
@@ -210,7 +221,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
     sz = SIZES.get(ctx.scale, SIZES["quick"])
     rows = _solve_rows(ctx, sz)
     mdp = build_instance(QUICK_INSTANCES[0] if sz.solve_cases == 1 else QUICK_INSTANCES[1])
-    rows.append(_loop_row(mdp, sz))
+    rows += _loop_rows(mdp, sz)
     ours, anchor = stop_check_fns(mdp)
     rows.append(compare("stopping check (policy iteration on M_t + U + beta)", ours, anchor,
                         "same check with value iteration (tol 1e-10)", unit="us", rounds=sz.check_rounds,

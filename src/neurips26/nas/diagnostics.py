@@ -69,8 +69,15 @@ def curvature(mdp: MDP, bound: str = "primary", n_perturb: int = 20, xi: float =
             "lip_U_rel": lip_u / base.value}
 
 
-def instance_summary(mdp: MDP, bound: str = "primary", with_curvature: bool = False) -> dict:
-    """U_o, U_o^gen, U(omega_u), Delta_min and the connectivity constants of an MDP."""
+#: the T(M, omega) estimate enumerates vertex kernels: only on instances this small
+T_ESTIMATE_MAX_S = 3
+
+
+def instance_summary(mdp: MDP, bound: str = "primary", with_curvature: bool = False,
+                     with_T: bool | None = None) -> dict:
+    """U_o, U_o^gen, U(omega_u), Delta_min and the connectivity constants of an MDP; with ``with_T``
+    (default: S <= 3) also the information-limit estimate T(M, omega*_U) (>= T*(M); 0 when Alt(M) is
+    empty) and U_o / T."""
     sol = mdp.require_identifiable()
     terms = bound_terms(mdp.P, mdp.r, mdp.gamma, bound, sol)
     alloc = NavigationAllocator(mdp.S, mdp.A).solve(mdp.P, terms)
@@ -88,6 +95,13 @@ def instance_summary(mdp: MDP, bound: str = "primary", with_curvature: bool = Fa
     }
     if with_curvature:
         out.update(curvature(mdp, bound))
+    if with_T is None:
+        with_T = mdp.S <= T_ESTIMATE_MAX_S
+    if with_T:
+        est = characteristic_time_estimate(mdp, alloc.omega)
+        T = 0.0 if est["alt_empty"] else est["T"]
+        out.update({"T_est": T, "alt_empty": est["alt_empty"],
+                    "Uo_over_T": alloc.value / T if T > 0 else None})
     return out
 
 

@@ -18,14 +18,21 @@ from neurips26.harness import FAILS, HOLDS, INCONCLUSIVE, Claim, RunContext, ver
 from neurips26.harness.paper import judge
 from neurips26.harness.parallel import map_tasks
 from neurips26.nas.diagnostics import instance_summary
-from neurips26.nas.instances import DEFAULT_RING_QS, QUICK_INSTANCES, build_instance, run_task, task_seed
+from neurips26.nas.instances import (
+    DEFAULT_RING_QS,
+    HARD_INSTANCES,
+    QUICK_INSTANCES,
+    build_instance,
+    run_task,
+    task_seed,
+)
 
 # --------------------------------------------------------------------------- configs
 
 SLOPE_BAND = (0.8, 3.0)          # E1-slope: NaS slope / U_o within this band
-E2_RHO_MIN = 0.5                 # E2: Spearman(connectivity, tau/(U_o beta)) must exceed this ...
+E2_SLOPE_MIN = 0.0               # E2: slope of the navigation penalty R_q vs log t_mix (and log 1/eta) ...
 E3_RHO_MIN = 0.0                 # E3: Spearman(Lip_omega, tau/(U_o beta)) must exceed this ...
-K_SE = 2.0                       # ... by K_SE bootstrap standard errors (inside: inconclusive)
+K_SE = 2.0                       # ... must exceed these by K_SE standard errors (inside: inconclusive)
 E4_Z_MIN = 2.0                   # E4: some intercept gap between schedules beyond this many s.e.
 BOOTSTRAP_RESAMPLES = 1000
 EXPERIMENTS = ("E1", "E2", "E3", "E4")
@@ -39,14 +46,20 @@ class Config:
     n_seeds: int = 20
     K_s: int = 20
     t_max: int = 2_000_000
-    # E1: random instances (S, A, seed), frozen by a seed search with U_o in [10, 100]
-    e1_instances: tuple = QUICK_INSTANCES
+    # E1: random instances (S, A, seed), frozen by a seed search with U_o in [10, 100], and the hard
+    # family (state-only rewards: T(M, omega*_U) > 0, U_o / T ~ 48)
+    e1_instances: tuple = QUICK_INSTANCES + HARD_INSTANCES
     e1_algorithms: tuple = ("nas", "uniform", "generative")
     # E2: lazy ring connectivity family
     ring_S: int = 6
     ring_qs: tuple = DEFAULT_RING_QS
     e2_delta: float = 1e-3
     e2_seeds: int = 10
+    # NaS and the navigation-free reference (generative KLB-TS) on every ring; R_q compares them
+    e2_algorithms: tuple = ("nas", "generative")
+    e2_K_s: int | None = None           # stop-check period on the rings (None: K_s); tau ~ 1e5-1e6 there
+    # the T(M, omega*_U) estimate (S <= 3 only) for the instances of these experiments
+    t_estimate_exps: tuple = ("E1",)
     # E3: curvature across random instances (S, A, seed)
     e3_instances: tuple = ()
     e3_seeds: int = 10
@@ -62,6 +75,8 @@ class Config:
     backend: str = "auto"               # harness.parallel.map_tasks: 'auto' | 'process' | 'ray' | 'serial'
 
 
+#: hard-family instances with U_o < 1500 (seed scan of near_tie(2, 2, seed, gamma = 0.5))
+_E3_HARD = tuple(("near_tie", 2, 2, k, 0.5) for k in (7, 13, 14, 21, 25, 37, 40, 41, 52, 57))
 _FULL_RANDOM = tuple(("random", S, A, k) for S in (3, 5, 8) for A in (2, 3) for k in (0,))
 CONFIGS = {
     # seconds: every experiment and claim path once, on 2-3 state instances at delta 1e-1, 1e-2
@@ -70,43 +85,46 @@ CONFIGS = {
         e1_instances=(QUICK_INSTANCES[0],), ring_S=2, ring_qs=(1.0, 0.2, 0.05), e2_delta=1e-2, e2_seeds=2,
         e3_instances=(("random", 2, 2, 2), ("random", 2, 2, 16), ("random", 2, 2, 30)), e3_seeds=2,
         e4_instances=(("random", 2, 2, 2),), e4_algorithms=("nas", "nas_practical"), e4_seeds=2,
-        workers=1, backend="serial", plots=False),
-    "quick": Config(),
+        t_estimate_exps=(), workers=1, backend="serial", plots=False),
+    "quick": Config(workers=2, backend="process"),
     "full": Config(
         experiments=("E1", "E2", "E3", "E4"),
         deltas=tuple(10.0 ** -k for k in range(1, 13)),
         n_seeds=50,
-        e1_instances=(("random", 2, 2, 14), ("random", 3, 2, 13)) + _FULL_RANDOM
-        + (("riverswim", 3), ("riverswim", 4)),
+        e1_instances=QUICK_INSTANCES + HARD_INSTANCES + _FULL_RANDOM + (("riverswim", 3), ("riverswim", 4))
+        + (("near_tie", 3, 2, 0, 0.5), ("near_tie", 3, 2, 0, 0.7)),
         e1_algorithms=("nas", "nas_no_avg", "nas_fixed_eps", "nas_practical", "uniform", "generative",
                        "bpi_ucrl", "psrl"),
         t_max=20_000_000,
         e2_seeds=50,
-        e3_instances=tuple(("random", S, 2, k) for S in (2, 3) for k in range(40, 52)),
+        e2_K_s=100,
+        e3_instances=tuple(("random", S, 2, k) for S in (2, 3) for k in range(40, 52)) + _E3_HARD,
         e3_seeds=20,
         # DoubleChain(L=1) has m = 2 (sparse support), so 'theory' and 'ergodic' differ there
         e4_instances=(("random", 4, 2, 184, 2), ("random", 4, 2, 102, 2), ("lazy_ring", 6, 0.05),
-                      ("double_chain", 1)),
+                      ("double_chain", 1), HARD_INSTANCES[0]),
         e4_seeds=20,
         workers=0,
         backend="auto",
     ),
 }
 
-#: An intermediate scale: ``neurips26 run nas --scale mid`` (E2-E4 measured)
-#: that gives E2-E4 a first measurement in about 10-20 minutes on 2 cores: a 4-state ring instead of 6,
-#: 10 seeds, deltas down to 1e-9, small random instances for E3.
+#: An intermediate scale: ``neurips26 run nas --scale mid`` gives E2-E4 a measurement in about
+#: 20 minutes on 2 cores: E1 on the quick and hard instances, E2 on the spec's 6-state ring (NaS and
+#: the navigation-free reference, 10 runs each per q), E3 on ten hard-family instances, E4 on a
+#: sparse random MDP (m = 3) and a hard instance.
 MID = Config(
     experiments=("E1", "E2", "E3", "E4"),
     deltas=(1e-1, 1e-3, 1e-6, 1e-9),
     n_seeds=20,
-    ring_S=4,
+    ring_S=6,
     e2_seeds=10,
-    e3_instances=tuple(("random", 2, 2, k) for k in (0, 2, 10, 14, 16, 21, 23, 26, 30, 34)),
+    e2_K_s=100,
+    e3_instances=_E3_HARD,
     e3_seeds=8,
-    # sparse random MDPs (2 next states per pair): m = 2 and 3, so the schedules really differ
-    e4_instances=(("random", 4, 2, 184, 2), ("random", 4, 2, 102, 2)),
-    e4_seeds=10,
+    # a sparse random MDP (2 next states per pair, m = 3: the schedules really differ) and a hard one
+    e4_instances=(("random", 4, 2, 102, 2), HARD_INSTANCES[0]),
+    e4_seeds=8,
     workers=2,
     backend="process",
 )
@@ -139,6 +157,8 @@ def summarise(runs: list[dict], U_ref: float) -> dict:
             "tau_se": float(np.std(taus, ddof=1) / np.sqrt(len(taus))) if len(taus) > 1 else None,
             "tau_over_Ulog": float(np.mean(taus)) / (U_ref * math.log(1 / d)) if taus else None,
             "tau_over_Uo_beta": float(np.mean(excess)) if excess else None,
+            "beta_mean": float(np.mean([r["beta"][j] for r in runs if r["tau"][j] is not None]))
+            if taus else None,
         })
     x = np.log(1 / np.asarray(deltas))
     slopes, icepts = [], []
@@ -173,6 +193,40 @@ def summarise(runs: list[dict], U_ref: float) -> dict:
 def _excess_samples(runs: list[dict], U_ref: float, j: int) -> list[float]:
     """Per run: tau / (U_o beta(N(tau), delta)) at delta index j (uncensored runs only)."""
     return [r["tau"][j] / (U_ref * r["beta"][j]) for r in runs if r["tau"][j] is not None]
+
+
+def navigation_penalty(nas_runs: list[dict], gen_runs: list[dict], U_o: float, U_gen: float, j: int):
+    """R = (mean tau_NaS / U_o) / (mean tau_gen / U_gen) at delta index j, its delta-method standard
+    error (independent runs: (se/R)^2 = (se_N/mean_N)^2 + (se_G/mean_G)^2) and the fewer run count.
+
+    1 means navigating costs what U_o says relative to the navigation-free reference; > 1 is a penalty
+    for having to move through the MDP that U_o does not carry. Neither part uses the stopping
+    rule's threshold, so it does not sit at 1 by construction (unlike tau / (U_o beta(N(tau)))).
+    """
+    tn = np.asarray([r["tau"][j] for r in nas_runs if r["tau"][j] is not None], float)
+    tg = np.asarray([r["tau"][j] for r in gen_runs if r["tau"][j] is not None], float)
+    n = min(len(tn), len(tg))
+    if n < 2:
+        return None, None, n
+    mn, mg = tn.mean(), tg.mean()
+    R = (mn / U_o) / (mg / U_gen)
+    rel = math.hypot(tn.std(ddof=1) / math.sqrt(len(tn)) / mn, tg.std(ddof=1) / math.sqrt(len(tg)) / mg)
+    return float(R), float(R * rel), n
+
+
+def weighted_slope(x, y, se):
+    """Least-squares slope of y on x with weights 1/se^2 and its standard error
+    (1 / sqrt(sum w (x - x_w)^2)); (None, None) with fewer than 3 usable points."""
+    x, y, se = (np.asarray([np.nan if v is None else v for v in a], float) for a in (x, y, se))
+    ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(se) & (se > 0)
+    if ok.sum() < 3:
+        return None, None
+    x, y, w = x[ok], y[ok], 1 / se[ok] ** 2
+    xw = (w * x).sum() / w.sum()
+    sxx = (w * (x - xw) ** 2).sum()
+    if sxx <= 0:
+        return None, None
+    return float((w * (x - xw) * y).sum() / sxx), float(1 / math.sqrt(sxx))
 
 
 def bootstrap_spearman(x, samples: list[list[float]], seed: int, n_boot: int = BOOTSTRAP_RESAMPLES):
@@ -220,15 +274,18 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     base = dict(gamma=cfg.gamma, ring_qs=cfg.ring_qs, K_s=cfg.K_s, t_max=cfg.t_max)
     inst: dict[tuple, dict] = {}           # (exp, i) -> summary
 
-    def add(exp: str, i: int, spec: tuple, algs, n_seeds: int, deltas, curvature: bool = False):
+    def add(exp: str, i: int, spec: tuple, algs, n_seeds: int, deltas, curvature: bool = False,
+            K_s: int | None = None):
         mdp = build_instance(spec, cfg.gamma, cfg.ring_qs)
-        inst[(exp, i)] = instance_summary(mdp, with_curvature=curvature) | {"spec": list(spec)}
+        with_T = None if exp in cfg.t_estimate_exps else False
+        inst[(exp, i)] = instance_summary(mdp, with_curvature=curvature, with_T=with_T) | {"spec": list(spec)}
         heavy = spec[0] in ("riverswim", "double_chain")
         if heavy:
             n_seeds = min(n_seeds, cfg.heavy_seeds)
         for ai, alg in enumerate(algs):
             for k in range(n_seeds):
                 tasks.append(base | dict(exp=exp, inst=i, spec=spec, alg=alg, deltas=tuple(deltas),
+                                         K_s=K_s or cfg.K_s,
                                          t_max=cfg.heavy_t_max if heavy else cfg.t_max,
                                          seed=task_seed(ctx.seed, EXPERIMENTS.index(exp), i, ai, k)))
 
@@ -237,7 +294,8 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             add("E1", i, spec, cfg.e1_algorithms, cfg.n_seeds, cfg.deltas)
     if "E2" in cfg.experiments:
         for i, q in enumerate(cfg.ring_qs):
-            add("E2", i, ("lazy_ring", cfg.ring_S, q), ("nas",), cfg.e2_seeds, cfg.deltas)
+            add("E2", i, ("lazy_ring", cfg.ring_S, q), cfg.e2_algorithms, cfg.e2_seeds, cfg.deltas,
+                K_s=cfg.e2_K_s)
     if "E3" in cfg.experiments:
         for i, spec in enumerate(cfg.e3_instances):
             add("E3", i, spec, ("nas",), cfg.e3_seeds, cfg.deltas, curvature=True)
@@ -300,6 +358,9 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         metrics["e1_overhead_ratio_1e-3"] = overhead
         metrics["e1_Uo"] = [row["U_o"] for row in e1]
         metrics["e1_Uunif_over_Uo"] = [row["U_uniform"] / row["U_o"] for row in e1]
+        metrics["e1_T_est"] = [row.get("T_est") for row in e1]          # T(M, omega*_U) >= T*(M)
+        metrics["e1_Uo_over_T"] = [row.get("Uo_over_T") for row in e1]
+        metrics["e1_names"] = [row["name"] for row in e1]
         if cfg.plots:
             _plot_e1(e1, cfg, ctx)
     if "E2" in cfg.experiments:
@@ -327,6 +388,19 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             metrics[f"e2_spearman_{key}_excess_se"] = se
         metrics["e2_runs_per_point"] = min(len(s) for s in e2_samples)
         metrics["e2_spearman_Uo_overhead"] = _spearman([row["U_o"] for row in e2], ov)
+        # the metric not tied to the stopping rule: NaS's cost in units of U_o over the navigation-free
+        # reference's cost in units of U_gen, R_q = (tau_NaS / U_o) / (tau_gen / U_gen), per ring
+        if "generative" in cfg.e2_algorithms:
+            pen = [navigation_penalty(groups[("E2", i, "nas")], groups[("E2", i, "generative")],
+                                      inst[("E2", i)]["U_o"], inst[("E2", i)]["U_gen"], j)
+                   for i in range(len(cfg.ring_qs))]
+            metrics["e2_penalty"] = [p[0] for p in pen]
+            metrics["e2_penalty_se"] = [p[1] for p in pen]
+            metrics["e2_penalty_runs"] = min(p[2] for p in pen)
+            for key, axis in (("tmix", "e2_t_mix"), ("inv_eta", "e2_inv_eta")):
+                b, se = weighted_slope(_log(metrics[axis]), metrics["e2_penalty"], metrics["e2_penalty_se"])
+                metrics[f"e2_penalty_slope_log_{key}"] = b
+                metrics[f"e2_penalty_slope_log_{key}_se"] = se
         if cfg.plots:
             _plot_e2(e2, metrics, ctx)
     if "E3" in cfg.experiments:
@@ -365,7 +439,59 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         metrics["e4_intercept_separation_z"] = sep
         if cfg.plots:
             _plot_e4(e4, ctx)
+    metrics["terms"] = [theorem_terms(inst[k], "nas", len(cfg.deltas) - 1) | {"exp": k[0]}
+                        for k in sorted(inst)
+                        if k[0] in ("E1", "E2") and "nas" in inst[k].get("algorithms", {})]
+    for row in metrics["terms"]:
+        ctx.log(f"terms {row['exp']} {row['name']}: " + ", ".join(
+            f"{k} {v:.3g}" for k, v in row.items() if isinstance(v, float)))
     return _clean(metrics)
+
+
+#: the candidate constants of the finite-delta bound (spec: connectivity, curvature, the rest)
+TERM_KEYS = ("diameter", "m", "inv_eta", "t_mix", "kappa", "lip_U_rel", "lip_omega", "quad_growth",
+             "inv_delta_min", "horizon", "SA", "Uo_over_Ugen", "Uo_over_T")
+#: the measured parts of E[tau] at the smallest delta
+PART_KEYS = ("asymptotic", "threshold_model_size", "tracking_residual")
+
+
+def theorem_terms(row: dict, alg: str, j: int) -> dict:
+    """The theorem's explicit instance quantities beside the measured overhead of ``alg``.
+
+    Measured at delta index j: E[tau] = U_o log(1/delta)              ("asymptotic")
+                                      + U_o (beta(N(tau), delta) - log(1/delta))  (model-size term)
+                                      + (E[tau] - U_o beta)           ("tracking_residual": tracking,
+                                        estimation and navigation beyond U_o),
+    each also as a share of E[tau], and which is largest. Instance constants: diameter D, path length
+    m, 1/eta, t_mix, kappa_M (connectivity), Lip_U/U_o, Lip_omega, quadratic growth (curvature, when
+    computed), 1/Delta_min, 1/(1-gamma), S*A, U_o/U_gen (navigation cost), U_o/T (bound vs information
+    limit, S <= 3).
+    """
+    s = row["algorithms"][alg]
+    pd = s["per_delta"][j]
+    out = {"name": row["name"], "delta": pd["delta"]}
+    tau, beta = pd["tau_mean"], pd.get("beta_mean")
+    if tau and beta:
+        log_d = math.log(1 / pd["delta"])
+        parts = {"asymptotic": row["U_o"] * log_d, "threshold_model_size": row["U_o"] * (beta - log_d)}
+        parts["tracking_residual"] = tau - parts["asymptotic"] - parts["threshold_model_size"]
+        out |= {k: float(v) for k, v in parts.items()}
+        out |= {f"{k}_share": float(v / tau) for k, v in parts.items()}
+        out["tau"] = float(tau)
+        out["dominant"] = max(parts, key=lambda k: abs(parts[k]))
+    consts = {"diameter": row.get("diameter"), "m": row.get("m"),
+              "inv_eta": 1 / row["eta"] if row.get("eta") else None, "t_mix": row.get("t_mix"),
+              "kappa": row.get("kappa"), "lip_U_rel": row.get("lip_U_rel"), "lip_omega": row.get("lip_omega"),
+              "quad_growth": row.get("quad_growth"), "inv_delta_min": 1 / row["delta_min"],
+              "horizon": 1 / (1 - row["gamma"]), "SA": row["S"] * row["A"],
+              "Uo_over_Ugen": row["U_o"] / row["U_gen"], "Uo_over_T": row.get("Uo_over_T")}
+    out |= {k: (None if v is None else float(v)) for k, v in consts.items()}
+    return out
+
+
+def _log(xs) -> list:
+    """log of each finite positive entry, NaN otherwise (None, inf from an unmixed chain)."""
+    return [math.log(x) if x is not None and math.isfinite(x) and x > 0 else math.nan for x in xs]
 
 
 def _delta_index(deltas, d) -> int:
@@ -477,7 +603,10 @@ def _check_slope(m):
         return INCONCLUSIVE, "no NaS slope (censored runs)"
     lo, hi = SLOPE_BAND
     return verdict(all(lo <= x <= hi for x in r)), \
-        "NaS slope / U_o = " + ", ".join(f"{x:.2f}" for x in r) + f" (band [{lo}, {hi}])"
+        "NaS slope / U_o = " + ", ".join(f"{x:.2f}" for x in r) + f" (band [{lo}, {hi}]); U_o = " + \
+        ", ".join(f"{x:.3g}" for x in m.get("e1_Uo", [])) + "; U_o / T(M, omega*_U) = " + \
+        ", ".join("inf (Alt(M) empty, T = 0)" if t == 0 else _fmt(x)
+                  for x, t in zip(m.get("e1_Uo_over_T", []), m.get("e1_T_est", [])))
 
 
 def _check_uniform(m):
@@ -489,6 +618,21 @@ def _check_uniform(m):
         "tau_uniform / tau_NaS (smallest delta) = " + ", ".join(f"{x:.2f}" for x in sp)
         + "; U(omega_u)/U_o = " + ", ".join(f"{x:.2f}" for x in gain)
         + "; uniform slope / U(omega_u) = " + ", ".join(f"{x:.2f}" for x in ur))
+
+
+def _check_terms(m):
+    """Which measured part of E[tau] (smallest delta) is largest on each E1 instance."""
+    rows = [r for r in m.get("terms", []) if r.get("exp") == "E1" and r.get("dominant")]
+    if not rows:
+        return INCONCLUSIVE, "no uncensored E1 runs"
+    ok = all(r["dominant"] == "threshold_model_size" for r in rows)
+    txt = "; ".join(
+        f"{r['name']}: asymptotic {r['asymptotic_share']:.0%}, threshold model-size "
+        f"{r['threshold_model_size_share']:.0%}, tracking residual {r['tracking_residual_share']:.0%} "
+        f"(kappa {_fmt(r['kappa'])}, 1/eta {_fmt(r['inv_eta'])}, t_mix {_fmt(r['t_mix'])}, "
+        f"1/Delta_min {_fmt(r['inv_delta_min'])}, U_o/U_gen {_fmt(r['Uo_over_Ugen'])}, "
+        f"U_o/T {_fmt(r['Uo_over_T'])})" for r in rows)
+    return verdict(ok), f"shares of E[tau] at delta = {rows[0]['delta']:g}: {txt}"
 
 
 def _check_overhead(m):
@@ -530,25 +674,27 @@ def _rho_text(rho, se) -> str:
 
 
 def _check_e2(m):
-    """Verdict on the excess tau / (U_o beta(N(tau), delta)), which removes both U_o and the
-    threshold's model-size term (the raw b/U_o grows with log tau, hence with U_o: confounded).
-    Noise-aware: each Spearman carries a bootstrap s.e. over the runs of every q; inside K_SE s.e.
-    of E2_RHO_MIN the verdict is inconclusive."""
+    """Verdict on the navigation penalty R_q = (tau_NaS/U_o) / (tau_gen/U_gen) (no stopping-rule term):
+    the weighted slope of R_q against log t_mix and against log(1/eta), each with its standard error
+    from the per-ring intervals; holds if both slopes exceed E2_SLOPE_MIN by K_SE s.e., fails if either
+    is below it by K_SE s.e., inconclusive inside. The previous metric tau/(U_o beta) is reported."""
     if "E2" not in m["experiments_run"]:
         return INCONCLUSIVE, _NOT_RUN.format("E2")
-    rt, re = m["e2_spearman_tmix_excess"], m["e2_spearman_inv_eta_excess"]
-    if rt is None or re is None:
-        return INCONCLUSIVE, "too few finite overheads"
-    st, se_ = m["e2_spearman_tmix_excess_se"], m["e2_spearman_inv_eta_excess_se"]
-    n = m["e2_runs_per_point"]
-    v = _combine([_judge_rho(rt, st, n, E2_RHO_MIN), _judge_rho(re, se_, n, E2_RHO_MIN)])
-    return v, (
-        f"Spearman(t_mix, tau/(U_o beta)) = {_rho_text(rt, st)}, Spearman(1/eta, tau/(U_o beta)) = "
-        f"{_rho_text(re, se_)} (bootstrap s.e. over {n} runs per q; needs both > {E2_RHO_MIN} by {K_SE:g} "
-        f"s.e.); "
-        f"tau/(U_o beta) = {', '.join(_fmt(x) for x in m['e2_excess_ratio'])}; raw b/U_o: "
-        f"Spearman with t_mix {_fmt(m['e2_spearman_tmix_overhead'])}, "
-        f"with U_o {_fmt(m['e2_spearman_Uo_overhead'])}")
+    if m.get("e2_penalty_slope_log_tmix") is None or m.get("e2_penalty_slope_log_inv_eta") is None:
+        return INCONCLUSIVE, "no navigation-free reference (generative) runs, or too few rings"
+    n = m["e2_penalty_runs"]
+    parts, vs = [], []
+    for key, lab in (("tmix", "log t_mix"), ("inv_eta", "log 1/eta")):
+        b, se = m[f"e2_penalty_slope_log_{key}"], m[f"e2_penalty_slope_log_{key}_se"]
+        vs.append(judge(b, se, n, E2_SLOPE_MIN, k=K_SE, better="higher"))
+        parts.append(f"slope vs {lab} = {b:.3g} ± {se:.2g}")
+    pen = ", ".join(f"{x:.3f} ± {e:.3f}" for x, e in zip(m["e2_penalty"], m["e2_penalty_se"]))
+    tm = ", ".join(f"{x:g}" for x in m["e2_t_mix"])
+    return _combine(vs), (
+        f"navigation penalty R = (tau_NaS/U_o)/(tau_gen/U_gen) at t_mix = {tm}: {pen} ({n} runs per "
+        f"algorithm and ring); {'; '.join(parts)} (needs both > {E2_SLOPE_MIN:g} by {K_SE:g} s.e.); "
+        f"tau/(U_o beta) = {', '.join(_fmt(x) for x in m['e2_excess_ratio'])} (tied to the stopping rule, "
+        "not judged)")
 
 
 def _check_e3(m):
@@ -583,11 +729,17 @@ CLAIMS = [
     Claim("E1-overhead", "Beyond the characteristic time there is a large finite-delta overhead: the "
           "intercept b exceeds the asymptotic term at delta = 1e-3",
           "non-asymptotic bound = c U_o log(1/delta) + lower-order terms", _check_overhead),
+    Claim("terms", "The finite-delta overhead is dominated by the stopping threshold's model-size term "
+          "U_o (beta(N(tau), delta) - log(1/delta)), not by tracking/navigation (tau - U_o beta): the "
+          "instance constants (connectivity, gaps, U_o/U_gen, U_o/T) printed beside the measured shares",
+          "the contributions of connectivity, curvature and the other instance quantities are explicit",
+          _check_terms),
     Claim("correctness", "Every run identifies the optimal policy at the stated confidence (error rate "
           "<= delta, no censoring)", "delta-PAC", _check_correct),
-    Claim("E2-connectivity", "The overhead grows with worse connectivity (mixing time, 1/eta) beyond what "
-          f"U_o predicts: Spearman of tau/(U_o beta) with t_mix and with 1/eta > {E2_RHO_MIN} by {K_SE:g} "
-          "bootstrap s.e.", "bound depends on the connectivity of the MDP", _check_e2),
+    Claim("E2-connectivity", "The cost of navigating grows with worse connectivity beyond what U_o "
+          "predicts: the penalty (tau_NaS/U_o)/(tau_gen/U_gen) over the navigation-free reference rises "
+          f"with log t_mix and log(1/eta) (weighted slopes > {E2_SLOPE_MIN:g} by {K_SE:g} s.e.)",
+          "bound depends on the connectivity of the MDP", _check_e2),
     Claim("E3-curvature", "The overhead grows with the curvature (local sensitivity) of U_o, omega*: "
           f"Spearman of tau/(U_o beta) with Lip_omega > {E3_RHO_MIN:g} by {K_SE:g} bootstrap s.e.",
           "bound depends on the curvature of the optimal characteristic time", _check_e3),

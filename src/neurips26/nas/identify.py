@@ -20,17 +20,20 @@ from neurips26.nas.agents import (
     GenerativeTracker,
     NaSConfig,
     NaSSampler,
+    NextDue,
     PSRLSampler,
     UniformSampler,
 )
 from neurips26.nas.bound import BOUNDS
 from neurips26.nas.connectivity import path_length_m
 from neurips26.nas.env import TabularEnv
+from neurips26.nas.kernels import EXPLORATION_CODE, MAX_A_BITWISE, UNIFORM, run_steps
 from neurips26.nas.mdp import MDP
 from neurips26.nas.stopping import EmpiricalModel, check_delta, stopping_statistic, threshold
 
 ALGORITHMS = ("nas", "nas_no_avg", "nas_fixed_eps", "nas_practical", "nas_ergodic", "uniform",
               "generative", "bpi_ucrl", "psrl")
+LOOPS = ("auto", "compiled", "python")
 
 
 @dataclass
@@ -75,6 +78,46 @@ class IdentificationResult:
                 "outcomes": [o.__dict__ for o in self.outcomes]}
 
 
+def _compiled_loop(env: TabularEnv, sampler, model: EmpiricalModel, s: int, K_s: int, t_max: int,
+                   pending: list, stop_check) -> int:
+    """The Python loop's trajectory, in chunks of ``kernels.run_steps``: a chunk ends at every
+    stopping check (t a multiple of K_s) and before every step at which the oracle schedule may fire;
+    the oracle update of a chunk's first step (as ``NaSSampler.act`` does it) runs here. Returns t."""
+    nas = isinstance(sampler, NaSSampler)
+    S, A = model.S, model.A
+    if nas:
+        code = EXPLORATION_CODE[sampler.cfg.exploration]
+        averaging, exp_theory, epsilon = bool(sampler.cfg.averaging), sampler._exp_theory, sampler.cfg.epsilon
+        schedule = sampler.schedule
+        nxt = NextDue(sampler.cfg)
+    else:
+        code, averaging, exp_theory, epsilon = UNIFORM, False, 1.0, 0.0
+        W = pi_o = np.zeros((S, A))
+        t_last = 1
+    cdf, r = env.cdf, env.mdp.r
+    agent_rng, env_rng = sampler.rng, env.np_random
+    t = 0
+    while t < t_max and pending:
+        t1 = t + 1
+        end = min(-(-t1 // K_s) * K_s, t_max)
+        if nas:
+            if model.all_visited and schedule.due(t1):
+                sampler._oracle_update(t1)
+            end = min(end, nxt.after(t1) - 1)
+            W, pi_o, t_last = sampler.W, sampler.pi_o, sampler.t_last
+        n = end - t
+        s, new = run_steps(code, s, t, n, agent_rng.random(n), env_rng.random(n), cdf, r, model.N_sas,
+                           model.N_sa, model.N_s, model.r_hat, model.r_seen, W, pi_o, t_last, averaging,
+                           exp_theory, epsilon)
+        model.n_unvisited -= new
+        model.t += n
+        t = end
+        if t % K_s == 0 and model.all_visited:
+            stop_check(t)
+    env.state = s
+    return t
+
+
 def _spaces(env) -> tuple[int, int]:
     try:
         return int(env.observation_space.n), int(env.action_space.n)
@@ -85,7 +128,8 @@ def _spaces(env) -> tuple[int, int]:
 
 def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None = None, seed: int = 0,
              K_s: int = 10, t_max: int = 1_000_000, nas: NaSConfig | None = None, bound: str = "primary",
-             rewards_known: bool = False, ucrl_delta: float | None = None) -> IdentificationResult:
+             rewards_known: bool = False, ucrl_delta: float | None = None,
+             loop: str = "auto") -> IdentificationResult:
     """Run one best-policy-identification trajectory.
 
     env: an ``MDP`` (wrapped in ``TabularEnv``) or a gymnasium-style env with integer spaces; for a
@@ -95,8 +139,12 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
       (KLB-TS, needs ``env.sample``), 'bpi_ucrl', 'psrl' the baselines).
     deltas: confidence levels; the run continues until every one has stopped or t = t_max
       (censored: ``stopped=False``, never a silent answer).
+    loop: 'auto' (the compiled loop of ``kernels.run_steps`` where it applies: NaS and its ablations
+      and uniform exploration on a ``TabularEnv`` with A < 8; the Python loop otherwise), 'compiled'
+      (raise if it does not apply) or 'python'. Both loops give the same trajectory bit for bit.
     """
     check_choice(algorithm, "algorithm", ALGORITHMS)
+    check_choice(loop, "loop", LOOPS)
     if isinstance(deltas, (int, float)):
         deltas = (deltas,)
     deltas = sorted({check_delta(d) for d in deltas}, reverse=True)
@@ -155,35 +203,31 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
     else:
         sampler = GenerativeTracker(model, agent_rng)
 
+    compiled = (isinstance(env, TabularEnv) and A < MAX_A_BITWISE
+                and isinstance(sampler, (NaSSampler, UniformSampler)))
+    if loop == "compiled" and not compiled:
+        raise ValueError("loop='compiled' needs algorithm 'nas*' or 'uniform' on a TabularEnv (or an MDP) "
+                         f"with fewer than {MAX_A_BITWISE} actions; use loop='auto' or 'python'")
+    if loop == "python":
+        compiled = False
+
     outcomes = {d: DeltaOutcome(d, False, None, None, None) for d in deltas}
     pending = list(deltas)                       # largest delta first: it stops first
     log_inv = {d: math.log(1 / d) for d in deltas}
     t0 = time.perf_counter()
-    t = 0
     n_checks = 0
     check_s = 0.0
-    update = model.update
-    while t < t_max and pending:
+
+    def stop_check(t: int) -> None:
+        """Z_t >= beta(N(t), delta) for the pending deltas (largest first)."""
+        nonlocal n_checks, check_s
+        tc = time.perf_counter()
+        n_checks += 1
+        terms = model.terms()
         if generative:
-            s, a = sampler.pair(t + 1)
-            s2, r = env.sample(s, a)
-        else:
-            a = sampler.act(s, t + 1)
-            s2, r, _, _, _ = env.step(a)
-            s2 = int(s2)
-        update(s, a, float(r), s2)
-        t += 1
-        s = s2
-        if t % K_s == 0 and model.all_visited:
-            tc = time.perf_counter()
-            n_checks += 1
-            terms = model.terms()
-            if generative:
-                sampler.refresh()
-            Z, u = stopping_statistic(terms, model.N_sa, t)   # Z_t = t / U(M_t, N(t)/t)
-            if Z <= 0:
-                check_s += time.perf_counter() - tc
-                continue
+            sampler.refresh()
+        Z, u = stopping_statistic(terms, model.N_sa, t)   # Z_t = t / U(M_t, N(t)/t)
+        if Z > 0:
             base = threshold(model.N_sa, pending[0]) - log_inv[pending[0]]
             while pending and Z >= base + log_inv[pending[0]]:   # Z_t >= beta(N(t), delta)
                 d = pending.pop(0)
@@ -193,7 +237,26 @@ def identify(env, algorithm: str = "nas", deltas=(0.1,), *, gamma: float | None 
                 o.correct = None if pi_star is None else bool(np.array_equal(terms.pi, pi_star))
                 o.U_hat, o.beta, o.beta_log_delta = u, base + log_inv[d], log_inv[d]
                 o.freq = (model.N_sa / t).tolist()
-            check_s += time.perf_counter() - tc
+        check_s += time.perf_counter() - tc
+
+    if compiled:
+        t = _compiled_loop(env, sampler, model, s, K_s, t_max, pending, stop_check)
+    else:
+        t = 0
+        update = model.update
+        while t < t_max and pending:
+            if generative:
+                s, a = sampler.pair(t + 1)
+                s2, r = env.sample(s, a)
+            else:
+                a = sampler.act(s, t + 1)
+                s2, r, _, _, _ = env.step(a)
+                s2 = int(s2)
+            update(s, a, float(r), s2)
+            t += 1
+            s = s2
+            if t % K_s == 0 and model.all_visited:
+                stop_check(t)
     res = IdentificationResult(
         algorithm=algorithm, outcomes=[outcomes[d] for d in deltas], steps=t,
         seconds=time.perf_counter() - t0, n_stop_checks=n_checks,

@@ -7,6 +7,8 @@ and a config is plain data::
     ("riverswim", n)                      riverswim(n, gamma)
     ("double_chain", L)                   double_chain(L, gamma=gamma)
     ("lazy_ring", S, q)                   lazy_ring(S, q) with one reward table shared by the family
+    ("near_tie", S, A, seed, gamma)       random_mdp(S, A, gamma, seed, state_rewards=True,
+                                          min_gap=NEAR_TIE_MIN_GAP): the hard family, T* > 0
 
 ``run_task(task)`` is module-level so ``harness.parallel.map_tasks`` can ship it to a process pool or
 Ray; it returns plain lists (one entry per delta) that the experiment aggregates.
@@ -20,10 +22,14 @@ from neurips26.harness.validation import check_choice
 from neurips26.nas.identify import identify
 from neurips26.nas.mdp import MDP, double_chain, lazy_ring, lazy_ring_rewards, random_mdp, riverswim
 
-KINDS = ("random", "riverswim", "double_chain", "lazy_ring")
+KINDS = ("random", "riverswim", "double_chain", "lazy_ring", "near_tie")
 #: the two frozen quick instances: random(S=2, A=2, seed 14) and random(3, 2, seed 13), U_o in [10, 100]
 QUICK_INSTANCES = (("random", 2, 2, 14), ("random", 3, 2, 13))
 DEFAULT_RING_QS = (1.0, 0.5, 0.2, 0.1, 0.05)
+#: hard instances (rewards depend on the state only: every gap comes from the transitions, so
+#: Alt(M) is not empty and T(M, omega*_U) > 0): U_o = 350 and 417, U_o / T(M, omega*_U) ~ 48
+HARD_INSTANCES = (("near_tie", 2, 2, 4, 0.5), ("near_tie", 2, 2, 4, 0.7))
+NEAR_TIE_MIN_GAP = 0.02
 
 
 def build_instance(spec: tuple, gamma: float = 0.5, ring_qs: tuple = DEFAULT_RING_QS) -> MDP:
@@ -38,6 +44,9 @@ def build_instance(spec: tuple, gamma: float = 0.5, ring_qs: tuple = DEFAULT_RIN
         return riverswim(spec[1], gamma)
     if kind == "double_chain":
         return double_chain(spec[1], gamma=gamma)
+    if kind == "near_tie":          # its own gamma (the spec's), not the config's
+        S, A, seed, g = spec[1:5]
+        return random_mdp(S, A, gamma=g, seed=seed, state_rewards=True, min_gap=NEAR_TIE_MIN_GAP)
     _, S, q = spec
     # one reward table shared across q, with Delta_min >= 0.05 at every q of the family
     r = lazy_ring_rewards(S, tuple(sorted(set(ring_qs) | {q})), gamma)

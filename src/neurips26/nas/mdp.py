@@ -173,10 +173,16 @@ def solve_mdp(P: np.ndarray, r: np.ndarray, gamma: float, pi0: np.ndarray | None
 # --------------------------------------------------------------------------- generators
 
 def random_mdp(S: int, A: int, alpha: float = 1.0, gamma: float = 0.5, seed: int = 0,
-               min_gap: float = 0.05, max_tries: int = 10_000, support: int | None = None) -> MDP:
+               min_gap: float = 0.05, max_tries: int = 10_000, support: int | None = None,
+               state_rewards: bool = False) -> MDP:
     """p_sa ~ Dirichlet(alpha 1_S), r ~ U[0, 1]; reject unless pi* unique, Delta_min >= min_gap and M
     communicating. Deterministic in ``seed`` (numpy Generator). ``support=k`` draws each p_sa on k
-    random next states only (sparse support graph, so m can exceed 1)."""
+    random next states only (sparse support graph, so m can exceed 1).
+
+    ``state_rewards=True`` is the hard family ("stochastic near-ties"): r(s, a) = r(s) for every a,
+    so every gap Delta_sa = gamma (p_{s pi*(s)} - p_sa) V* comes from the transitions alone; a small
+    change of p can then reorder the actions, so Alt(M) is not empty and T*(M) > 0 (with rewards
+    that differ per action, a gamma = 0.5 instance often has Alt(M) empty: T* = 0)."""
     S = check_scalar(S, "S", int, min=2)
     A = check_scalar(A, "A", int, min=2)
     check_scalar(alpha, "alpha", float, min=0, inclusive="neither")
@@ -193,11 +199,15 @@ def random_mdp(S: int, A: int, alpha: float = 1.0, gamma: float = 0.5, seed: int
                 for a in range(A):
                     P[s, a, rng.choice(S, support, replace=False)] = rng.dirichlet(alpha * np.ones(support))
         r = rng.uniform(0.0, 1.0, size=(S, A))
+        if state_rewards:
+            r = np.repeat(r[:, :1], A, axis=1)
         P = P / P.sum(axis=2, keepdims=True)
         sol = solve_mdp(P, r, gamma)
         if sol.delta_min < max(min_gap, TIE_TOL) or not is_communicating(P):
             continue
         tag = "" if support is None or support == S else f",support={support}"
+        tag += ",state_rewards" if state_rewards else ""
+        tag += f",gamma={gamma:g}" if gamma != 0.5 else ""
         return MDP(P, r, gamma, 0, name=f"random(S={S},A={A},seed={seed}{tag})")
     raise RuntimeError(f"random_mdp: no instance passed the rejection rule in {max_tries} draws")
 
