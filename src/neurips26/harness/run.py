@@ -117,7 +117,8 @@ def _git_sha() -> str | None:
 
 _VERSIONED = ("neurips26", "numpy", "scipy", "torch", "matplotlib", "transformers", "cvxpy", "zuko",
               "libcachesim", "numba", "pydivsufsort", "nltk", "pyseccomp", "ray", "networkx",
-              "torch_geometric", "nashpy", "POT", "tokenizers")
+              "torch_geometric", "nashpy", "POT", "tokenizers", "scikit-learn", "scikit-image", "pydantic",
+              "pyarrow", "safetensors", "gymnasium", "datasketches", "math-verify", "faiss-cpu")
 
 
 def provenance() -> dict[str, Any]:

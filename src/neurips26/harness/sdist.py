@@ -24,11 +24,17 @@ def verify_sha256(path: Path | str, sha256: str) -> None:
         raise ValueError(f"{path} has sha256 {digest}, expected {sha256}; delete it and re-fetch")
 
 
-def pip_download(requirement: str, folder: Path | str) -> None:
-    """``pip download --no-deps REQUIREMENT -d FOLDER`` with this interpreter's pip."""
+def pip_download(requirement: str, folder: Path | str, no_build_isolation: bool = False) -> None:
+    """``pip download --no-deps REQUIREMENT -d FOLDER`` with this interpreter's pip.
+
+    ``no_build_isolation``: for sdists whose metadata step would otherwise install build dependencies
+    into an isolated environment first (basicsr 1.4.2 stalls there for minutes).
+    """
     Path(folder).mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", requirement, "-d", str(folder)],
-                   check=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", requirement, "-d", str(folder)]
+    if no_build_isolation:
+        cmd.append("--no-build-isolation")
+    subprocess.run(cmd, check=True)
 
 
 def read_tar_texts(path: Path | str, keep: Callable[[str], bool]) -> list[tuple[str, str]]:
