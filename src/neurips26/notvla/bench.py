@@ -13,18 +13,22 @@ from neurips26.notvla.extraction import WaypointExtractor
 from neurips26.notvla.plan import parse_plan, tokenize
 from neurips26.notvla.sim import TEMPLATES, TabletopSim
 
-EXAMPLE = ("approach the red cube at (41, 57) depth 0 . 62 height 8 ; "
-           "grasp the red cube at (41, 57) depth 0 . 62 height 1 close ; lift height 10 ; "
-           "move to the blue bowl at (70, 33) depth 0 . 58 height 10 ; "
-           "place in the blue bowl at (70, 33) depth 0 . 58 height 4 open ; retreat height 12 .")
+EXAMPLE = (
+    "approach the red cube at (41, 57) depth 0 . 62 height 8 ; "
+    "grasp the red cube at (41, 57) depth 0 . 62 height 1 close ; lift height 10 ; "
+    "move to the blue bowl at (70, 33) depth 0 . 58 height 10 ; "
+    "place in the blue bowl at (70, 33) depth 0 . 58 height 4 open ; retreat height 12 ."
+)
 
 
 def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = None, seed0: int = 0) -> dict:
     """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length."""
     env = TabletopSim(image_size, camera_shift=shift)
     X = WaypointExtractor()
-    out = {k: [] for k in ("success", "calls", "tokens", "tokens_never", "expert_steps", "train_tokens",
-                           "compression")}
+    out = {
+        k: []
+        for k in ("success", "calls", "tokens", "tokens_never", "expert_steps", "train_tokens", "compression")
+    }
     for i in range(n):
         s = seed0 + i
         env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
@@ -39,7 +43,7 @@ def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = No
         out["tokens"].append(r.tokens)
         out["tokens_never"].append(len(tokenize(r.plans[0])) if r.plans else 0)
         out["expert_steps"].append(demo.n_steps)
-        out["train_tokens"].append(r.tokens + 24 * r.calls)   # remaining plans + ~24 prompt tokens per sample
+        out["train_tokens"].append(r.tokens + 24 * r.calls)  # remaining plans + ~24 prompt tokens per sample
         out["compression"].append(ex.compression(demo.n_steps))
     return out
 
@@ -53,21 +57,51 @@ def bench(ctx) -> list[BenchRow]:
     det = Detokenizer(depth_source="predicted")
     start = np.array([0.35, 0.0, 0.25])
     lin = Detokenizer(interp="linear", depth_source="predicted")
-    rows = [compare("detokenizer per 6-waypoint plan (spline vs linear)",
-                    lambda: det(steps, env.camera, start),
-                    lambda: lin(steps, env.camera, start), "linear detokenizer", unit="ms", rounds=rounds,
-                    note="target < 1 ms"),
-            compare("render 64x64 RGB + depth + seg", lambda: env.views(), None, "pybullet TINY_RENDERER",
-                    unit="ms", rounds=rounds, missing="pybullet not installed (optional extra)",
-                    note="target <= 5 ms")]
+    rows = [
+        compare(
+            "detokenizer per 6-waypoint plan (spline vs linear)",
+            lambda: det(steps, env.camera, start),
+            lambda: lin(steps, env.camera, start),
+            "linear detokenizer",
+            unit="ms",
+            rounds=rounds,
+            note="target < 1 ms",
+        ),
+        compare(
+            "render 64x64 RGB + depth + seg",
+            lambda: env.views(),
+            None,
+            "pybullet TINY_RENDERER",
+            unit="ms",
+            rounds=rounds,
+            missing="pybullet not installed (optional extra)",
+            note="target <= 5 ms",
+        ),
+    ]
     n = 4 if smoke else 20
     r = oracle_rollouts(n)
     calls = float(np.mean(r["calls"]))
     dense = float(np.mean(r["expert_steps"]))
-    rows.append(BenchRow("model calls per episode", calls, dense, "Dense-bin (1 call / step)", "calls",
-                         note=f"oracle plans, replan every waypoint, {n} episodes; Dense-bin = expert steps"))
-    rows.append(BenchRow("generated tokens per episode", float(np.mean(r["tokens"])), 4 * dense,
-                         "Dense-bin (4 tokens / step)", "tokens", note=f"{n} episodes"))
+    rows.append(
+        BenchRow(
+            "model calls per episode",
+            calls,
+            dense,
+            "Dense-bin (1 call / step)",
+            "calls",
+            note=f"oracle plans, replan every waypoint, {n} episodes; Dense-bin = expert steps",
+        )
+    )
+    rows.append(
+        BenchRow(
+            "generated tokens per episode",
+            float(np.mean(r["tokens"])),
+            4 * dense,
+            "Dense-bin (4 tokens / step)",
+            "tokens",
+            note=f"{n} episodes",
+        )
+    )
     return rows
 
 
@@ -78,13 +112,21 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
 
     import torch
 
-    from neurips26.notvla.finetune import (DenseCodec, NoTVLAPolicy, collect_demos, dense_data, finetune,
-                                           notvla_data, rollout_dense, rollout_notvla)
+    from neurips26.notvla.finetune import (
+        DenseCodec,
+        NoTVLAPolicy,
+        collect_demos,
+        dense_data,
+        finetune,
+        notvla_data,
+        rollout_dense,
+        rollout_notvla,
+    )
     from neurips26.notvla.language import HELD_OUT_COLOURS, with_synonyms
     from neurips26.notvla.pretrain import PretrainSettings, pretrain, probe_set, retention, score_probes
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)   # a tiny model on a shared 2-core box: one thread is fastest
+    torch.set_num_threads(1)  # a tiny model on a shared 2-core box: one thread is fastest
     try:
         sec = {}
         t0 = time.perf_counter()
@@ -122,24 +164,42 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             t0 = time.perf_counter()
             if m == "notvla":
                 pol = NoTVLAPolicy(model, vocab)
-                kw = {"image_size": bcfg.image_size, "max_calls": ev_cfg.max_calls, "max_steps": ev_cfg.max_steps}
-                r = {"id": rollout_notvla(pol, id_seeds, **kw),
-                     "ood": rollout_notvla(pol, ood_seeds[:half], rewrite=synonyms, **kw)
-                     + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
-                     "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw)}
+                kw = {
+                    "image_size": bcfg.image_size,
+                    "max_calls": ev_cfg.max_calls,
+                    "max_steps": ev_cfg.max_steps,
+                }
+                r = {
+                    "id": rollout_notvla(pol, id_seeds, **kw),
+                    "ood": rollout_notvla(pol, ood_seeds[:half], rewrite=synonyms, **kw)
+                    + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                    "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw),
+                }
                 example = r["id"][0]["plan"]
             else:
                 kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps}
-                r = {"id": rollout_dense(model, vocab, codec, id_seeds, **kw),
-                     "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
-                     + rollout_dense(model, vocab, codec, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
-                     "camera_shift": rollout_dense(model, vocab, codec, id_seeds, shift=CameraShift(azimuth=20.0),
-                                                   **kw)}
+                r = {
+                    "id": rollout_dense(model, vocab, codec, id_seeds, **kw),
+                    "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
+                    + rollout_dense(model, vocab, codec, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                    "camera_shift": rollout_dense(
+                        model, vocab, codec, id_seeds, shift=CameraShift(azimuth=20.0), **kw
+                    ),
+                }
             sec[f"rollout_{m}"] = time.perf_counter() - t0
             rollouts[m] = r
-        return {"rollouts": rollouts, "retention_detail": detail, "probes_pre": pre, "example_plan": example,
-                "steps_used": {"pretrain": pre_cfg.steps, "finetune": ft_cfg.steps,
-                               "pretrain_cached": info["cached"]},
-                "seconds": sec, "pretrain_loss": info["final_loss"]}
+        return {
+            "rollouts": rollouts,
+            "retention_detail": detail,
+            "probes_pre": pre,
+            "example_plan": example,
+            "steps_used": {
+                "pretrain": pre_cfg.steps,
+                "finetune": ft_cfg.steps,
+                "pretrain_cached": info["cached"],
+            },
+            "seconds": sec,
+            "pretrain_loss": info["final_loss"],
+        }
     finally:
         torch.set_num_threads(threads)
