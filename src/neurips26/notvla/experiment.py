@@ -12,7 +12,7 @@ import numpy as np
 
 from neurips26.harness.paper import INCONCLUSIVE, Claim, get_path, verdict
 from neurips26.notvla.backbone import BackboneConfig
-from neurips26.notvla.bench import learned_policies, oracle_rollouts
+from neurips26.notvla.evaluation import learned_policies, oracle_rollouts
 from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.stats import compare_rates, newcombe, wilson
 

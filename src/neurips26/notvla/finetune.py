@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.notvla.action_tokens import BinTokenizer
+from neurips26.notvla.action_tokens import BinTokenizer, FASTTokenizer
 from neurips26.notvla.backbone import TinyVLM, Vocab
 from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.execution import Query, run_episode
@@ -118,8 +118,6 @@ class DenseCodec:
             self.bins = BinTokenizer().fit(actions)
             self.new_ids = vocab.add([f"<a{i}>" for i in range(256)])
         elif method == "fast":
-            from neurips26.notvla.action_tokens import FASTTokenizer
-
             self.fast = None
             self._fit_fast = FASTTokenizer
             self.new_ids = []
