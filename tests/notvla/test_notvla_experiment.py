@@ -12,7 +12,8 @@ from neurips26.harness.run import run_paper
 def test_quick_three_seeds(tmp_path):
     from neurips26.notvla import experiment as E
 
-    cfg = dataclasses.replace(E.CONFIGS["quick"], eval=dataclasses.replace(E.CONFIGS["quick"].eval, episodes=30))
+    q = E.CONFIGS["quick"]
+    cfg = dataclasses.replace(q, eval=dataclasses.replace(q.eval, episodes=30))
     res = run_paper("notvla", config=cfg, seeds=(0, 1, 2), out=tmp_path, progress=False)
     per = [r["metrics"] for r in res["per_seed"]]
     ret = [m["learned"]["retention"] for m in per]
@@ -23,6 +24,7 @@ def test_quick_three_seeds(tmp_path):
     assert np.mean(calls) >= 10
 
 
+@pytest.mark.slow
 def test_smoke_metrics_have_every_condition(tmp_path):
     res = run_paper("notvla", "smoke", seed=0, out=tmp_path, progress=False)
     m = res["metrics"]

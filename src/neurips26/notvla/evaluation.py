@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from neurips26.notvla.camera import CameraShift
+from neurips26.notvla.detokenizer import Detokenizer
 from neurips26.notvla.execution import OraclePolicy, run_episode
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor
@@ -26,12 +27,14 @@ from neurips26.notvla.finetune import (
 from neurips26.notvla.language import HELD_OUT_COLOURS, with_synonyms
 from neurips26.notvla.plan import tokenize
 from neurips26.notvla.pretrain import PretrainSettings, pretrain, probe_set, retention, score_probes
-from neurips26.notvla.sim import TEMPLATES, TabletopSim
+from neurips26.notvla.sim import TEMPLATES, DepthNoise, TabletopSim
 
 
-def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = None, seed0: int = 0) -> dict:
+def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = None, seed0: int = 0,
+                    detokenizer: Detokenizer | None = None, replan: str = "every_waypoint",
+                    depth_noise: DepthNoise | None = None) -> dict:
     """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length."""
-    env = TabletopSim(image_size, camera_shift=shift)
+    env = TabletopSim(image_size, camera_shift=shift, depth_noise=depth_noise)
     X = WaypointExtractor()
     out = {
         k: []
@@ -45,7 +48,7 @@ def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = No
         ex = X.extract(demo.positions, demo.gripper)
         env.set_state(state)
         pol = OraclePolicy(seed=s).reset(env)
-        r = run_episode(env, pol)
+        r = run_episode(env, pol, detokenizer, replan=replan)
         out["success"].append(bool(r.success))
         out["calls"].append(r.calls)
         out["tokens"].append(r.tokens)

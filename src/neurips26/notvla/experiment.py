@@ -14,6 +14,8 @@ from neurips26.harness.paper import INCONCLUSIVE, Claim, get_path, verdict
 from neurips26.notvla.backbone import BackboneConfig
 from neurips26.notvla.evaluation import learned_policies, oracle_rollouts
 from neurips26.notvla.camera import CameraShift
+from neurips26.notvla.detokenizer import Detokenizer
+from neurips26.notvla.sim import DepthNoise
 from neurips26.notvla.stats import compare_rates, newcombe, wilson
 
 ORACLE_MIN = 0.95  # interface upper bound (acceptance check 6)
@@ -49,6 +51,7 @@ class FinetuneCfg:
 @dataclass(frozen=True)
 class EvalCfg:
     oracle_episodes: int = 40  # per condition (ID and camera shift), over the 4 templates
+    ablation_episodes: int = 20  # oracle plans under each interface ablation
     episodes: int = 10  # learned policies, per condition
     retention_questions: int = 200
     max_steps: int = 300  # episode limit
@@ -68,7 +71,8 @@ CONFIGS = {
     "smoke": Config(
         pretrain=PretrainCfg(steps=20, scenes=64, batch=8, d_model=32, layers=1),
         finetune=FinetuneCfg(steps=4, demos=4),
-        eval=EvalCfg(oracle_episodes=4, episodes=2, retention_questions=16, max_steps=40, max_calls=3),
+        eval=EvalCfg(oracle_episodes=2, ablation_episodes=1, episodes=2, retention_questions=8, max_steps=30,
+                     max_calls=3),
     ),
     "quick": Config(),
     "full": Config(
@@ -113,6 +117,18 @@ def analyse_interface(cfg: Config, ctx) -> dict:
             "train_tokens_per_demo": float(np.mean(r["train_tokens"])),
             "compression": float(np.mean(r["compression"])),
         }
+    noise = DepthNoise(sigma=0.01, holes=0.05)
+    ablations = {
+        "linear_detokenizer": {"detokenizer": Detokenizer(interp="linear")},
+        "open_loop": {"replan": "never"},
+        "sensor_depth_noisy": {"detokenizer": Detokenizer(depth_source="sensor"), "depth_noise": noise},
+        "fused_depth_noisy": {"detokenizer": Detokenizer(depth_source="fused"), "depth_noise": noise},
+    }
+    out["ablations"] = {}
+    for name, kw in ablations.items():
+        r = oracle_rollouts(cfg.eval.ablation_episodes, cfg.sim.image_size, seed0=1000 * ctx.seed + 500, **kw)
+        k, n = int(sum(r["success"])), len(r["success"])
+        out["ablations"][name] = {"k": k, "n": n, "success": k / n, "calls": float(np.mean(r["calls"]))}
     return out
 
 
@@ -214,9 +230,10 @@ def plot_efficiency(m: dict, ctx) -> None:
 def _oracle(m):
     i, s = get_path(m, "interface.id"), get_path(m, "interface.camera_shift")
     ok = i["success"] >= ORACLE_MIN and s["success"] >= ORACLE_MIN
+    abl = ", ".join(f"{k} {v['k']}/{v['n']}" for k, v in m["interface"].get("ablations", {}).items())
     return verdict(ok), (
         f"oracle plans: {i['k']}/{i['n']} ID, {s['k']}/{s['n']} at {CAMERA_SHIFT_DEG:g} deg "
-        f"(needs >= {ORACLE_MIN:.0%}; 1 seed)"
+        f"(needs >= {ORACLE_MIN:.0%}; 1 seed); ablations (oracle plans): {abl}"
     )
 
 
