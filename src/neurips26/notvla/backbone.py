@@ -209,7 +209,8 @@ class TinyVLM(nn.Module):
     ) -> list[list[int]]:
         """Greedy decoding with a KV cache, batched over prompts of equal length.
 
-        ``allowed(row, generated_ids) -> bool mask over the vocabulary`` (or None to stop that row).
+        ``allowed(row, generated_ids) -> bool mask over the vocabulary`` (or None to stop that row), or
+        one bool mask (a tensor) for every row and step.
         """
         out: list[list[int]] = [[] for _ in prompts]
         groups: dict[int, list[int]] = {}
@@ -226,7 +227,9 @@ class TinyVLM(nn.Module):
             logits = self.head(self.ln(x[:, -1]))
             live = [True] * len(rows)
             for t in range(min(max_new, self.cfg.max_len - T)):
-                if allowed is not None:
+                if isinstance(allowed, torch.Tensor):
+                    logits = logits.masked_fill(~allowed, -math.inf)
+                elif allowed is not None:
                     for j, r in enumerate(rows):
                         if live[j]:
                             m = allowed(r, out[r])

@@ -25,7 +25,7 @@ from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.execution import Query, run_episode
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
-from neurips26.notvla.plan import allowed_next, format_plan, tokenize
+from neurips26.notvla.plan import advance_state, format_plan, state_mask, tokenize
 from neurips26.notvla.pretrain import Sample, train_steps
 from neurips26.notvla.sim import ROBOT_COLOURS, TEMPLATES, TabletopSim
 
@@ -225,24 +225,41 @@ class NoTVLAPolicy:
     def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120):
         self.model, self.vocab, self.max_tokens = model, vocab, max_tokens
         self.eos = vocab.index["<eos>"]
+        self._masks: dict[str, torch.Tensor] = {}  # automaton state -> mask over the vocabulary
+        self._rows: dict[int, tuple[int, str]] = {}  # row -> (tokens consumed, automaton state)
 
-    def _mask(self, gen_ids: list[int]):
-        words = self.vocab.decode(gen_ids)
-        if words and words[-1] == "<eos>":
+    def _state_mask(self, state: str) -> torch.Tensor:
+        """``allowed_next`` for every prefix ending in ``state`` (it depends on the state only), memoised."""
+        if state not in self._masks:
+            words = self.vocab.words
+            ok = state_mask(state, words)
+            if not any(ok):  # complete plan: only <eos>
+                ok = [w == "<eos>" for w in words]
+            self._masks[state] = torch.tensor(ok)
+        return self._masks[state]
+
+    def _mask(self, gen_ids: list[int], row: int = 0):
+        """The grammar mask after ``gen_ids``, advancing the automaton by the newest token only."""
+        n, state = self._rows.get(row, (0, "verb"))
+        if len(gen_ids) < n:
+            n, state = 0, "verb"
+        words = self.vocab.decode(gen_ids[n:])
+        if gen_ids and self.vocab.words[gen_ids[-1]] == "<eos>":
             return None
-        ok = allowed_next(words, self.vocab.words)
-        if not any(ok):  # complete plan: only <eos>
-            ok = [w == "<eos>" for w in self.vocab.words]
-        return torch.tensor(ok)
+        for w in words:  # every generated word passed the mask, so the automaton accepts it
+            state = advance_state(state, w)
+        self._rows[row] = (len(gen_ids), state)
+        return self._state_mask(state)
 
     def __call__(self, q: Query) -> str:
         p = self.vocab.encode(prompt_words(q.instruction, q.closed)) + [self.vocab.index["<bos>"]]
+        self._rows = {}
         gen = self.model.generate(
             torch.from_numpy(q.rgb[None].copy()),
             [p],
             self.max_tokens,
             self.eos,
-            allowed=lambda r, g: self._mask(g),
+            allowed=lambda r, g: self._mask(g, r),
         )[0]
         words = [w for w in self.vocab.decode(gen) if w != "<eos>"]
         return _join(words)
@@ -290,7 +307,7 @@ def rollout_dense(
         prompts = [
             vocab.encode(prompt_words(instr[i], envs[i].closed)) + [vocab.index["<bos>"]] for i in live
         ]
-        gen = model.generate(imgs, prompts, n_tok, eos, allowed=lambda r, g: allowed_ids)
+        gen = model.generate(imgs, prompts, n_tok, eos, allowed=allowed_ids)
         for j, i in enumerate(live):
             calls[i] += 1
             tokens[i] += len(gen[j])
