@@ -143,3 +143,27 @@ def test_claim_logic_on_synthetic_metrics():
     assert claims["retention"].evaluate(_metrics(1, 1, 10, float("nan"), 0.9)).verdict == "inconclusive"
     assert claims["beats_pi0"].evaluate({}).verdict == "inconclusive"
     assert claims["fewer_calls"].evaluate({}).verdict == "inconclusive"   # metric missing
+
+
+def test_lm_loss_on_answer_positions_equals_full_logits_loss():
+    """The head applied at answer positions only gives the cross-entropy of the full forward (and its grads)."""
+    import torch.nn.functional as F
+
+    from neurips26.notvla.backbone import BackboneConfig, TinyVLM, Vocab
+    from neurips26.notvla.pretrain import Sample, batch_tensors, lm_loss
+
+    vocab = Vocab()
+    torch.manual_seed(0)
+    model = TinyVLM(BackboneConfig(d_model=32, layers=1, heads=2), len(vocab))
+    images = np.random.default_rng(0).integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
+    samples = [Sample(0, ["what", "colour", "is", "the", "cube", "?"], ["red"], "attribute"),
+               Sample(1, ["point", "to", "the", "red", "cube"], ["(", "4", ",", "57", ")"], "pointing"),
+               Sample(2, ["describe", "the", "scene"], ["red", "cube", ",", "blue", "bowl"], "caption")]
+    b = batch_tensors(vocab, samples, images)
+    fast = lm_loss(model, *b)
+    logits = model(*b[:3])[:, model.n_visual:]
+    ref = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b[3].reshape(-1), ignore_index=-100)
+    torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-6)
+    g_fast = torch.autograd.grad(fast, model.head.weight)[0]
+    g_ref = torch.autograd.grad(ref, model.head.weight)[0]
+    torch.testing.assert_close(g_fast, g_ref, rtol=1e-4, atol=1e-6)

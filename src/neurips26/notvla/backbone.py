@@ -193,15 +193,22 @@ class TinyVLM(nn.Module):
         pre = i[None, None, :] < prefix[:, None, None]
         return (causal[None] | pre)[:, None]
 
-    def forward(self, images, tokens, prefix_len) -> torch.Tensor:
-        """images (B, ...), tokens (B, L) (prompt then answer), prefix_len (B,) = visual + prompt tokens."""
+    def hidden(self, images, tokens, prefix_len) -> torch.Tensor:
+        """The final hidden states (B, 16 + L, d) before the output norm and head."""
         x = torch.cat([self.visual_tokens(images), self.embed(tokens)], 1)
         T = x.shape[1]
         x = x + self.pos[:T]
         mask = self.prefix_mask(T, prefix_len, x.device)
         for b in self.blocks:
             x = b(x, mask)
-        return self.head(self.ln(x))
+        return x
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        return self.head(self.ln(h))
+
+    def forward(self, images, tokens, prefix_len) -> torch.Tensor:
+        """images (B, ...), tokens (B, L) (prompt then answer), prefix_len (B,) = visual + prompt tokens."""
+        return self.logits(self.hidden(images, tokens, prefix_len))
 
     @torch.no_grad()
     def generate(

@@ -186,8 +186,11 @@ def batch_tensors(vocab: Vocab, samples: list[Sample], images: np.ndarray, n_vis
 
 
 def lm_loss(model: TinyVLM, imgs, tok, pre, tg) -> torch.Tensor:
-    logits = model(imgs, tok, pre)[:, model.n_visual :]
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tg.reshape(-1), ignore_index=-100)
+    """Mean next-token cross-entropy over the answer positions (the head runs at those positions only:
+    the same value as the cross-entropy of the full logits with ``ignore_index=-100``)."""
+    keep = tg != -100
+    h = model.hidden(imgs, tok, pre)[:, model.n_visual :][keep]
+    return F.cross_entropy(model.logits(h), tg[keep])
 
 
 def train_steps(
@@ -204,7 +207,7 @@ def train_steps(
     """AdamW with a cosine schedule over ``steps`` (the one optimiser of the matched protocol)."""
     g = torch.Generator().manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, foreach=True)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / max(steps, 1)))
     )
