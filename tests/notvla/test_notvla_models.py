@@ -146,7 +146,7 @@ def test_claim_logic_on_synthetic_metrics():
 
 
 def test_lm_loss_on_answer_positions_equals_full_logits_loss():
-    """The head applied at answer positions only gives the cross-entropy of the full forward (and its grads)."""
+    """The head at answer positions only gives the cross-entropy of the full forward (and its grads)."""
     import torch.nn.functional as F
 
     from neurips26.notvla.backbone import BackboneConfig, TinyVLM, Vocab
