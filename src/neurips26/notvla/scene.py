@@ -10,6 +10,7 @@ nearest hit gives depth, segmentation id and the shaded colour. Pixels that hit 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,6 +121,19 @@ def _hit_cylinder(eye, d, base, r, h):
     return t, n
 
 
+_TABLE_HITS: "weakref.WeakKeyDictionary[Camera, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def _table_hit(camera: Camera, d: np.ndarray, ray_dirs) -> np.ndarray:
+    """The table plane's hit distances for the camera's own rays (memoised per camera: it never moves)."""
+    if ray_dirs is not None:
+        return _hit_plane(camera.eye, d, 0.0, TABLE_X, TABLE_Y)
+    t = _TABLE_HITS.get(camera)
+    if t is None:
+        t = _TABLE_HITS[camera] = _hit_plane(camera.eye, d, 0.0, TABLE_X, TABLE_Y)
+    return t.copy()
+
+
 def _window(camera: Camera, lo, hi, H: int, W: int):
     """The pixel rows/columns whose centres can see the axis-aligned box [lo, hi] (a conservative bound).
 
@@ -148,7 +162,7 @@ def render(camera: Camera, objects: list[Obj], ee=None, ray_dirs=None,
     d = camera.ray_dirs() if ray_dirs is None else ray_dirs
     eye = camera.eye
     H, W = d.shape[:2]
-    best = _hit_plane(eye, d, 0.0, TABLE_X, TABLE_Y)
+    best = _table_hit(camera, d, ray_dirs)
     seg = np.where(np.isfinite(best), TABLE_ID, NONE_ID)
     normal = np.zeros((H, W, 3))
     normal[..., 2] = 1.0
