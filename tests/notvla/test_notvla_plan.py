@@ -132,3 +132,26 @@ def test_depth_sources_and_bad_depth():
         Detokenizer().ground([Step("approach", 0, "red", "cube", 120, V, 50)], cam, np.zeros(3), depth)
     with pytest.raises(ValueError, match="depth_source"):
         Detokenizer(depth_source="lidar")
+
+
+def test_incremental_policy_mask_equals_allowed_next():
+    """The memoised per-state mask of NoTVLAPolicy equals allowed_next of the whole prefix at every token."""
+    import torch
+
+    from neurips26.notvla.backbone import BackboneConfig, TinyVLM, Vocab
+    from neurips26.notvla.finetune import NoTVLAPolicy
+    from neurips26.notvla.plan import Step, allowed_next, format_plan, tokenize
+
+    vocab = Vocab()
+    pol = NoTVLAPolicy(TinyVLM(BackboneConfig(d_model=16, layers=1, heads=2), len(vocab)), vocab)
+    plan = [Step("approach", 10, "red", "cube", 41, 57, 62), Step("grasp", 2, event="close"),
+            Step("move to", 12, "blue", "bowl", 3, 99, 105), Step("release", 4, event="open")]
+    toks = tokenize(format_plan(plan))
+    ids = vocab.encode(toks)
+    for k in range(len(ids) + 1):
+        want = allowed_next(toks[:k], vocab.words)
+        if not any(want):
+            want = [w == "<eos>" for w in vocab.words]
+        assert torch.equal(pol._mask(ids[:k]), torch.tensor(want)), k
+    assert pol._mask(ids + [vocab.index["<eos>"]]) is None
+    assert torch.equal(pol._mask(ids[:3], row=1), torch.tensor(allowed_next(toks[:3], vocab.words)))

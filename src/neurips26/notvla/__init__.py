@@ -1,9 +1,10 @@
 """NoTVLA: a sparse narrative action interface (plan text -> deterministic motion) and its testbed.
 
-    from neurips26.notvla import TabletopSim, Detokenizer, OraclePolicy, run_episode
-    env = TabletopSim(); env.reset(seed=0)
-    result = run_episode(env, OraclePolicy().reset(env), Detokenizer())   # success, calls, tokens
+from neurips26.notvla import TabletopSim, Detokenizer, OraclePolicy, run_episode
+env = TabletopSim(); env.reset(seed=0)
+result = run_episode(env, OraclePolicy().reset(env), Detokenizer())   # success, calls, tokens
 """
+
 from neurips26.notvla.action_tokens import BinTokenizer, FASTTokenizer
 from neurips26.notvla.camera import Camera, CameraShift, SingularIntrinsicsError
 from neurips26.notvla.detokenizer import Detokenizer, Motion, Waypoints
@@ -16,8 +17,37 @@ from neurips26.notvla.plan import Step, allowed_next, format_plan, parse_plan, t
 from neurips26.notvla.sim import DepthNoise, NoTableInViewError, TabletopSim
 from neurips26.notvla.stats import newcombe, wilson
 
-__all__ = ["BinTokenizer", "FASTTokenizer", "Camera", "CameraShift", "SingularIntrinsicsError", "Detokenizer",
-           "Motion", "Waypoints", "DepthUnavailableError", "PlanParseError", "Refusal", "EpisodeResult",
-           "OraclePolicy", "Query", "run_episode", "Demo", "run_expert", "WaypointExtractor",
-           "encode_waypoints", "hausdorff", "UnknownWordError", "parse_instruction", "Step", "allowed_next",
-           "format_plan", "parse_plan", "tokenize", "DepthNoise", "NoTableInViewError", "TabletopSim", "newcombe", "wilson"]
+__all__ = [
+    "BinTokenizer",
+    "FASTTokenizer",
+    "Camera",
+    "CameraShift",
+    "SingularIntrinsicsError",
+    "Detokenizer",
+    "Motion",
+    "Waypoints",
+    "DepthUnavailableError",
+    "PlanParseError",
+    "Refusal",
+    "EpisodeResult",
+    "OraclePolicy",
+    "Query",
+    "run_episode",
+    "Demo",
+    "run_expert",
+    "WaypointExtractor",
+    "encode_waypoints",
+    "hausdorff",
+    "UnknownWordError",
+    "parse_instruction",
+    "Step",
+    "allowed_next",
+    "format_plan",
+    "parse_plan",
+    "tokenize",
+    "DepthNoise",
+    "NoTableInViewError",
+    "TabletopSim",
+    "newcombe",
+    "wilson",
+]

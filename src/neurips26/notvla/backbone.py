@@ -22,16 +22,26 @@ from neurips26.notvla.language import COLOUR_SYNONYMS, SHAPE_SYNONYMS
 from neurips26.notvla.plan import COLOUR_WORDS, SHAPE_WORDS, VERBS
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
-_WORDS = ("the a and is are there what colour how many far point to left right of closest camera describe "
-          "scene yes no pick up put in on stack gripper open closed close approach grasp lift move place "
-          "release retreat at depth height dx dy dz grip x y z cm which object").split()
+_WORDS = (
+    "the a and is are there what colour how many far point to left right of closest camera describe "
+    "scene yes no pick up put in on stack gripper open closed close approach grasp lift move place "
+    "release retreat at depth height dx dy dz grip x y z cm which object"
+).split()
 
 
 def build_vocab() -> list[str]:
     words = list(SPECIALS)
-    pool = (list(COLOUR_WORDS) + list(COLOUR_SYNONYMS) + list(SHAPE_WORDS) + [s + "s" for s in SHAPE_WORDS]
-            + list(SHAPE_SYNONYMS) + _WORDS + [w for v in VERBS for w in v.split()]
-            + ["(", ")", ",", ";", ".", "-", "?"] + [str(i) for i in range(101)])
+    pool = (
+        list(COLOUR_WORDS)
+        + list(COLOUR_SYNONYMS)
+        + list(SHAPE_WORDS)
+        + [s + "s" for s in SHAPE_WORDS]
+        + list(SHAPE_SYNONYMS)
+        + _WORDS
+        + [w for v in VERBS for w in v.split()]
+        + ["(", ")", ",", ";", ".", "-", "?"]
+        + [str(i) for i in range(101)]
+    )
     for w in pool:
         if w not in words:
             words.append(w)
@@ -106,7 +116,9 @@ class Block(nn.Module):
     def forward(self, x, mask, cache=None):
         B, T, D = x.shape
         h = self.ln1(x)
-        split = (lambda t: t.view(B, -1, self.heads, D // self.heads).transpose(1, 2))
+        def split(t):
+            return t.view(B, -1, self.heads, D // self.heads).transpose(1, 2)
+
         q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
         if cache is not None:
             if "k" in cache:
@@ -124,8 +136,14 @@ class TinyVLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.vision = nn.Sequential(nn.Conv2d(3, 32, 4, 4), nn.GELU(), nn.Conv2d(32, 64, 3, 2, 1), nn.GELU(),
-                                    nn.Conv2d(64, d, 3, 2, 1), nn.GELU())
+        self.vision = nn.Sequential(
+            nn.Conv2d(3, 32, 4, 4),
+            nn.GELU(),
+            nn.Conv2d(32, 64, 3, 2, 1),
+            nn.GELU(),
+            nn.Conv2d(64, d, 3, 2, 1),
+            nn.GELU(),
+        )
         side = cfg.image_size // 16
         self.n_visual = 16
         self.pool = nn.AdaptiveAvgPool2d(4) if side != 4 else nn.Identity()
@@ -146,9 +164,9 @@ class TinyVLM(nn.Module):
         self.embed = nn.Embedding(old_e.num_embeddings + n, old_e.embedding_dim)
         self.head = nn.Linear(old_h.in_features, old_h.out_features + n, bias=False)
         with torch.no_grad():
-            self.embed.weight[:old_e.num_embeddings] = old_e.weight
-            self.head.weight[:old_h.out_features] = old_h.weight
-            self.head.weight[old_h.out_features:].normal_(0, 0.02)
+            self.embed.weight[: old_e.num_embeddings] = old_e.weight
+            self.head.weight[: old_h.out_features] = old_h.weight
+            self.head.weight[old_h.out_features :].normal_(0, 0.02)
 
     def apply_lora(self, r: int = 8) -> None:
         """Freeze everything, then add rank-r adapters to the attention projections (LoRA-r8)."""
@@ -157,7 +175,7 @@ class TinyVLM(nn.Module):
         for b in self.blocks:
             for name in ("q", "k", "v", "o"):
                 setattr(b, name, LoRALinear(getattr(b, name), r))
-        self.head.weight.requires_grad_(True)   # new rows must be learnable (Dense-bin); the head is tiny
+        self.head.weight.requires_grad_(True)  # new rows must be learnable (Dense-bin); the head is tiny
         self.embed.weight.requires_grad_(True)
 
     def visual_tokens(self, images: torch.Tensor) -> torch.Tensor:
@@ -175,22 +193,31 @@ class TinyVLM(nn.Module):
         pre = i[None, None, :] < prefix[:, None, None]
         return (causal[None] | pre)[:, None]
 
-    def forward(self, images, tokens, prefix_len) -> torch.Tensor:
-        """images (B, ...), tokens (B, L) (prompt then answer), prefix_len (B,) = visual + prompt tokens."""
+    def hidden(self, images, tokens, prefix_len) -> torch.Tensor:
+        """The final hidden states (B, 16 + L, d) before the output norm and head."""
         x = torch.cat([self.visual_tokens(images), self.embed(tokens)], 1)
         T = x.shape[1]
         x = x + self.pos[:T]
         mask = self.prefix_mask(T, prefix_len, x.device)
         for b in self.blocks:
             x = b(x, mask)
-        return self.head(self.ln(x))
+        return x
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        return self.head(self.ln(h))
+
+    def forward(self, images, tokens, prefix_len) -> torch.Tensor:
+        """images (B, ...), tokens (B, L) (prompt then answer), prefix_len (B,) = visual + prompt tokens."""
+        return self.logits(self.hidden(images, tokens, prefix_len))
 
     @torch.no_grad()
-    def generate(self, images, prompts: list[list[int]], max_new: int, eos: int,
-                 allowed=None) -> list[list[int]]:
+    def generate(
+        self, images, prompts: list[list[int]], max_new: int, eos: int, allowed=None
+    ) -> list[list[int]]:
         """Greedy decoding with a KV cache, batched over prompts of equal length.
 
-        ``allowed(row, generated_ids) -> bool mask over the vocabulary`` (or None to stop that row).
+        ``allowed(row, generated_ids) -> bool mask over the vocabulary`` (or None to stop that row), or
+        one bool mask (a tensor) for every row and step.
         """
         out: list[list[int]] = [[] for _ in prompts]
         groups: dict[int, list[int]] = {}
@@ -207,7 +234,9 @@ class TinyVLM(nn.Module):
             logits = self.head(self.ln(x[:, -1]))
             live = [True] * len(rows)
             for t in range(min(max_new, self.cfg.max_len - T)):
-                if allowed is not None:
+                if isinstance(allowed, torch.Tensor):
+                    logits = logits.masked_fill(~allowed, -math.inf)
+                elif allowed is not None:
                     for j, r in enumerate(rows):
                         if live[j]:
                             m = allowed(r, out[r])

@@ -3,45 +3,23 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from neurips26.harness.bench import BenchRow, compare
-from neurips26.notvla.camera import CameraShift
+from neurips26.notvla.backbone import BackboneConfig, TinyVLM, Vocab
 from neurips26.notvla.detokenizer import Detokenizer
-from neurips26.notvla.execution import OraclePolicy, run_episode
-from neurips26.notvla.expert import run_expert
-from neurips26.notvla.extraction import WaypointExtractor
+from neurips26.notvla.evaluation import oracle_rollouts
+from neurips26.notvla.finetune import prompt_words
 from neurips26.notvla.plan import parse_plan, tokenize
-from neurips26.notvla.sim import TEMPLATES, TabletopSim
+from neurips26.notvla.pretrain import Sample, batch_tensors, lm_loss
+from neurips26.notvla.sim import TabletopSim
 
-EXAMPLE = ("approach the red cube at (41, 57) depth 0 . 62 height 8 ; "
-           "grasp the red cube at (41, 57) depth 0 . 62 height 1 close ; lift height 10 ; "
-           "move to the blue bowl at (70, 33) depth 0 . 58 height 10 ; "
-           "place in the blue bowl at (70, 33) depth 0 . 58 height 4 open ; retreat height 12 .")
-
-
-def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = None, seed0: int = 0) -> dict:
-    """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length."""
-    env = TabletopSim(image_size, camera_shift=shift)
-    X = WaypointExtractor()
-    out = {k: [] for k in ("success", "calls", "tokens", "tokens_never", "expert_steps", "train_tokens",
-                           "compression")}
-    for i in range(n):
-        s = seed0 + i
-        env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
-        state = env.get_state()
-        demo = run_expert(env, np.random.default_rng(s), record=False)
-        ex = X.extract(demo.positions, demo.gripper)
-        env.set_state(state)
-        pol = OraclePolicy(seed=s).reset(env)
-        r = run_episode(env, pol)
-        out["success"].append(bool(r.success))
-        out["calls"].append(r.calls)
-        out["tokens"].append(r.tokens)
-        out["tokens_never"].append(len(tokenize(r.plans[0])) if r.plans else 0)
-        out["expert_steps"].append(demo.n_steps)
-        out["train_tokens"].append(r.tokens + 24 * r.calls)   # remaining plans + ~24 prompt tokens per sample
-        out["compression"].append(ex.compression(demo.n_steps))
-    return out
+EXAMPLE = (
+    "approach the red cube at (41, 57) depth 0 . 62 height 8 ; "
+    "grasp the red cube at (41, 57) depth 0 . 62 height 1 close ; lift height 10 ; "
+    "move to the blue bowl at (70, 33) depth 0 . 58 height 10 ; "
+    "place in the blue bowl at (70, 33) depth 0 . 58 height 4 open ; retreat height 12 ."
+)
 
 
 def bench(ctx) -> list[BenchRow]:
@@ -53,93 +31,145 @@ def bench(ctx) -> list[BenchRow]:
     det = Detokenizer(depth_source="predicted")
     start = np.array([0.35, 0.0, 0.25])
     lin = Detokenizer(interp="linear", depth_source="predicted")
-    rows = [compare("detokenizer per 6-waypoint plan (spline vs linear)",
-                    lambda: det(steps, env.camera, start),
-                    lambda: lin(steps, env.camera, start), "linear detokenizer", unit="ms", rounds=rounds,
-                    note="target < 1 ms"),
-            compare("render 64x64 RGB + depth + seg", lambda: env.views(), None, "pybullet TINY_RENDERER",
-                    unit="ms", rounds=rounds, missing="pybullet not installed (optional extra)",
-                    note="target <= 5 ms")]
+    rows = [
+        compare(
+            "detokenizer per 6-waypoint plan (spline vs linear)",
+            lambda: det(steps, env.camera, start),
+            lambda: lin(steps, env.camera, start),
+            "linear detokenizer",
+            unit="ms",
+            rounds=rounds,
+            note="target < 1 ms",
+        ),
+        compare(
+            "render 64x64 RGB + depth + seg",
+            lambda: env.views(),
+            None,
+            "pybullet TINY_RENDERER",
+            unit="ms",
+            rounds=rounds,
+            missing="pybullet not installed (optional extra)",
+            note="target <= 5 ms",
+        ),
+    ]
     n = 4 if smoke else 20
     r = oracle_rollouts(n)
     calls = float(np.mean(r["calls"]))
     dense = float(np.mean(r["expert_steps"]))
-    rows.append(BenchRow("model calls per episode", calls, dense, "Dense-bin (1 call / step)", "calls",
-                         note=f"oracle plans, replan every waypoint, {n} episodes; Dense-bin = expert steps"))
-    rows.append(BenchRow("generated tokens per episode", float(np.mean(r["tokens"])), 4 * dense,
-                         "Dense-bin (4 tokens / step)", "tokens", note=f"{n} episodes"))
-    return rows
+    rows.append(
+        BenchRow(
+            "model calls per episode",
+            calls,
+            dense,
+            "Dense-bin (1 call / step)",
+            "calls",
+            note=f"oracle plans, replan every waypoint, {n} episodes; Dense-bin = expert steps",
+        )
+    )
+    rows.append(
+        BenchRow(
+            "generated tokens per episode",
+            float(np.mean(r["tokens"])),
+            4 * dense,
+            "Dense-bin (4 tokens / step)",
+            "tokens",
+            note=f"{n} episodes",
+        )
+    )
+    plan_tokens = float(np.mean(r["tokens"])) / max(calls, 1e-9)
+    model_rows = _model_rows(smoke, calls, dense, plan_tokens)
+    detok_ms = rows[0].ours
+    rows[0] = BenchRow(
+        rows[0].name,
+        rows[0].ours,
+        rows[0].anchor,
+        rows[0].anchor_name,
+        rows[0].unit,
+        rows[0].better,
+        rows[0].note + f"; {100 * detok_ms / model_rows[0].ours:.2g}% of one plan call",
+    )
+    return rows + model_rows
 
 
-def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> dict:
-    """Pre-train (cached), fine-tune each method for the same steps, probe retention, roll out."""
-    import copy
-    import time
+def _model_rows(smoke: bool, calls_notvla: float, steps_dense: float, plan_tokens: float) -> list[BenchRow]:
+    """Call latency and training throughput of the backbone (timing only: weights at initialisation).
 
-    import torch
-
-    from neurips26.notvla.finetune import (DenseCodec, NoTVLAPolicy, collect_demos, dense_data, finetune,
-                                           notvla_data, rollout_dense, rollout_notvla)
-    from neurips26.notvla.language import HELD_OUT_COLOURS, with_synonyms
-    from neurips26.notvla.pretrain import PretrainSettings, pretrain, probe_set, retention, score_probes
-
+    One NoTVLA call generates a whole grammar-masked plan; one Dense-bin call generates 4 action tokens.
+    Model time per episode = calls x call latency (each at the episode counts measured above).
+    """
+    bcfg = BackboneConfig(32, 1) if smoke else BackboneConfig()
+    vocab = Vocab()
+    torch.manual_seed(0)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)   # a tiny model on a shared 2-core box: one thread is fastest
+    torch.set_num_threads(1)
     try:
-        sec = {}
-        t0 = time.perf_counter()
-        settings = PretrainSettings(pre_cfg.steps, pre_cfg.scenes, pre_cfg.batch, seed=seed)
-        base, vocab0, info = pretrain(bcfg, settings, log=log)
-        sec["pretrain"] = time.perf_counter() - t0
-        pim, psamples = probe_set(ev_cfg.retention_questions, seed, bcfg.image_size)
-        pre = score_probes(base, vocab0, pim, psamples)
-        t0 = time.perf_counter()
-        records = collect_demos(ft_cfg.demos, seed, bcfg.image_size)
-        sec["demos"] = time.perf_counter() - t0
-        acts = np.concatenate([r.demo.actions for r in records])
-        n = ev_cfg.episodes
-        id_seeds = [900_000 + 1000 * seed + i for i in range(n)]
-        ood_seeds = [950_000 + 1000 * seed + i for i in range(n)]
-        rng_syn = np.random.default_rng(seed)
-        half = n // 2
+        model = TinyVLM(bcfg, len(vocab) + 256).eval()
+        img = torch.randint(0, 255, (1, 64, 64, 3), dtype=torch.uint8)
+        prompt = vocab.encode("put the red cube in the blue bowl ; gripper open".split()) + [
+            vocab.index["<bos>"]
+        ]
+        n_plan = max(int(round(plan_tokens)), 1)
+        rounds = 2 if smoke else 5
 
-        def synonyms(instr, i):
-            return with_synonyms(instr, rng_syn)
+        def plan_call():
+            model.generate(img, [prompt], n_plan, eos=-1)
 
-        rollouts, detail, example = {}, {}, ""
-        for m in ft_cfg.methods:
-            t0 = time.perf_counter()
-            model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
-            if m == "notvla":
-                samples, images = notvla_data(records, bcfg.image_size)
-            else:
-                codec = DenseCodec(m, vocab, acts)
-                samples, images = dense_data(records, codec, bcfg.image_size)
-            finetune(model, vocab, samples, images, ft_cfg.steps, batch=pre_cfg.batch, seed=seed, log=log)
-            sec[f"finetune_{m}"] = time.perf_counter() - t0
-            post = score_probes(model, vocab, pim, psamples)
-            detail[m] = retention(pre, post) | {"post": post}
-            t0 = time.perf_counter()
-            if m == "notvla":
-                pol = NoTVLAPolicy(model, vocab)
-                kw = {"image_size": bcfg.image_size, "max_calls": ev_cfg.max_calls, "max_steps": ev_cfg.max_steps}
-                r = {"id": rollout_notvla(pol, id_seeds, **kw),
-                     "ood": rollout_notvla(pol, ood_seeds[:half], rewrite=synonyms, **kw)
-                     + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
-                     "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw)}
-                example = r["id"][0]["plan"]
-            else:
-                kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps}
-                r = {"id": rollout_dense(model, vocab, codec, id_seeds, **kw),
-                     "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
-                     + rollout_dense(model, vocab, codec, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
-                     "camera_shift": rollout_dense(model, vocab, codec, id_seeds, shift=CameraShift(azimuth=20.0),
-                                                   **kw)}
-            sec[f"rollout_{m}"] = time.perf_counter() - t0
-            rollouts[m] = r
-        return {"rollouts": rollouts, "retention_detail": detail, "probes_pre": pre, "example_plan": example,
-                "steps_used": {"pretrain": pre_cfg.steps, "finetune": ft_cfg.steps,
-                               "pretrain_cached": info["cached"]},
-                "seconds": sec, "pretrain_loss": info["final_loss"]}
+        def bin_call():
+            model.generate(img, [prompt], 4, eos=-1)
+
+        row = compare(
+            "one model call: NoTVLA plan vs Dense-bin step",
+            plan_call,
+            bin_call,
+            "Dense-bin call (4 tokens)",
+            unit="ms",
+            rounds=rounds,
+            note=f"{n_plan}-token plan; the 20 Hz budget is 50 ms per step",
+        )
+        t_plan, t_bin = row.ours, row.anchor
+        rows = [
+            row,
+            BenchRow(
+                "model time per episode",
+                calls_notvla * t_plan,
+                steps_dense * t_bin,
+                "Dense-bin (1 call / step)",
+                "ms",
+                note=f"{calls_notvla:.1f} plan calls vs {steps_dense:.0f} step calls",
+            ),
+        ]
+        samples_nv = [
+            Sample(0, prompt_words("put the red cube in the blue bowl", False), tokenize(EXAMPLE), "notvla")
+        ] * 32
+        samples_db = [
+            Sample(
+                0,
+                prompt_words("put the red cube in the blue bowl", False),
+                [f"<a{i}>" for i in (3, 100, 200, 1)],
+                "dense_bin",
+            )
+        ] * 32
+        vocab.add([f"<a{i}>" for i in range(256)])
+        images = img.numpy()
+        model.train()
+
+        def step(samples):
+            def fn():
+                loss = lm_loss(model, *batch_tensors(vocab, samples, images))
+                loss.backward()
+
+            return fn
+
+        tr = compare(
+            "training samples/s (batch 32)",
+            step(samples_nv),
+            step(samples_db),
+            "Dense-bin samples",
+            unit="samples/s",
+            work=32,
+            rounds=rounds,
+            note="a NoTVLA sample is ~6 per demo (~110 tokens), a Dense-bin sample ~80 per demo (~44)",
+        )
+        return rows + [tr]
     finally:
         torch.set_num_threads(threads)

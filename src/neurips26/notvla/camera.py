@@ -112,12 +112,18 @@ class Camera:
         return c @ self.R.T + self.eye
 
     def ray_dirs(self) -> np.ndarray:
-        """World directions (H, W, 3) through every pixel centre, scaled to camera z = 1 (t = z-depth)."""
+        """World directions (H, W, 3) through every pixel centre, scaled to camera z = 1 (t = z-depth).
+
+        Memoised (a camera never moves; ``with_shift`` makes a new one); the array is read-only."""
+        if getattr(self, "_rays", None) is not None:
+            return self._rays
         u = np.arange(self.width) + 0.5
         v = np.arange(self.height) + 0.5
         uu, vv = np.meshgrid(u, v)
         h = np.stack([uu, vv, np.ones_like(uu)], axis=-1)
-        return (h @ self.K_inv.T) @ self.R.T
+        self._rays = (h @ self.K_inv.T) @ self.R.T
+        self._rays.flags.writeable = False
+        return self._rays
 
     # --- the 0-99 anchor grid of the plan text
     def to_grid(self, uv) -> tuple[int, int]:

@@ -12,16 +12,18 @@ import numpy as np
 
 from neurips26.harness.paper import INCONCLUSIVE, Claim, get_path, verdict
 from neurips26.notvla.backbone import BackboneConfig
-from neurips26.notvla.bench import learned_policies, oracle_rollouts
+from neurips26.notvla.evaluation import learned_policies, oracle_rollouts
 from neurips26.notvla.camera import CameraShift
+from neurips26.notvla.detokenizer import Detokenizer
+from neurips26.notvla.sim import DepthNoise
 from neurips26.notvla.stats import compare_rates, newcombe, wilson
 
-ORACLE_MIN = 0.95          # interface upper bound (acceptance check 6)
-CALLS_RATIO_MIN = 10.0     # >= 10x fewer model calls than Dense-bin
-WITHIN_PP = 0.10           # ID success within ~10 pp of the best dense baseline
-WITHIN_MIN_EPISODES = 50   # ... confirmable only with >= 50 episodes per arm
-RETENTION_MIN = 0.9        # NoTVLA retention >= 0.9
-RETENTION_GAP = 0.1        # "clearly" above Dense-bin / FAST
+ORACLE_MIN = 0.95  # interface upper bound (acceptance check 6)
+CALLS_RATIO_MIN = 10.0  # >= 10x fewer model calls than Dense-bin
+WITHIN_PP = 0.10  # ID success within ~10 pp of the best dense baseline
+WITHIN_MIN_EPISODES = 50  # ... confirmable only with >= 50 episodes per arm
+RETENTION_MIN = 0.9  # NoTVLA retention >= 0.9
+RETENTION_GAP = 0.1  # "clearly" above Dense-bin / FAST
 CAMERA_SHIFT_DEG = 20.0
 
 
@@ -48,11 +50,12 @@ class FinetuneCfg:
 
 @dataclass(frozen=True)
 class EvalCfg:
-    oracle_episodes: int = 40     # per condition (ID and camera shift), over the 4 templates
-    episodes: int = 10            # learned policies, per condition
+    oracle_episodes: int = 40  # per condition (ID and camera shift), over the 4 templates
+    ablation_episodes: int = 20  # oracle plans under each interface ablation
+    episodes: int = 10  # learned policies, per condition
     retention_questions: int = 200
-    max_steps: int = 300          # episode limit
-    max_calls: int = 15           # NoTVLA queries per episode (a stuck plan writer stops here)
+    max_steps: int = 300  # episode limit
+    max_calls: int = 15  # NoTVLA queries per episode (a stuck plan writer stops here)
 
 
 @dataclass(frozen=True)
@@ -65,14 +68,19 @@ class Config:
 
 
 CONFIGS = {
-    "smoke": Config(pretrain=PretrainCfg(steps=20, scenes=64, batch=8, d_model=32, layers=1),
-                    finetune=FinetuneCfg(steps=4, demos=4),
-                    eval=EvalCfg(oracle_episodes=4, episodes=2, retention_questions=16, max_steps=40, max_calls=3)),
+    "smoke": Config(
+        pretrain=PretrainCfg(steps=20, scenes=64, batch=8, d_model=32, layers=1),
+        finetune=FinetuneCfg(steps=4, demos=4),
+        eval=EvalCfg(oracle_episodes=2, ablation_episodes=1, episodes=2, retention_questions=8, max_steps=30,
+                     max_calls=3),
+    ),
     "quick": Config(),
-    "full": Config(SimCfg(128), PretrainCfg(50_000, 20_000, 32, 256, 6),
-                   FinetuneCfg(5_000, 500, ("notvla", "dense_bin", "dense_chunk", "fast",
-                                            "actions_as_language")),
-                   EvalCfg(100, 100, 1000)),
+    "full": Config(
+        SimCfg(128),
+        PretrainCfg(50_000, 20_000, 32, 256, 6),
+        FinetuneCfg(5_000, 500, ("notvla", "dense_bin", "dense_chunk", "fast", "actions_as_language")),
+        EvalCfg(100, 100, 1000),
+    ),
 }
 
 VOLATILE_METRICS = ("seconds.*", "learned.seconds.*", "*wall*")
@@ -97,12 +105,30 @@ def analyse_interface(cfg: Config, ctx) -> dict:
     for name, shift in (("id", CameraShift()), ("camera_shift", CameraShift(azimuth=CAMERA_SHIFT_DEG))):
         r = oracle_rollouts(cfg.eval.oracle_episodes, cfg.sim.image_size, shift, seed0=1000 * ctx.seed)
         k, n = int(sum(r["success"])), len(r["success"])
-        out[name] = {"success": k / n, "k": k, "n": n, "wilson": wilson(k, n),
-                     "calls": float(np.mean(r["calls"])), "tokens": float(np.mean(r["tokens"])),
-                     "tokens_never": float(np.mean(r["tokens_never"])),
-                     "expert_steps": float(np.mean(r["expert_steps"])),
-                     "train_tokens_per_demo": float(np.mean(r["train_tokens"])),
-                     "compression": float(np.mean(r["compression"]))}
+        out[name] = {
+            "success": k / n,
+            "k": k,
+            "n": n,
+            "wilson": wilson(k, n),
+            "calls": float(np.mean(r["calls"])),
+            "tokens": float(np.mean(r["tokens"])),
+            "tokens_never": float(np.mean(r["tokens_never"])),
+            "expert_steps": float(np.mean(r["expert_steps"])),
+            "train_tokens_per_demo": float(np.mean(r["train_tokens"])),
+            "compression": float(np.mean(r["compression"])),
+        }
+    noise = DepthNoise(sigma=0.01, holes=0.05)
+    ablations = {
+        "linear_detokenizer": {"detokenizer": Detokenizer(interp="linear")},
+        "open_loop": {"replan": "never"},
+        "sensor_depth_noisy": {"detokenizer": Detokenizer(depth_source="sensor"), "depth_noise": noise},
+        "fused_depth_noisy": {"detokenizer": Detokenizer(depth_source="fused"), "depth_noise": noise},
+    }
+    out["ablations"] = {}
+    for name, kw in ablations.items():
+        r = oracle_rollouts(cfg.eval.ablation_episodes, cfg.sim.image_size, seed0=1000 * ctx.seed + 500, **kw)
+        k, n = int(sum(r["success"])), len(r["success"])
+        out["ablations"][name] = {"k": k, "n": n, "success": k / n, "calls": float(np.mean(r["calls"]))}
     return out
 
 
@@ -111,26 +137,44 @@ def analyse_efficiency(interface: dict) -> dict:
     i = interface["id"]
     dense_calls = i["expert_steps"]
     dense_tokens = 4 * i["expert_steps"]
-    dense_train = 4 * i["expert_steps"] * 7   # ~100 samples x ~28 tokens (prompt 24 + 4 action tokens)
-    return {"notvla_calls": i["calls"], "dense_bin_calls": dense_calls,
-            "calls_ratio": dense_calls / i["calls"], "notvla_tokens": i["tokens"],
-            "dense_bin_tokens": dense_tokens,
-            "tokens_ratio": dense_tokens / i["tokens"],
-            "tokens_ratio_never": dense_tokens / i["tokens_never"],
-            "train_tokens_ratio": dense_train / i["train_tokens_per_demo"]}
+    dense_train = 4 * i["expert_steps"] * 7  # ~100 samples x ~28 tokens (prompt 24 + 4 action tokens)
+    return {
+        "notvla_calls": i["calls"],
+        "dense_bin_calls": dense_calls,
+        "calls_ratio": dense_calls / i["calls"],
+        "notvla_tokens": i["tokens"],
+        "dense_bin_tokens": dense_tokens,
+        "tokens_ratio": dense_tokens / i["tokens"],
+        "tokens_ratio_never": dense_tokens / i["tokens_never"],
+        "train_tokens_ratio": dense_train / i["train_tokens_per_demo"],
+    }
 
 
 # --- learned policies: pre-train once, fine-tune every method under the matched protocol
 def analyse_learned(cfg: Config, ctx) -> dict:
     bcfg = BackboneConfig(cfg.pretrain.d_model, cfg.pretrain.layers, 4, cfg.sim.image_size)
     res = learned_policies(bcfg, cfg.pretrain, cfg.finetune, cfg.eval, seed=ctx.seed, log=ctx.log)
-    out = {"success": {}, "retention": {}, "retention_detail": res["retention_detail"],
-           "probes_pre": res["probes_pre"], "calls": {}, "tokens": {}, "example_plan": res["example_plan"],
-           "steps_used": res["steps_used"], "seconds": res["seconds"], "pretrain_loss": res["pretrain_loss"]}
+    out = {
+        "success": {},
+        "retention": {},
+        "retention_detail": res["retention_detail"],
+        "probes_pre": res["probes_pre"],
+        "calls": {},
+        "tokens": {},
+        "example_plan": res["example_plan"],
+        "steps_used": res["steps_used"],
+        "seconds": res["seconds"],
+        "pretrain_loss": res["pretrain_loss"],
+    }
     for m, r in res["rollouts"].items():
-        out["success"][m] = {c: {"k": int(sum(e["success"] for e in eps)), "n": len(eps),
-                                 "wilson": wilson(int(sum(e["success"] for e in eps)), len(eps))}
-                             for c, eps in r.items()}
+        out["success"][m] = {
+            c: {
+                "k": int(sum(e["success"] for e in eps)),
+                "n": len(eps),
+                "wilson": wilson(int(sum(e["success"] for e in eps)), len(eps)),
+            }
+            for c, eps in r.items()
+        }
         out["calls"][m] = float(np.mean([e["calls"] for e in r["id"]]))
         out["tokens"][m] = float(np.mean([e["tokens"] for e in r["id"]]))
         out["retention"][m] = res["retention_detail"][m]["mean"]
@@ -149,8 +193,10 @@ def plot_learned(lr: dict, ctx) -> None:
     w = 0.8 / len(methods)
     for j, m in enumerate(methods):
         rates = [lr["success"][m][c]["k"] / lr["success"][m][c]["n"] for c in conds]
-        err = [[r - lr["success"][m][c]["wilson"][0] for r, c in zip(rates, conds)],
-               [lr["success"][m][c]["wilson"][1] - r for r, c in zip(rates, conds)]]
+        err = [
+            [r - lr["success"][m][c]["wilson"][0] for r, c in zip(rates, conds)],
+            [lr["success"][m][c]["wilson"][1] - r for r, c in zip(rates, conds)],
+        ]
         ax[0].bar(np.arange(3) + j * w, rates, w, yerr=err, label=m, capsize=2)
     ax[0].set_xticks(np.arange(3) + w * (len(methods) - 1) / 2, conds)
     ax[0].set_title("success (95% Wilson)")
@@ -184,8 +230,11 @@ def plot_efficiency(m: dict, ctx) -> None:
 def _oracle(m):
     i, s = get_path(m, "interface.id"), get_path(m, "interface.camera_shift")
     ok = i["success"] >= ORACLE_MIN and s["success"] >= ORACLE_MIN
-    return verdict(ok), (f"oracle plans: {i['k']}/{i['n']} ID, {s['k']}/{s['n']} at {CAMERA_SHIFT_DEG:g} deg "
-                         f"(needs >= {ORACLE_MIN:.0%}; 1 seed)")
+    abl = ", ".join(f"{k} {v['k']}/{v['n']}" for k, v in m["interface"].get("ablations", {}).items())
+    return verdict(ok), (
+        f"oracle plans: {i['k']}/{i['n']} ID, {s['k']}/{s['n']} at {CAMERA_SHIFT_DEG:g} deg "
+        f"(needs >= {ORACLE_MIN:.0%}; 1 seed); ablations (oracle plans): {abl}"
+    )
 
 
 def _calls(m):
@@ -194,15 +243,18 @@ def _calls(m):
         f"calls/episode NoTVLA {e['notvla_calls']:.1f} vs Dense-bin {e['dense_bin_calls']:.1f} "
         f"(ratio {e['calls_ratio']:.1f}x, needs >= {CALLS_RATIO_MIN:g}x); generated tokens ratio "
         f"{e['tokens_ratio']:.2f}x (replan every waypoint), {e['tokens_ratio_never']:.2f}x (never); "
-        f"training tokens {e['train_tokens_ratio']:.1f}x")
+        f"training tokens {e['train_tokens_ratio']:.1f}x"
+    )
 
 
 def _tokens(m):
     e = get_path(m, "efficiency")
     ok = e["tokens_ratio"] > 1 and e["train_tokens_ratio"] > 1
-    return verdict(ok), (f"fewer generated tokens ({e['tokens_ratio']:.2f}x) and training tokens "
-                         f"({e['train_tokens_ratio']:.1f}x) than Dense-bin; 10x is not reachable with this "
-                         "grammar")
+    return verdict(ok), (
+        f"fewer generated tokens ({e['tokens_ratio']:.2f}x) and training tokens "
+        f"({e['train_tokens_ratio']:.1f}x) than Dense-bin; 10x is not reachable with this "
+        "grammar"
+    )
 
 
 def _id_within(m):
@@ -212,7 +264,7 @@ def _id_within(m):
     k2, n2 = s[best]["id"]["k"], s[best]["id"]["n"]
     lo, hi = newcombe(k1, n1, k2, n2)
     gap = k1 / n1 - k2 / n2
-    text = (f"NoTVLA {k1}/{n1} vs {best} {k2}/{n2}: gap {gap:+.2f}, Newcombe 95% [{lo:+.2f}, {hi:+.2f}]")
+    text = f"NoTVLA {k1}/{n1} vs {best} {k2}/{n2}: gap {gap:+.2f}, Newcombe 95% [{lo:+.2f}, {hi:+.2f}]"
     if hi < -WITHIN_PP:
         return "fails", text
     if gap >= -WITHIN_PP and min(n1, n2) >= WITHIN_MIN_EPISODES:
@@ -244,12 +296,17 @@ def _retention(m):
     dense = {b: v for b, v in r.items() if b in ("dense_bin", "fast", "dense_chunk")}
     if not np.isfinite(ours):
         used = get_path(m, "learned.retention_detail.notvla.used")
-        return INCONCLUSIVE, (f"no retention probe scored >= 2x chance after pre-training (used: {used}); "
-                              f"pre-training too short at this scale")
+        return INCONCLUSIVE, (
+            f"no retention probe scored >= 2x chance after pre-training (used: {used}); "
+            f"pre-training too short at this scale"
+        )
     ok = ours >= RETENTION_MIN and all(ours - v >= RETENTION_GAP for v in dense.values())
     bad = ours < RETENTION_MIN and any(v - ours >= 0 for v in dense.values())
-    text = f"retention NoTVLA {ours:.2f} vs " + ", ".join(f"{b} {v:.2f}" for b, v in dense.items()) + \
-        f" (needs >= {RETENTION_MIN} and >= {RETENTION_GAP} above; 1 seed)"
+    text = (
+        f"retention NoTVLA {ours:.2f} vs "
+        + ", ".join(f"{b} {v:.2f}" for b, v in dense.items())
+        + f" (needs >= {RETENTION_MIN} and >= {RETENTION_GAP} above; 1 seed)"
+    )
     return ("holds" if ok else "fails" if bad else INCONCLUSIVE), text
 
 
@@ -258,19 +315,48 @@ def _pi0(m):
 
 
 CLAIMS = [
-    Claim("interface_upper_bound", f"oracle plans through the detokenizer succeed >= {ORACLE_MIN:.0%} "
-          f"(also under a {CAMERA_SHIFT_DEG:g} deg camera shift)", "(spec acceptance check 6)", _oracle),
-    Claim("fewer_calls", f">= {CALLS_RATIO_MIN:g}x fewer model calls per episode than Dense-bin",
-          "order of magnitude less compute (v1 abstract)", _calls),
-    Claim("fewer_tokens", "fewer generated and training tokens than Dense-bin (ratios reported)",
-          "spec: ~1.5-2x generated (replanning), ~6-7x training", _tokens),
-    Claim("id_success_within_10pp", f"NoTVLA ID success within ~{WITHIN_PP:.0%} of the best dense baseline",
-          "close to single-task experts (v1-summary)", _id_within),
-    Claim("retention", f"retention >= {RETENTION_MIN} and clearly (>= {RETENTION_GAP}) above Dense-bin/FAST",
-          "keeps language ability (abstract)", _retention),
-    Claim("semantic_ood", "higher semantic-OOD success than dense baselines", "(abstract)",
-          lambda m: _rates(m, "ood")),
-    Claim("camera_shift", f"higher success under a {CAMERA_SHIFT_DEG:g} deg camera shift",
-          "some robustness to novel viewpoints (v1-summary)", lambda m: _rates(m, "camera_shift")),
+    Claim(
+        "interface_upper_bound",
+        f"oracle plans through the detokenizer succeed >= {ORACLE_MIN:.0%} "
+        f"(also under a {CAMERA_SHIFT_DEG:g} deg camera shift)",
+        "(spec acceptance check 6)",
+        _oracle,
+    ),
+    Claim(
+        "fewer_calls",
+        f">= {CALLS_RATIO_MIN:g}x fewer model calls per episode than Dense-bin",
+        "order of magnitude less compute (v1 abstract)",
+        _calls,
+    ),
+    Claim(
+        "fewer_tokens",
+        "fewer generated and training tokens than Dense-bin (ratios reported)",
+        "spec: ~1.5-2x generated (replanning), ~6-7x training",
+        _tokens,
+    ),
+    Claim(
+        "id_success_within_10pp",
+        f"NoTVLA ID success within ~{WITHIN_PP:.0%} of the best dense baseline",
+        "close to single-task experts (v1-summary)",
+        _id_within,
+    ),
+    Claim(
+        "retention",
+        f"retention >= {RETENTION_MIN} and clearly (>= {RETENTION_GAP}) above Dense-bin/FAST",
+        "keeps language ability (abstract)",
+        _retention,
+    ),
+    Claim(
+        "semantic_ood",
+        "higher semantic-OOD success than dense baselines",
+        "(abstract)",
+        lambda m: _rates(m, "ood"),
+    ),
+    Claim(
+        "camera_shift",
+        f"higher success under a {CAMERA_SHIFT_DEG:g} deg camera shift",
+        "some robustness to novel viewpoints (v1-summary)",
+        lambda m: _rates(m, "camera_shift"),
+    ),
     Claim("beats_pi0", "beats pi0 with > 10x less compute and no wrist camera", "v1 abstract", _pi0),
 ]

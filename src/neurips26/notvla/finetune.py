@@ -7,7 +7,7 @@ Methods (their training targets from the same demos):
 - ``dense_bin``: every step -> 4 bin tokens (256 new action tokens); queried every step.
 - ``dense_chunk``: every step -> 8 steps x 4 bin tokens (32 tokens); queried every 8 steps.
 - ``fast``: every step -> the FAST tokens of the next 16 steps (BPE ids as new tokens).
-- ``actions_as_language``: every step -> 8 steps written in words ("dx 1 . 2 dy - 0 . 3 dz 0 . 0 grip open ;").
+- ``actions_as_language``: every step -> 8 steps in words ("dx 1 . 2 dy - 0 . 3 dz 0 . 0 grip open ;").
 The prompt is the instruction plus the gripper state ("gripper open" / "gripper closed").
 """
 
@@ -19,13 +19,13 @@ import numpy as np
 import torch
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.notvla.action_tokens import BinTokenizer
+from neurips26.notvla.action_tokens import BinTokenizer, FASTTokenizer
 from neurips26.notvla.backbone import TinyVLM, Vocab
 from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.execution import Query, run_episode
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
-from neurips26.notvla.plan import allowed_next, format_plan, tokenize
+from neurips26.notvla.plan import advance_state, format_plan, state_mask, tokenize
 from neurips26.notvla.pretrain import Sample, train_steps
 from neurips26.notvla.sim import ROBOT_COLOURS, TEMPLATES, TabletopSim
 
@@ -42,8 +42,8 @@ def prompt_words(instruction: str, closed: bool) -> list[str]:
 class DemoRecord:
     demo: object
     task: object
-    frames: list        # decision frames
-    plans: list         # remaining plan (steps) at each decision frame
+    frames: list  # decision frames
+    plans: list  # remaining plan (steps) at each decision frame
 
 
 def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS) -> list[DemoRecord]:
@@ -62,8 +62,9 @@ def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS
         for k in range(len(full.steps)):
             f = frames[k]
             z = full.anchor_z[k - 1] if k >= 1 else None
-            enc = encode_waypoints(demo.positions, frames, phases, demo.states[f], env.camera, env.task,
-                                   first=k + 1, anchor_z=z)
+            enc = encode_waypoints(
+                demo.positions, frames, phases, demo.states[f], env.camera, env.task, first=k + 1, anchor_z=z
+            )
             if enc.steps:
                 dec.append(f)
                 plans.append(enc.steps)
@@ -85,8 +86,14 @@ def notvla_data(records: list[DemoRecord], image_size: int = 64):
     for r in records:
         for f, plan in zip(r.frames, r.plans):
             st = r.demo.states[f]
-            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"]),
-                                  tokenize(format_plan(plan)), "notvla"))
+            samples.append(
+                Sample(
+                    len(states),
+                    prompt_words(r.demo.instruction, st["closed"]),
+                    tokenize(format_plan(plan)),
+                    "notvla",
+                )
+            )
             states.append(st)
     return samples, _render_states(states, image_size)
 
@@ -111,8 +118,6 @@ class DenseCodec:
             self.bins = BinTokenizer().fit(actions)
             self.new_ids = vocab.add([f"<a{i}>" for i in range(256)])
         elif method == "fast":
-            from neurips26.notvla.action_tokens import FASTTokenizer
-
             self.fast = None
             self._fit_fast = FASTTokenizer
             self.new_ids = []
@@ -136,7 +141,7 @@ class DenseCodec:
     def decode(self, words: list[str]) -> np.ndarray:
         if self.method in ("dense_bin", "dense_chunk"):
             b = [int(w[2:-1]) for w in words if w.startswith("<a")]
-            b = b[:len(b) // 4 * 4]
+            b = b[: len(b) // 4 * 4]
             if not b:
                 raise ValueError("no complete action in the answer")
             return self.bins.decode(np.array(b).reshape(-1, 4))
@@ -179,7 +184,7 @@ def dense_data(records: list[DemoRecord], codec: DenseCodec, image_size: int = 6
         A = r.demo.actions
         A = np.concatenate([A[:, :3], (A[:, 3:] > 0.5).astype(float)], 1)
         for t in range(0, len(A), stride):
-            c = A[t:t + codec.chunk]
+            c = A[t : t + codec.chunk]
             if len(c) < codec.chunk:
                 c = np.vstack([c, np.tile([0.0, 0.0, 0.0, c[-1, 3]], (codec.chunk - len(c), 1))])
             chunks.append(c)
@@ -192,8 +197,18 @@ def dense_data(records: list[DemoRecord], codec: DenseCodec, image_size: int = 6
     return samples, _render_states(states, image_size)
 
 
-def finetune(model: TinyVLM, vocab: Vocab, samples, images, steps: int, mode: str = "full", batch: int = 32,
-             lr: float = 3e-4, seed: int = 0, log=None) -> list[float]:
+def finetune(
+    model: TinyVLM,
+    vocab: Vocab,
+    samples,
+    images,
+    steps: int,
+    mode: str = "full",
+    batch: int = 32,
+    lr: float = 3e-4,
+    seed: int = 0,
+    log=None,
+) -> list[float]:
     """The matched protocol: AdamW, cosine, ``steps`` gradient steps (full or LoRA-r8)."""
     steps = check_scalar(steps, "steps", int, min=1)
     check_choice(mode, "mode", MODES)
@@ -210,20 +225,42 @@ class NoTVLAPolicy:
     def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120):
         self.model, self.vocab, self.max_tokens = model, vocab, max_tokens
         self.eos = vocab.index["<eos>"]
+        self._masks: dict[str, torch.Tensor] = {}  # automaton state -> mask over the vocabulary
+        self._rows: dict[int, tuple[int, str]] = {}  # row -> (tokens consumed, automaton state)
 
-    def _mask(self, gen_ids: list[int]):
-        words = self.vocab.decode(gen_ids)
-        if words and words[-1] == "<eos>":
+    def _state_mask(self, state: str) -> torch.Tensor:
+        """``allowed_next`` for every prefix ending in ``state`` (it depends on the state only), memoised."""
+        if state not in self._masks:
+            words = self.vocab.words
+            ok = state_mask(state, words)
+            if not any(ok):  # complete plan: only <eos>
+                ok = [w == "<eos>" for w in words]
+            self._masks[state] = torch.tensor(ok)
+        return self._masks[state]
+
+    def _mask(self, gen_ids: list[int], row: int = 0):
+        """The grammar mask after ``gen_ids``, advancing the automaton by the newest token only."""
+        n, state = self._rows.get(row, (0, "verb"))
+        if len(gen_ids) < n:
+            n, state = 0, "verb"
+        words = self.vocab.decode(gen_ids[n:])
+        if gen_ids and self.vocab.words[gen_ids[-1]] == "<eos>":
             return None
-        ok = allowed_next(words, self.vocab.words)
-        if not any(ok):  # complete plan: only <eos>
-            ok = [w == "<eos>" for w in self.vocab.words]
-        return torch.tensor(ok)
+        for w in words:  # every generated word passed the mask, so the automaton accepts it
+            state = advance_state(state, w)
+        self._rows[row] = (len(gen_ids), state)
+        return self._state_mask(state)
 
     def __call__(self, q: Query) -> str:
         p = self.vocab.encode(prompt_words(q.instruction, q.closed)) + [self.vocab.index["<bos>"]]
-        gen = self.model.generate(torch.from_numpy(q.rgb[None].copy()), [p], self.max_tokens, self.eos,
-                                  allowed=lambda r, g: self._mask(g))[0]
+        self._rows = {}
+        gen = self.model.generate(
+            torch.from_numpy(q.rgb[None].copy()),
+            [p],
+            self.max_tokens,
+            self.eos,
+            allowed=lambda r, g: self._mask(g, r),
+        )[0]
         words = [w for w in self.vocab.decode(gen) if w != "<eos>"]
         return _join(words)
 
@@ -234,9 +271,17 @@ def _join(words: list[str]) -> str:
     return text.replace("( ", "(").replace(" ,", ",").replace(" )", ")")
 
 
-def rollout_dense(model: TinyVLM, vocab: Vocab, codec: DenseCodec, seeds: list[int], image_size: int = 64,
-                  shift: CameraShift | None = None, colours=ROBOT_COLOURS, rewrite=None,
-                  max_steps: int = 300) -> list[dict]:
+def rollout_dense(
+    model: TinyVLM,
+    vocab: Vocab,
+    codec: DenseCodec,
+    seeds: list[int],
+    image_size: int = 64,
+    shift: CameraShift | None = None,
+    colours=ROBOT_COLOURS,
+    rewrite=None,
+    max_steps: int = 300,
+) -> list[dict]:
     """Dense policies in lockstep over several episodes (one batched query per chunk)."""
     envs = []
     for i, s in enumerate(seeds):
@@ -253,14 +298,16 @@ def rollout_dense(model: TinyVLM, vocab: Vocab, codec: DenseCodec, seeds: list[i
         allowed_ids[codec.new_ids] = True
     else:
         allowed_ids[:] = True
-    if codec.method not in ("dense_bin", "dense_chunk"):   # bins: exactly 4 tokens per step, no early stop
+    if codec.method not in ("dense_bin", "dense_chunk"):  # bins: exactly 4 tokens per step, no early stop
         allowed_ids[eos] = True
     n_tok = 4 * codec.chunk if codec.method in ("dense_bin", "dense_chunk") else 64 * codec.chunk
     while not all(done):
         live = [i for i, d in enumerate(done) if not d]
         imgs = torch.from_numpy(np.stack([envs[i].render() for i in live]))
-        prompts = [vocab.encode(prompt_words(instr[i], envs[i].closed)) + [vocab.index["<bos>"]] for i in live]
-        gen = model.generate(imgs, prompts, n_tok, eos, allowed=lambda r, g: allowed_ids)
+        prompts = [
+            vocab.encode(prompt_words(instr[i], envs[i].closed)) + [vocab.index["<bos>"]] for i in live
+        ]
+        gen = model.generate(imgs, prompts, n_tok, eos, allowed=allowed_ids)
         for j, i in enumerate(live):
             calls[i] += 1
             tokens[i] += len(gen[j])
@@ -268,26 +315,42 @@ def rollout_dense(model: TinyVLM, vocab: Vocab, codec: DenseCodec, seeds: list[i
                 acts = codec.decode([w for w in vocab.decode(gen[j]) if w != "<eos>"])
             except (ValueError, IndexError):
                 acts = np.array([[0.0, 0.0, 0.0, float(envs[i].closed)]])
-            for a in acts[:codec.chunk]:
+            for a in acts[: codec.chunk]:
                 term, trunc = envs[i].advance(a)
                 if term or trunc or envs[i].t >= max_steps:
                     done[i] = True
                     break
-    return [{"success": bool(e.success()), "calls": c, "tokens": t, "steps": e.t}
-            for e, c, t in zip(envs, calls, tokens)]
+    return [
+        {"success": bool(e.success()), "calls": c, "tokens": t, "steps": e.t}
+        for e, c, t in zip(envs, calls, tokens)
+    ]
 
 
-def rollout_notvla(policy: NoTVLAPolicy, seeds: list[int], image_size: int = 64, shift=None,
-                   colours=ROBOT_COLOURS, rewrite=None, max_calls: int = 15, detokenizer=None,
-                   max_steps: int = 300) -> list[dict]:
+def rollout_notvla(
+    policy: NoTVLAPolicy,
+    seeds: list[int],
+    image_size: int = 64,
+    shift=None,
+    colours=ROBOT_COLOURS,
+    rewrite=None,
+    max_calls: int = 15,
+    detokenizer=None,
+    max_steps: int = 300,
+) -> list[dict]:
     out = []
     for i, s in enumerate(seeds):
         env = TabletopSim(image_size, colours=colours, camera_shift=shift)
         env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
         instr = rewrite(env.instruction(), i) if rewrite else None
         r = run_episode(env, policy, detokenizer, instruction=instr, max_calls=max_calls, max_steps=max_steps)
-        out.append({"success": bool(getattr(r, "success", False)), "calls": getattr(r, "calls", 0),
-                    "tokens": getattr(r, "tokens", 0), "steps": env.t,
-                    "parse_failures": getattr(r, "parse_failures", 0),
-                    "plan": r.plans[0] if getattr(r, "plans", None) else ""})
+        out.append(
+            {
+                "success": bool(getattr(r, "success", False)),
+                "calls": getattr(r, "calls", 0),
+                "tokens": getattr(r, "tokens", 0),
+                "steps": env.t,
+                "parse_failures": getattr(r, "parse_failures", 0),
+                "plan": r.plans[0] if getattr(r, "plans", None) else "",
+            }
+        )
     return out

@@ -206,6 +206,18 @@ def allowed_next(prefix: list[str], vocab: list[str]) -> list[bool]:
     return [_Automaton.accepts(state, w) for w in vocab]
 
 
+def advance_state(state: str, tok: str) -> str:
+    """One automaton step from ``state`` on an accepted token (``grammar_state`` one token at a time)."""
+    return _Automaton.advance(state, tok)
+
+
+def state_mask(state: str, vocab: list[str]) -> list[bool]:
+    """``allowed_next`` of any prefix whose automaton state is ``state`` (the mask depends on it only)."""
+    if state == "end":
+        return [False] * len(vocab)
+    return [_Automaton.accepts(state, w) for w in vocab]
+
+
 def is_complete(prefix: list[str]) -> bool:
     try:
         return grammar_state(prefix) == "end"

@@ -31,9 +31,14 @@ from neurips26.notvla.sim import TEMPLATES, sample_scene
 
 POINT_TOL = 4
 PROBES = ("attribute", "counting", "relation", "pointing", "depth", "caption")
-CHANCE = {"attribute": 1 / 8, "counting": 1 / 4, "relation": 1 / 2, "pointing": (9 / 100) ** 2,
-          "caption": 0.05}
-DEPTH_CHANCE_MAE = 0.12   # predicting the mean depth of the workspace
+CHANCE = {
+    "attribute": 1 / 8,
+    "counting": 1 / 4,
+    "relation": 1 / 2,
+    "pointing": (9 / 100) ** 2,
+    "caption": 0.05,
+}
+DEPTH_CHANCE_MAE = 0.12  # predicting the mean depth of the workspace
 _INV_C = {}
 for _k, _v in COLOUR_SYNONYMS.items():
     _INV_C.setdefault(_v, []).append(_k)
@@ -44,7 +49,7 @@ for _k, _v in SHAPE_SYNONYMS.items():
 
 @dataclass
 class Sample:
-    image: int                 # index into the image array
+    image: int  # index into the image array
     prompt: list[str]
     answer: list[str]
     kind: str
@@ -55,7 +60,9 @@ def scene_pool(n: int, rng: np.random.Generator, image_size: int = 64):
     images = np.empty((n, image_size, image_size, 3), np.uint8)
     scenes = []
     for i in range(n):
-        shift = CameraShift(float(rng.uniform(-35, 35)), float(rng.uniform(-12, 12)), float(rng.uniform(0.8, 1.2)))
+        shift = CameraShift(
+            float(rng.uniform(-35, 35)), float(rng.uniform(-12, 12)), float(rng.uniform(0.8, 1.2))
+        )
         cam = Camera(image_size, shift=shift)
         objs, _ = sample_scene(rng, TEMPLATES[int(rng.integers(4))], tuple(COLOURS))
         v = render(cam, objs)
@@ -64,8 +71,16 @@ def scene_pool(n: int, rng: np.random.Generator, image_size: int = 64):
         for o in objs:
             uv, z = cam.project(o.top)
             visible = bool((v["seg"] == o.id).any())
-            rec.append({"colour": o.colour, "kind": o.kind, "uv": uv, "z": float(z),
-                        "grid": cam.to_grid(uv), "visible": visible})
+            rec.append(
+                {
+                    "colour": o.colour,
+                    "kind": o.kind,
+                    "uv": uv,
+                    "z": float(z),
+                    "grid": cam.to_grid(uv),
+                    "visible": visible,
+                }
+            )
         scenes.append(rec)
     return images, scenes
 
@@ -83,7 +98,9 @@ def depth_words(z: float) -> list[str]:
     return [str(cm // 100), ".", str(cm % 100)]
 
 
-def questions(rec: list[dict], rng: np.random.Generator, image: int, k: int, synonyms: bool = True) -> list[Sample]:
+def questions(
+    rec: list[dict], rng: np.random.Generator, image: int, k: int, synonyms: bool = True
+) -> list[Sample]:
     """``k`` question/answer pairs about one scene."""
     vis = [o for o in rec if o["visible"]]
     out: list[Sample] = []
@@ -110,16 +127,31 @@ def questions(rec: list[dict], rng: np.random.Generator, image: int, k: int, syn
                 continue
             rel = "left" if rng.random() < 0.5 else "right"
             truth = (o["uv"][0] < o2["uv"][0]) == (rel == "left")
-            out.append(Sample(image, ["is", "the", *_name(o, rng, synonyms), rel, "of", "the",
-                                      *_name(o2, rng, synonyms), "?"], ["yes" if truth else "no"], q))
+            out.append(
+                Sample(
+                    image,
+                    ["is", "the", *_name(o, rng, synonyms), rel, "of", "the", *_name(o2, rng, synonyms), "?"],
+                    ["yes" if truth else "no"],
+                    q,
+                )
+            )
         elif q == "pointing":
             U, V = o["grid"]
             if 0 <= U < 100 and 0 <= V < 100:
-                out.append(Sample(image, ["point", "to", "the", *_name(o, rng, synonyms)],
-                                  ["(", str(U), ",", str(V), ")"], q))
+                out.append(
+                    Sample(
+                        image,
+                        ["point", "to", "the", *_name(o, rng, synonyms)],
+                        ["(", str(U), ",", str(V), ")"],
+                        q,
+                    )
+                )
         elif q == "depth":
-            out.append(Sample(image, ["how", "far", "is", "the", *_name(o, rng, synonyms), "?"],
-                              depth_words(o["z"]), q))
+            out.append(
+                Sample(
+                    image, ["how", "far", "is", "the", *_name(o, rng, synonyms), "?"], depth_words(o["z"]), q
+                )
+            )
     return out
 
 
@@ -147,24 +179,38 @@ def batch_tensors(vocab: Vocab, samples: list[Sample], images: np.ndarray, n_vis
     tok = torch.zeros(len(seqs), L, dtype=torch.long)
     tg = torch.full((len(seqs), L), -100, dtype=torch.long)
     for i, (x, t) in enumerate(zip(seqs, tgt)):
-        tok[i, :len(x)] = torch.tensor(x)
-        tg[i, :len(t)] = torch.tensor(t)
+        tok[i, : len(x)] = torch.tensor(x)
+        tg[i, : len(t)] = torch.tensor(t)
     imgs = torch.from_numpy(images[[s.image for s in samples]])
     return imgs, tok, torch.tensor(pre), tg
 
 
 def lm_loss(model: TinyVLM, imgs, tok, pre, tg) -> torch.Tensor:
-    logits = model(imgs, tok, pre)[:, model.n_visual:]
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tg.reshape(-1), ignore_index=-100)
+    """Mean next-token cross-entropy over the answer positions (the head runs at those positions only:
+    the same value as the cross-entropy of the full logits with ``ignore_index=-100``)."""
+    keep = tg != -100
+    h = model.hidden(imgs, tok, pre)[:, model.n_visual :][keep]
+    return F.cross_entropy(model.logits(h), tg[keep])
 
 
-def train_steps(model: TinyVLM, vocab: Vocab, samples: list[Sample], images: np.ndarray, steps: int,
-                batch: int, lr: float, seed: int, log=None) -> list[float]:
+def train_steps(
+    model: TinyVLM,
+    vocab: Vocab,
+    samples: list[Sample],
+    images: np.ndarray,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    log=None,
+) -> list[float]:
     """AdamW with a cosine schedule over ``steps`` (the one optimiser of the matched protocol)."""
     g = torch.Generator().manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / max(steps, 1))))
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, foreach=True)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / max(steps, 1)))
+    )
     losses = []
     model.train()
     for s in range(steps):
@@ -200,9 +246,12 @@ def pretrain(bcfg: BackboneConfig, settings: PretrainSettings, cache: bool = Tru
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
     images, scenes = scene_pool(settings.scenes, rng, bcfg.image_size)
-    samples = [q for i, rec in enumerate(scenes) for q in questions(rec, rng, i, settings.questions_per_scene)]
-    losses = train_steps(model, vocab, samples, images, settings.steps, settings.batch, settings.lr,
-                         settings.seed, log)
+    samples = [
+        q for i, rec in enumerate(scenes) for q in questions(rec, rng, i, settings.questions_per_scene)
+    ]
+    losses = train_steps(
+        model, vocab, samples, images, settings.steps, settings.batch, settings.lr, settings.seed, log
+    )
     final = float(np.mean(losses[-50:]))
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -238,10 +287,21 @@ def score_probes(model: TinyVLM, vocab: Vocab, images, samples) -> dict:
             acc[s.kind].append(float(p == s.answer))
             fmt.append(len(p) == 1)
         elif s.kind == "pointing":
-            ok = len(p) == 5 and p[0] == "(" and p[2] == "," and p[4] == ")" and p[1].isdigit() and p[3].isdigit()
+            ok = (
+                len(p) == 5
+                and p[0] == "("
+                and p[2] == ","
+                and p[4] == ")"
+                and p[1].isdigit()
+                and p[3].isdigit()
+            )
             fmt.append(ok)
-            acc["pointing"].append(float(ok and max(abs(int(p[1]) - int(s.answer[1])),
-                                                    abs(int(p[3]) - int(s.answer[3]))) <= POINT_TOL))
+            acc["pointing"].append(
+                float(
+                    ok
+                    and max(abs(int(p[1]) - int(s.answer[1])), abs(int(p[3]) - int(s.answer[3]))) <= POINT_TOL
+                )
+            )
         elif s.kind == "depth":
             ok = len(p) == 3 and p[1] == "." and p[0].isdigit() and p[2].isdigit()
             fmt.append(ok)

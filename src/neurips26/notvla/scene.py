@@ -10,6 +10,7 @@ nearest hit gives depth, segmentation id and the shaded colour. Pixels that hit 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,12 +121,48 @@ def _hit_cylinder(eye, d, base, r, h):
     return t, n
 
 
-def render(camera: Camera, objects: list[Obj], ee=None, ray_dirs=None) -> dict[str, np.ndarray]:
-    """RGB (H, W, 3) uint8, z-depth (H, W) float64 metres (0 = no hit) and segmentation ids (H, W) int."""
+_TABLE_HITS: "weakref.WeakKeyDictionary[Camera, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def _table_hit(camera: Camera, d: np.ndarray, ray_dirs) -> np.ndarray:
+    """The table plane's hit distances for the camera's own rays (memoised per camera: it never moves)."""
+    if ray_dirs is not None:
+        return _hit_plane(camera.eye, d, 0.0, TABLE_X, TABLE_Y)
+    t = _TABLE_HITS.get(camera)
+    if t is None:
+        t = _TABLE_HITS[camera] = _hit_plane(camera.eye, d, 0.0, TABLE_X, TABLE_Y)
+    return t.copy()
+
+
+def _window(camera: Camera, lo, hi, H: int, W: int):
+    """The pixel rows/columns whose centres can see the axis-aligned box [lo, hi] (a conservative bound).
+
+    The box is convex and, when all its corners are in front of the camera, its image lies inside the
+    convex hull of the projected corners, hence inside their bounding rectangle (1 pixel margin).
+    Returns None for the whole image (a corner behind the camera), or slices (possibly empty).
+    """
+    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    uv, z = camera.project(corners)
+    if np.any(z <= 1e-6):
+        return None
+    u0 = max(int(np.floor(uv[:, 0].min() - 0.5)) - 1, 0)
+    u1 = min(int(np.ceil(uv[:, 0].max() - 0.5)) + 2, W)
+    v0 = max(int(np.floor(uv[:, 1].min() - 0.5)) - 1, 0)
+    v1 = min(int(np.ceil(uv[:, 1].max() - 0.5)) + 2, H)
+    return slice(v0, max(v1, v0)), slice(u0, max(u1, u0))
+
+
+def render(camera: Camera, objects: list[Obj], ee=None, ray_dirs=None,
+           cull: bool = True) -> dict[str, np.ndarray]:
+    """RGB (H, W, 3) uint8, z-depth (H, W) float64 metres (0 = no hit) and segmentation ids (H, W) int.
+
+    ``cull=True`` intersects each object only with the rays inside its projected bounding rectangle
+    (identical output, several times faster; ``ray_dirs`` must then be ``camera.ray_dirs()``).
+    """
     d = camera.ray_dirs() if ray_dirs is None else ray_dirs
     eye = camera.eye
     H, W = d.shape[:2]
-    best = _hit_plane(eye, d, 0.0, TABLE_X, TABLE_Y)
+    best = _table_hit(camera, d, ray_dirs)
     seg = np.where(np.isfinite(best), TABLE_ID, NONE_ID)
     normal = np.zeros((H, W, 3))
     normal[..., 2] = 1.0
@@ -135,19 +172,32 @@ def render(camera: Camera, objects: list[Obj], ee=None, ray_dirs=None) -> dict[s
     if ee is not None:
         ee = np.asarray(ee, float)
         parts.append((GRIPPER_ID, "gripper", ee + np.array([0, 0, 0.01 + GRIPPER_HALF[2]]), 0.0, GRIPPER_RGB))
+    full = (slice(None), slice(None))
     for oid, kind, pos, yaw, rgb in parts:
+        pos = np.asarray(pos, float)
         if kind in ("cube", "gripper"):
             half = GRIPPER_HALF if kind == "gripper" else (SIZE["cube"][0],) * 3
             centre = pos if kind == "gripper" else pos + np.array([0, 0, SIZE["cube"][0]])
-            t, n = _hit_box(eye, d, centre, half, yaw)
+            ext = np.array([np.hypot(half[0], half[1])] * 2 + [half[2]])
+            lo, hi = centre - ext, centre + ext
         else:
             r, h = SIZE[kind]
-            t, n = _hit_cylinder(eye, d, pos, r, h)
-        closer = t < best
-        best = np.where(closer, t, best)
-        seg = np.where(closer, oid, seg)
-        normal[closer] = n[closer]
-        colour[closer] = rgb
+            lo, hi = pos - np.array([r, r, 0.0]), pos + np.array([r, r, h])
+        win = _window(camera, lo, hi, H, W) if cull else full
+        win = full if win is None else win
+        dw = d[win]
+        if dw.size == 0:
+            continue
+        if kind in ("cube", "gripper"):
+            t, n = _hit_box(eye, dw, centre, half, yaw)
+        else:
+            t, n = _hit_cylinder(eye, dw, pos, r, h)
+        bw = best[win]
+        closer = t < bw
+        bw[closer] = t[closer]
+        seg[win][closer] = oid
+        normal[win][closer] = n[closer]
+        colour[win][closer] = rgb
     hit = np.isfinite(best)
     depth = np.where(hit, best, 0.0)
     shade = 0.35 + 0.65 * np.clip(normal @ LIGHT, 0.0, 1.0)

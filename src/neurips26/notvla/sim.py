@@ -223,8 +223,7 @@ class TabletopSim(gym.Env):
     def views(self, camera: Camera | None = None) -> dict[str, np.ndarray]:
         """Noise-free RGB, z-depth and segmentation of the current state (from ``camera`` if given)."""
         cam = camera or self.camera
-        return render(cam, list(self.objects.values()), self.ee,
-                      ray_dirs=self._rays if camera is None else None)
+        return render(cam, list(self.objects.values()), self.ee)
 
     # --- rules 2 and 3
     def _close(self) -> None:

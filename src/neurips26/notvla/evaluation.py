@@ -1,0 +1,141 @@
+"""Evaluation drivers shared by the bench and the experiment: oracle-plan rollouts and the learned
+policies (pre-train once, fine-tune every method under the matched protocol, probe retention, roll out)."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import torch
+
+from neurips26.notvla.camera import CameraShift
+from neurips26.notvla.detokenizer import Detokenizer
+from neurips26.notvla.execution import OraclePolicy, run_episode
+from neurips26.notvla.expert import run_expert
+from neurips26.notvla.extraction import WaypointExtractor
+from neurips26.notvla.finetune import (
+    DenseCodec,
+    NoTVLAPolicy,
+    collect_demos,
+    dense_data,
+    finetune,
+    notvla_data,
+    rollout_dense,
+    rollout_notvla,
+)
+from neurips26.notvla.language import HELD_OUT_COLOURS, with_synonyms
+from neurips26.notvla.plan import tokenize
+from neurips26.notvla.pretrain import PretrainSettings, pretrain, probe_set, retention, score_probes
+from neurips26.notvla.sim import TEMPLATES, DepthNoise, TabletopSim
+
+
+def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = None, seed0: int = 0,
+                    detokenizer: Detokenizer | None = None, replan: str = "every_waypoint",
+                    depth_noise: DepthNoise | None = None) -> dict:
+    """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length."""
+    env = TabletopSim(image_size, camera_shift=shift, depth_noise=depth_noise)
+    X = WaypointExtractor()
+    out = {
+        k: []
+        for k in ("success", "calls", "tokens", "tokens_never", "expert_steps", "train_tokens", "compression")
+    }
+    for i in range(n):
+        s = seed0 + i
+        env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
+        state = env.get_state()
+        demo = run_expert(env, np.random.default_rng(s), record=False)
+        ex = X.extract(demo.positions, demo.gripper)
+        env.set_state(state)
+        pol = OraclePolicy(seed=s).reset(env)
+        r = run_episode(env, pol, detokenizer, replan=replan)
+        out["success"].append(bool(r.success))
+        out["calls"].append(r.calls)
+        out["tokens"].append(r.tokens)
+        out["tokens_never"].append(len(tokenize(r.plans[0])) if r.plans else 0)
+        out["expert_steps"].append(demo.n_steps)
+        out["train_tokens"].append(r.tokens + 24 * r.calls)  # remaining plans + ~24 prompt tokens per sample
+        out["compression"].append(ex.compression(demo.n_steps))
+    return out
+
+
+def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> dict:
+    """Pre-train (cached), fine-tune each method for the same steps, probe retention, roll out."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model on a shared 2-core box: one thread is fastest
+    try:
+        sec = {}
+        t0 = time.perf_counter()
+        settings = PretrainSettings(pre_cfg.steps, pre_cfg.scenes, pre_cfg.batch, seed=seed)
+        base, vocab0, info = pretrain(bcfg, settings, log=log)
+        sec["pretrain"] = time.perf_counter() - t0
+        pim, psamples = probe_set(ev_cfg.retention_questions, seed, bcfg.image_size)
+        pre = score_probes(base, vocab0, pim, psamples)
+        t0 = time.perf_counter()
+        records = collect_demos(ft_cfg.demos, seed, bcfg.image_size)
+        sec["demos"] = time.perf_counter() - t0
+        acts = np.concatenate([r.demo.actions for r in records])
+        n = ev_cfg.episodes
+        id_seeds = [900_000 + 1000 * seed + i for i in range(n)]
+        ood_seeds = [950_000 + 1000 * seed + i for i in range(n)]
+        rng_syn = np.random.default_rng(seed)
+        half = n // 2
+
+        def synonyms(instr, i):
+            return with_synonyms(instr, rng_syn)
+
+        rollouts, detail, example = {}, {}, ""
+        for m in ft_cfg.methods:
+            t0 = time.perf_counter()
+            model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
+            if m == "notvla":
+                samples, images = notvla_data(records, bcfg.image_size)
+            else:
+                codec = DenseCodec(m, vocab, acts)
+                samples, images = dense_data(records, codec, bcfg.image_size)
+            finetune(model, vocab, samples, images, ft_cfg.steps, batch=pre_cfg.batch, seed=seed, log=log)
+            sec[f"finetune_{m}"] = time.perf_counter() - t0
+            post = score_probes(model, vocab, pim, psamples)
+            detail[m] = retention(pre, post) | {"post": post}
+            t0 = time.perf_counter()
+            if m == "notvla":
+                pol = NoTVLAPolicy(model, vocab)
+                kw = {
+                    "image_size": bcfg.image_size,
+                    "max_calls": ev_cfg.max_calls,
+                    "max_steps": ev_cfg.max_steps,
+                }
+                r = {
+                    "id": rollout_notvla(pol, id_seeds, **kw),
+                    "ood": rollout_notvla(pol, ood_seeds[:half], rewrite=synonyms, **kw)
+                    + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                    "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw),
+                }
+                example = r["id"][0]["plan"]
+            else:
+                kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps}
+                r = {
+                    "id": rollout_dense(model, vocab, codec, id_seeds, **kw),
+                    "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
+                    + rollout_dense(model, vocab, codec, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                    "camera_shift": rollout_dense(
+                        model, vocab, codec, id_seeds, shift=CameraShift(azimuth=20.0), **kw
+                    ),
+                }
+            sec[f"rollout_{m}"] = time.perf_counter() - t0
+            rollouts[m] = r
+        return {
+            "rollouts": rollouts,
+            "retention_detail": detail,
+            "probes_pre": pre,
+            "example_plan": example,
+            "steps_used": {
+                "pretrain": pre_cfg.steps,
+                "finetune": ft_cfg.steps,
+                "pretrain_cached": info["cached"],
+            },
+            "seconds": sec,
+            "pretrain_loss": info["final_loss"],
+        }
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,34 @@
+"""Acceptance check 8 (slow: 3 seeds of the quick scale, means over seeds), and the smoke metrics' shape."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from neurips26.harness.run import run_paper
+
+
+@pytest.mark.slow
+def test_quick_three_seeds(tmp_path):
+    from neurips26.notvla import experiment as E
+
+    q = E.CONFIGS["quick"]
+    cfg = dataclasses.replace(q, eval=dataclasses.replace(q.eval, episodes=30))
+    res = run_paper("notvla", config=cfg, seeds=(0, 1, 2), out=tmp_path, progress=False)
+    per = [r["metrics"] for r in res["per_seed"]]
+    ret = [m["learned"]["retention"] for m in per]
+    assert np.nanmean([r["notvla"] for r in ret]) > np.nanmean([r["dense_chunk"] for r in ret])
+    succ = [m["learned"]["success"]["notvla"]["id"] for m in per]
+    assert np.mean([s["k"] / s["n"] for s in succ]) >= 0.4
+    calls = [m["efficiency"]["calls_ratio"] for m in per]
+    assert np.mean(calls) >= 10
+
+
+@pytest.mark.slow
+def test_smoke_metrics_have_every_condition(tmp_path):
+    res = run_paper("notvla", "smoke", seed=0, out=tmp_path, progress=False)
+    m = res["metrics"]
+    assert m["interface"]["id"]["n"] > 0 and m["efficiency"]["calls_ratio"] > 1
+    for method, conds in m["learned"]["success"].items():
+        assert set(conds) == {"id", "ood", "camera_shift"}, method
+    assert m["learned"]["steps_used"]["finetune"] == 4
