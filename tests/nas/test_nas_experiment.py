@@ -165,7 +165,7 @@ def test_bootstrap_spearman_is_noise_aware():
 
 def test_e2_e3_e4_machinery(tmp_path):
     cfg = replace(experiment.CONFIGS["quick"], experiments=("E2", "E3", "E4"), deltas=(1e-1, 1e-3),
-                  ring_S=3, ring_qs=(1.0, 0.2, 0.05), e2_seeds=2, e2_delta=1e-3, e2_K_s=50,
+                  ring_S=2, ring_qs=(1.0, 0.2, 0.05), e2_seeds=2, e2_delta=1e-3, e2_K_s=50,
                   e3_instances=(("random", 2, 2, 2), ("random", 2, 2, 16), ("random", 2, 2, 30)),
                   e3_seeds=1, e4_instances=(("random", 2, 2, 2),), e4_seeds=2, workers=1, backend="serial")
     ctx = RunContext(out_dir=tmp_path, seed=0, progress=False)
