@@ -217,7 +217,7 @@ def test_iqm():
     assert lo <= p <= hi and (p, lo, hi) == iqm_ci(s)
 
 
-def test_finetune_protocol_improves_on_nothing_and_records_budget():
+def test_finetune_protocol_records_its_budget():
     task = multispectral_task(150, size=8)
     p = Protocol("finetune", ft_lrs=(1e-3,), ft_epochs=2, ft_patience=1, ft_batch=32)
     e = ModelEntry("resnet18", lambda t, s: ResNet18(t.bands, width=4, seed=s), True, (("width", 4),))
