@@ -71,6 +71,23 @@ _STR_COLS = (
 )
 
 
+def _factorise(vals: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(np.asarray(vals, dtype=str), return_inverse=True)`` by one dict pass (no string sort
+    of all rows): codes (int64) into the sorted uniques (object array of str)."""
+    index: dict[str, int] = {}
+    put = index.setdefault
+    k = np.fromiter(
+        (put(v if type(v) is str else str(v), len(index)) for v in vals), dtype=np.int64, count=len(vals)
+    )
+    keys = list(index)
+    order = sorted(range(len(keys)), key=keys.__getitem__)  # code-point order, as numpy's
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys))
+    u = np.empty(len(keys), dtype=object)
+    u[:] = [keys[o] for o in order]
+    return rank[k] if len(k) else k, u
+
+
 @dataclass
 class ResultTable:
     """Canonicalised result rows as columns: strings as (codes, uniques), values in points.
@@ -103,8 +120,7 @@ class ResultTable:
             vals = columns.get(c)
             if vals is None:
                 vals = [""] * len(value)
-            u, k = np.unique(np.asarray(vals, dtype=str), return_inverse=True)  # sorted uniques; order-free
-            codes[c], uniques[c] = k.astype(np.int64).ravel(), u.astype(object)
+            codes[c], uniques[c] = _factorise(vals)
         v = np.asarray(value, dtype=np.float64)
         r = np.arange(len(v), dtype=np.int64) if row is None else np.asarray(row, dtype=np.int64)
         return cls(codes, uniques, v, np.asarray(nts, dtype=bool), r)
@@ -334,24 +350,21 @@ def _fast(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
     first_row = np.minimum.reduceat(order, g_starts)
     kept = kept[np.argsort(first_row[kept], kind="stable")]
     kept = kept[np.argsort(-spread[kept], kind="stable")]
+    # per-group scalars gathered once (Python lists), not indexed per group
+    keys = {c: t.uniques[c][t.codes[c][first[kept]]].tolist() for c in cols}
+    cols_ = list(cols)
+    stats_ = zip(
+        count[kept].tolist(),
+        n_papers[kept].tolist(),
+        vmin[kept].tolist(),
+        vmax[kept].tolist(),
+        spread[kept].tolist(),
+        std[kept].tolist(),
+    )
     out = []
-    for g in kept:
-        i0 = first[g]
-        key = {c: t.uniques[c][t.codes[c][i0]] for c in cols}
-        idx = np.sort(order[g_starts[g] : g_starts[g] + count[g]])
-        out.append(
-            Group(
-                key,
-                int(count[g]),
-                int(n_papers[g]),
-                float(vmin[g]),
-                float(vmax[g]),
-                float(spread[g]),
-                float(std[g]),
-                idx,
-                t,
-            )
-        )
+    for j, (g, st) in enumerate(zip(kept.tolist(), stats_)):
+        idx = np.sort(order[g_starts[g] : g_starts[g] + st[0]])
+        out.append(Group(dict(zip(cols_, [keys[c][j] for c in cols_])), *st, idx, t))
     return out
 
 

@@ -216,7 +216,7 @@ def write_report(summary: dict, out: Path | str, plots: bool = True) -> dict[str
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, default=str) + "\n")  # no indent: the C encoder (10x faster)
     tmp.replace(out / "summary.json")
-    _write_csv(out / "disagreements.csv", [{k: v for k, v in g.items()} for g in summary["groups"]], wm)
+    _write_csv(out / "disagreements.csv", summary["groups"], wm)
     comp = summary.get("compliance", {}).get("per_paper", [])
     _write_csv(out / "compliance.csv", comp, wm)
     (out / "report.md").write_text(_markdown(summary), encoding="utf-8")
