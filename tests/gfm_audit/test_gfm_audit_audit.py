@@ -387,3 +387,14 @@ def test_fast_equals_reference_on_random_tables():
         assert [(g.key, g.n, g.spread, [m["row"] for m in g.members]) for g in f] == [
             (g.key, g.n, g.spread, [m["row"] for m in g.members]) for g in r
         ]
+
+
+def test_factorise_equals_numpy_unique():
+    from neurips26.gfm_audit.finder import _factorise
+
+    rng = np.random.default_rng(0)
+    cases = (["b", "a", "é", "A", "b", ""], [str(x) for x in rng.integers(0, 50, 1000)], [], ["x", None, 3])
+    for vals in cases:
+        k, u = _factorise(vals)
+        u0, k0 = np.unique(np.asarray(vals, dtype=str), return_inverse=True)
+        assert list(u) == list(u0) and np.array_equal(k, k0.ravel()) and k.dtype == np.int64

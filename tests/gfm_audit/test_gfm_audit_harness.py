@@ -25,6 +25,7 @@ from neurips26.gfm_audit.harness import (
     iqm,
     iqm_ci,
     k_shot,
+    knn_neighbors,
     knn_predict,
     label_fraction,
     load_split,
@@ -73,6 +74,34 @@ def test_knn_k1_train_equals_test_and_matches_sklearn(digits):
     ours = knn_predict(x[tr], digits.y[tr], x[te], k=5)
     ref = KNeighborsClassifier(5, algorithm="brute").fit(x[tr], digits.y[tr]).predict(x[te])
     assert np.mean(ours == ref) > 0.99  # differences only on exact vote ties
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+@pytest.mark.parametrize("m,k", [(1000, 5), (333, 20), (7, 7), (130, 1)])
+def test_knn_neighbours_equal_sklearn_brute(metric, m, k):
+    from sklearn.neighbors import NearestNeighbors
+
+    rng = np.random.default_rng(m + k)
+    xtr, xq = rng.standard_normal((m, 24)), rng.standard_normal((77, 24))
+    dist, idx = knn_neighbors(xtr, xq, k, metric, batch=16)  # several chunks, partial last block
+    ref_d, ref_i = NearestNeighbors(n_neighbors=k, algorithm="brute", metric=metric).fit(xtr).kneighbors(xq)
+    assert np.array_equal(idx, ref_i)
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-9, atol=1e-12)
+
+
+def test_knn_neighbours_exact_where_float32_cannot_tell():
+    # train rows 1e4 from the origin, 1e-5 apart: float32 distances tie, the float64 order is exact
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(16) * 2500.0
+    xtr = base + rng.permutation(300)[:, None] * 1e-5 * np.eye(16)[0]
+    q = (base - 1.0 * np.eye(16)[0])[None]
+    exact = np.argsort(np.linalg.norm(xtr - q, axis=1), kind="stable")[:10]
+    assert np.array_equal(knn_neighbors(xtr, q, 10)[1][0], exact)
+    assert np.array_equal(knn_neighbors(xtr, xtr[:3], 1)[1][:, 0], [0, 1, 2])
+    with pytest.raises(ValueError, match="x_test"):
+        knn_neighbors(xtr, np.zeros((2, 3)), 1)
+    with pytest.raises(ValueError, match="k"):
+        knn_neighbors(xtr, q, 301)
 
 
 def test_knn_tie_goes_to_smaller_distance_sum():
@@ -217,7 +246,7 @@ def test_iqm():
     assert lo <= p <= hi and (p, lo, hi) == iqm_ci(s)
 
 
-def test_finetune_protocol_improves_on_nothing_and_records_budget():
+def test_finetune_protocol_records_its_budget():
     task = multispectral_task(150, size=8)
     p = Protocol("finetune", ft_lrs=(1e-3,), ft_epochs=2, ft_patience=1, ft_batch=32)
     e = ModelEntry("resnet18", lambda t, s: ResNet18(t.bands, width=4, seed=s), True, (("width", 4),))

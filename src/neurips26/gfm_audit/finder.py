@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -70,6 +71,23 @@ _STR_COLS = (
 )
 
 
+def _factorise(vals: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(np.asarray(vals, dtype=str), return_inverse=True)`` by one dict pass (no string sort
+    of all rows): codes (int64) into the sorted uniques (object array of str)."""
+    index: dict[str, int] = {}
+    put = index.setdefault
+    k = np.fromiter(
+        (put(v if type(v) is str else str(v), len(index)) for v in vals), dtype=np.int64, count=len(vals)
+    )
+    keys = list(index)
+    order = sorted(range(len(keys)), key=keys.__getitem__)  # code-point order, as numpy's
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys))
+    u = np.empty(len(keys), dtype=object)
+    u[:] = [keys[o] for o in order]
+    return rank[k] if len(k) else k, u
+
+
 @dataclass
 class ResultTable:
     """Canonicalised result rows as columns: strings as (codes, uniques), values in points.
@@ -102,8 +120,7 @@ class ResultTable:
             vals = columns.get(c)
             if vals is None:
                 vals = [""] * len(value)
-            u, k = np.unique(np.asarray(vals, dtype=str), return_inverse=True)  # sorted uniques; order-free
-            codes[c], uniques[c] = k.astype(np.int64).ravel(), u.astype(object)
+            codes[c], uniques[c] = _factorise(vals)
         v = np.asarray(value, dtype=np.float64)
         r = np.arange(len(v), dtype=np.int64) if row is None else np.asarray(row, dtype=np.int64)
         return cls(codes, uniques, v, np.asarray(nts, dtype=bool), r)
@@ -122,6 +139,10 @@ class ResultTable:
         if year_cap is not None:
             year_cap = check_scalar(year_cap, "year_cap", int, min=1990, max=2100)
         cols: dict[str, list] = {c: [] for c in _STR_COLS}
+        c_model, c_bench, c_metric, c_eval, c_regime, c_paper, c_prov, c_copied, c_mraw, c_braw = (
+            cols[c] for c in _STR_COLS
+        )
+        eval_cache: dict[str, str] = {}
         value, nts, rows = [], [], []
         for i, r in enumerate(results):
             if years is not None and year_cap is not None and years.get(r.paper_id, 0) > year_cap:
@@ -132,19 +153,19 @@ class ResultTable:
             )
             if not (model and bench and r.metric_name):
                 continue
-            for c, v in (
-                ("model", model),
-                ("benchmark", bench),
-                ("metric", r.metric_name),
-                ("eval", normalise_eval(r.evaluation_strategy, paper_mode)),
-                ("regime", r.train_regime or "full"),
-                ("paper", r.paper_id),
-                ("provenance", r.provenance),
-                ("copied_from", r.copied_from or ""),
-                ("model_raw", r.model_name_raw),
-                ("benchmark_raw", r.benchmark_name_raw),
-            ):
-                cols[c].append(v)
+            ev = r.evaluation_strategy
+            if ev not in eval_cache:
+                eval_cache[ev] = normalise_eval(ev, paper_mode)
+            c_model.append(model)
+            c_bench.append(bench)
+            c_metric.append(r.metric_name)
+            c_eval.append(eval_cache[ev])
+            c_regime.append(r.train_regime or "full")
+            c_paper.append(r.paper_id)
+            c_prov.append(r.provenance)
+            c_copied.append(r.copied_from or "")
+            c_mraw.append(r.model_name_raw)
+            c_braw.append(r.benchmark_name_raw)
             value.append(r.points)
             nts.append(bool(str(r.num_training_samples or "").strip()))
             rows.append(i)
@@ -181,12 +202,24 @@ class Group:
             return []
         return [_member(self.table, int(i)) for i in self.rows]
 
-    @property
+    def _col(self, name: str) -> np.ndarray:
+        if self.table is None:
+            return np.zeros(0, dtype=object)
+        return self.table.uniques[name][self.table.codes[name][self.rows]]
+
+    @cached_property
     def extremes_provenance(self) -> dict[str, list[str]]:
         """NEW: provenance of the rows at the min and at the max."""
-        lo = sorted({m["provenance"] for m in self.members if m["value"] == self.min})
-        hi = sorted({m["provenance"] for m in self.members if m["value"] == self.max})
-        return {"min": lo, "max": hi}
+        if self.table is None:
+            return {"min": [], "max": []}
+        v, prov = self.table.value[self.rows], self._col("provenance")
+        return {
+            "min": sorted(set(prov[v == self.min].tolist())),
+            "max": sorted(set(prov[v == self.max].tolist())),
+        }
+
+    def provenances(self) -> list[str]:
+        return self._col("provenance").tolist()
 
     def to_dict(self) -> dict:
         d = dict(self.key)
@@ -198,7 +231,7 @@ class Group:
             spread=self.spread,
             std=self.std,
             extremes_provenance=self.extremes_provenance,
-            papers=sorted({m["paper"] for m in self.members}),
+            papers=sorted(set(self._col("paper").tolist())),
         )
         return d
 
@@ -317,24 +350,21 @@ def _fast(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
     first_row = np.minimum.reduceat(order, g_starts)
     kept = kept[np.argsort(first_row[kept], kind="stable")]
     kept = kept[np.argsort(-spread[kept], kind="stable")]
+    # per-group scalars gathered once (Python lists), not indexed per group
+    keys = {c: t.uniques[c][t.codes[c][first[kept]]].tolist() for c in cols}
+    cols_ = list(cols)
+    stats_ = zip(
+        count[kept].tolist(),
+        n_papers[kept].tolist(),
+        vmin[kept].tolist(),
+        vmax[kept].tolist(),
+        spread[kept].tolist(),
+        std[kept].tolist(),
+    )
     out = []
-    for g in kept:
-        i0 = first[g]
-        key = {c: t.uniques[c][t.codes[c][i0]] for c in cols}
-        idx = np.sort(order[g_starts[g] : g_starts[g] + count[g]])
-        out.append(
-            Group(
-                key,
-                int(count[g]),
-                int(n_papers[g]),
-                float(vmin[g]),
-                float(vmax[g]),
-                float(spread[g]),
-                float(std[g]),
-                idx,
-                t,
-            )
-        )
+    for j, (g, st) in enumerate(zip(kept.tolist(), stats_)):
+        idx = np.sort(order[g_starts[g] : g_starts[g] + st[0]])
+        out.append(Group(dict(zip(cols_, [keys[c][j] for c in cols_])), *st, idx, t))
     return out
 
 
@@ -381,13 +411,17 @@ def spread_summary(groups: Sequence[Group]) -> dict[str, Any]:
     return out
 
 
-def protocol_mismatches(table: ResultTable, threshold: float = HEADLINE_THRESHOLD) -> dict[str, int]:
+def protocol_mismatches(
+    table: ResultTable, threshold: float = HEADLINE_THRESHOLD, loose: Sequence[Group] | None = None
+) -> dict[str, int]:
     """Baseline (ii): loose groups >= threshold vs those still >= threshold under the strict key.
 
     A loose group whose strict sub-groups all stay below the threshold (or vanish) is a protocol
-    mismatch, not a disagreement.
+    mismatch, not a disagreement. ``loose``: the loose groups (all regimes) when already computed.
     """
-    loose = [g for g in find_disagreements(table, "loose", None) if g.spread >= threshold]
+    if loose is None:
+        loose = find_disagreements(table, "loose", None)
+    loose = [g for g in loose if g.spread >= threshold]
     strict = find_disagreements(table, "strict", None)
     hot = {(g.key["model"], g.key["benchmark"], g.key["metric"]) for g in strict if g.spread >= threshold}
     mism = [g for g in loose if (g.key["model"], g.key["benchmark"], g.key["metric"]) not in hot]
@@ -395,22 +429,34 @@ def protocol_mismatches(table: ResultTable, threshold: float = HEADLINE_THRESHOL
 
 
 def naive_leaderboard(table: ResultTable) -> list[dict]:
-    """Baseline (i): the best reported value per (model, benchmark, metric), protocol ignored."""
-    best: dict[tuple, dict] = {}
-    for i in range(len(table)):
-        k = tuple(table.uniques[c][table.codes[c][i]] for c in ("model", "benchmark", "metric"))
-        v = float(table.value[i])
-        if k not in best or v > best[k]["value"]:
-            best[k] = {
-                "model": k[0],
-                "benchmark": k[1],
-                "metric": k[2],
-                "value": v,
+    """Baseline (i): the best reported value per (model, benchmark, metric), protocol ignored.
+
+    Ties go to the first row reporting the best value.
+    """
+    n = len(table)
+    if n == 0:
+        return []
+    mc, bc, tc = (table.codes[c] for c in ("model", "benchmark", "metric"))
+    order = np.lexsort((np.arange(n), -table.value, tc, bc, mc))
+    key = np.stack([mc, bc, tc], axis=1)[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = np.any(key[1:] != key[:-1], axis=1)
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, n))
+    out = []
+    for s_, c_ in zip(starts, counts):
+        i = order[s_]
+        out.append(
+            {
+                "model": table.uniques["model"][mc[i]],
+                "benchmark": table.uniques["benchmark"][bc[i]],
+                "metric": table.uniques["metric"][tc[i]],
+                "value": float(table.value[i]),
                 "paper": table.uniques["paper"][table.codes["paper"][i]],
-                "n_reports": 0,
+                "n_reports": int(c_),
             }
-        best[k]["n_reports"] += 1
-    return sorted(best.values(), key=lambda d: (d["benchmark"], d["metric"], -d["value"]))
+        )
+    return sorted(out, key=lambda d: (d["benchmark"], d["metric"], -d["value"]))
 
 
 def copy_chains(results: Sequence[ResultRecord]) -> list[list[str]]:
@@ -449,5 +495,5 @@ def provenance_split(groups: Sequence[Group]) -> dict[str, Any]:
         ext = set(g.extremes_provenance["min"]) | set(g.extremes_provenance["max"])
         out["extreme_copied"] += "copied" in ext
         out["extreme_unknown"] += "unknown" in ext
-        out["all_rerun_or_own"] += all(m["provenance"] in ("own", "rerun") for m in g.members)
+        out["all_rerun_or_own"] += all(p in ("own", "rerun") for p in g.provenances())
     return out

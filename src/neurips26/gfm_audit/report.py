@@ -62,7 +62,7 @@ def audit(
             "loose": spread_summary(loose),
             "headline_threshold": HEADLINE_THRESHOLD,
             "thresholds": list(THRESHOLDS),
-            "protocol_mismatch": protocol_mismatches(table),
+            "protocol_mismatch": protocol_mismatches(table, loose=loose),
             "provenance": provenance_split(strict),
         },
         "copy_chains": copy_chains(results),
@@ -214,9 +214,9 @@ def write_report(summary: dict, out: Path | str, plots: bool = True) -> dict[str
     out.mkdir(parents=True, exist_ok=True)
     wm = summary["watermark"]
     tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    tmp.write_text(json.dumps(summary, default=str) + "\n")  # no indent: the C encoder (10x faster)
     tmp.replace(out / "summary.json")
-    _write_csv(out / "disagreements.csv", [{k: v for k, v in g.items()} for g in summary["groups"]], wm)
+    _write_csv(out / "disagreements.csv", summary["groups"], wm)
     comp = summary.get("compliance", {}).get("per_paper", [])
     _write_csv(out / "compliance.csv", comp, wm)
     (out / "report.md").write_text(_markdown(summary), encoding="utf-8")
