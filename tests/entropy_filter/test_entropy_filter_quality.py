@@ -5,8 +5,15 @@ import numpy as np
 import pytest
 
 from neurips26.entropy_filter import hk, select
-from neurips26.entropy_filter.quality import (SPAM_KINDS, LengthCalibration, duplicate_mask, planted_spam_corpus,
-                                              quality_selection, spam_kept, spam_table)
+from neurips26.entropy_filter.quality import (
+    SPAM_KINDS,
+    LengthCalibration,
+    duplicate_mask,
+    planted_spam_corpus,
+    quality_selection,
+    spam_kept,
+    spam_table,
+)
 
 
 def test_length_calibration_removes_a_planted_trend():
@@ -16,7 +23,7 @@ def test_length_calibration_removes_a_planted_trend():
     cal = LengthCalibration.fit(scores.tolist(), n.tolist())
     assert cal.beta == pytest.approx(-0.5, abs=0.03) and cal.r2 > 0.9 and cal.n == 300
     adj = np.array([cal.adjust(s, m) for s, m in zip(scores, n)])
-    assert abs(np.corrcoef(np.log2(n), adj)[0, 1]) < 0.05      # no length trend left
+    assert abs(np.corrcoef(np.log2(n), adj)[0, 1]) < 0.05  # no length trend left
     assert cal.adjust(None, 10) is None
     with pytest.raises(ValueError, match="3 scored"):
         LengthCalibration.fit([1.0, None], [10, 20])
@@ -42,7 +49,7 @@ def test_spam_kept_on_the_planted_spam_corpus():
     assert set(kinds) == {"real", *SPAM_KINDS} and "scraped" in domains
     num = [hk(t) for t, k in zip(texts, kinds) if k == "numbers"]
     real = [s for s in (hk(t) for t, k in zip(texts, kinds) if k == "real") if s is not None]
-    assert min(num) > np.percentile(real, 95)                      # the reproduction: numbers score high
+    assert min(num) > np.percentile(real, 95)  # the reproduction: numbers score high
     res = spam_kept(texts, domains, kinds)
     rows = res["settings"]
     base = rows["quantile"]["spam"]

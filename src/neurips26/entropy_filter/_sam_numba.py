@@ -1,8 +1,9 @@
 """numba kernels of ``match_lengths`` (imported lazily, on first use; compiled once and cached by numba).
 
-Suffix automaton with flat arrays: per state [len, link, firstpos] interleaved, each state's outgoing
-characters in a linked edge list (to copy them when cloning) and all transitions in one open-addressing
-table of interleaved (key = state·σ + char, target) pairs with Fibonacci hashing and linear probing.
+Suffix automaton with flat arrays: per state [len, link, firstpos, len(link)] interleaved, each state's
+outgoing characters in a linked edge list (to copy them when cloning) and all transitions in one
+open-addressing table of interleaved (key = state·σ + char, target << 32 | firstpos(target)) pairs with
+Fibonacci hashing and linear probing (N < 2^31 tokens).
 """
 
 import numba as _numba
@@ -30,21 +31,25 @@ def _sam_lambdas_numba(x, sigma, overlap):  # pragma: no cover - compiled
     n = x.shape[0]
     max_states = 2 * n + 1
     max_edges = 3 * n + 4
-    # per state, interleaved for locality: [len, link, firstpos]
-    st = np.empty(3 * max_states, np.int64)
+    # per state, interleaved for locality: [len, link, firstpos, len(link)] (one record per 32 bytes;
+    # len(link) spares the scan a dependent read of the link's record)
+    st = np.empty(4 * max_states, np.int64)
     st[0] = 0
     st[1] = -1
     st[2] = -1
+    st[3] = -1
     head = np.full(max_states, -1, np.int64)      # a state's edge list (chars only; targets hashed)
-    e_next = np.empty(max_edges, np.int64)
-    e_char = np.empty(max_edges, np.int64)
+    edges = np.empty(2 * max_edges, np.int64)     # interleaved [next, char]
     cap = 16
     while cap < (4 * max_edges) // 3:  # load factor <= 0.75 at the 3n bound (~0.4 on text)
         cap *= 2
     shift = 64
     while (1 << (64 - shift)) < cap:
         shift -= 1
-    table = np.full(2 * cap, -1, np.int64)        # [key, target] pairs, key = state * sigma + char
+    # [key, payload] pairs, key = state * sigma + char, payload = target << 32 | firstpos(target):
+    # a state's firstpos never changes (a clone takes q's), so one slot read answers the scan's test
+    table = np.full(2 * cap, -1, np.int64)
+    low = np.int64(0xFFFFFFFF)
     n_states = 1
     n_edges = 0
     last = 0
@@ -52,9 +57,10 @@ def _sam_lambdas_numba(x, sigma, overlap):  # pragma: no cover - compiled
         c = x[pos]
         cur = n_states
         n_states += 1
-        st[3 * cur] = st[3 * last] + 1
-        st[3 * cur + 1] = 0
-        st[3 * cur + 2] = pos                      # firstpos of a new state = current position
+        st[4 * cur] = st[4 * last] + 1
+        st[4 * cur + 1] = 0
+        st[4 * cur + 2] = pos                      # firstpos of a new state = current position
+        st[4 * cur + 3] = 0
         p = last
         slot = 0
         while p != -1:
@@ -62,42 +68,47 @@ def _sam_lambdas_numba(x, sigma, overlap):  # pragma: no cover - compiled
             if table[2 * slot] != -1:
                 break
             table[2 * slot] = p * sigma + c        # add p --c--> cur
-            table[2 * slot + 1] = cur
-            e_char[n_edges] = c
-            e_next[n_edges] = head[p]
+            table[2 * slot + 1] = (cur << 32) | pos
+            edges[2 * n_edges] = head[p]
+            edges[2 * n_edges + 1] = c
             head[p] = n_edges
             n_edges += 1
-            p = st[3 * p + 1]
+            p = st[4 * p + 1]
         if p != -1:
-            q = table[2 * slot + 1]
-            if st[3 * p] + 1 == st[3 * q]:
-                st[3 * cur + 1] = q
+            q = table[2 * slot + 1] >> 32
+            if st[4 * p] + 1 == st[4 * q]:
+                st[4 * cur + 1] = q
+                st[4 * cur + 3] = st[4 * q]
             else:
                 clone = n_states
                 n_states += 1
-                st[3 * clone] = st[3 * p] + 1
-                st[3 * clone + 1] = st[3 * q + 1]
-                st[3 * clone + 2] = st[3 * q + 2]  # a clone keeps q's firstpos
+                st[4 * clone] = st[4 * p] + 1
+                st[4 * clone + 1] = st[4 * q + 1]
+                st[4 * clone + 2] = st[4 * q + 2]  # a clone keeps q's firstpos
+                st[4 * clone + 3] = st[4 * q + 3]
+                fp_clone = st[4 * q + 2]
                 e = head[q]
                 while e != -1:                     # copy q's transitions to the clone
-                    cc = e_char[e]
-                    target = table[2 * _find(table, q * sigma + cc, shift) + 1]
+                    cc = edges[2 * e + 1]
+                    payload = table[2 * _find(table, q * sigma + cc, shift) + 1]
                     s2 = _find(table, clone * sigma + cc, shift)
                     table[2 * s2] = clone * sigma + cc
-                    table[2 * s2 + 1] = target
-                    e_char[n_edges] = cc
-                    e_next[n_edges] = head[clone]
+                    table[2 * s2 + 1] = payload
+                    edges[2 * n_edges] = head[clone]
+                    edges[2 * n_edges + 1] = cc
                     head[clone] = n_edges
                     n_edges += 1
-                    e = e_next[e]
+                    e = edges[2 * e]
                 while p != -1:                     # redirect p --c--> q to the clone
                     s3 = _find(table, p * sigma + c, shift)
-                    if table[2 * s3] == -1 or table[2 * s3 + 1] != q:
+                    if table[2 * s3] == -1 or (table[2 * s3 + 1] >> 32) != q:
                         break
-                    table[2 * s3 + 1] = clone
-                    p = st[3 * p + 1]
-                st[3 * q + 1] = clone
-                st[3 * cur + 1] = clone
+                    table[2 * s3 + 1] = (clone << 32) | fp_clone
+                    p = st[4 * p + 1]
+                st[4 * q + 1] = clone
+                st[4 * q + 3] = st[4 * clone]
+                st[4 * cur + 1] = clone
+                st[4 * cur + 3] = st[4 * clone]
         last = cur
     lam = np.empty(max(n - 1, 0), np.int64)
     state = 0
@@ -106,8 +117,8 @@ def _sam_lambdas_numba(x, sigma, overlap):  # pragma: no cover - compiled
         if i >= 2:
             if L > 0:
                 L -= 1
-                if L <= st[3 * st[3 * state + 1]]:
-                    state = st[3 * state + 1]
+                if L <= st[4 * state + 3]:
+                    state = st[4 * state + 1]
             else:
                 state = 0
         limit0 = i - 1
@@ -115,10 +126,10 @@ def _sam_lambdas_numba(x, sigma, overlap):  # pragma: no cover - compiled
             s4 = _find(table, state * sigma + x[i + L], shift)
             if table[2 * s4] == -1:
                 break
-            t = table[2 * s4 + 1]
-            if st[3 * t + 2] > (limit0 + L if overlap else limit0):
+            payload = table[2 * s4 + 1]
+            if (payload & low) > (limit0 + L if overlap else limit0):
                 break
-            state = t
+            state = payload >> 32
             L += 1
         lam[i - 1] = L + 1
     return lam

@@ -195,7 +195,7 @@ def match_lengths(x: object, overlap: bool = False, backend: str = "auto") -> np
     if arr.size < 2:
         return np.empty(0, dtype=np.int64)
     dense, sigma = _keyable(arr)
-    if be == "numba":
+    if be == "numba" and arr.size < 2**31 - 1:  # the kernel packs state and position in 32 bits each
         return _kernels()[0](dense, max(sigma, 1), bool(overlap))
     with _gc_paused():
         return _sam_lambdas_python(dense.tolist(), bool(overlap))

@@ -39,8 +39,10 @@ from neurips26.entropy_filter.tokenize import tokenize
 from neurips26.harness.validation import check_scalar
 
 SPAM_KINDS = ("repeated_phrase", "keyword_stuffing", "template", "numbers", "short_repeat", "duplicate")
-DEFAULT_FLOOR = 3.0     # bits/token: below the prose range 3.5-4.6 that issue 30 measured on 2,084 real documents
-DEFAULT_CEILING = 6.0   # bits/token: near log2 N, a text with (almost) no repeated token, e.g. a list of ids
+DEFAULT_FLOOR = (
+    3.0  # bits/token: below the prose range 3.5-4.6 that issue 30 measured on 2,084 real documents
+)
+DEFAULT_CEILING = 6.0  # bits/token: near log2 N, a text with (almost) no repeated token, e.g. a list of ids
 
 
 @dataclass(frozen=True)
@@ -99,13 +101,20 @@ class QualityReport:
     scores: list[float | None]
     calibration: LengthCalibration | None
     n_duplicates: int
-    n_outside: int          # excluded by the floor or the ceiling
+    n_outside: int  # excluded by the floor or the ceiling
 
 
-def quality_selection(texts: Sequence[str], domains: Sequence[Any] | None, keep_frac: float = 0.5,
-                      floor: float | None = None, length_correction: bool = False, dedup: bool = False,
-                      ceiling: float | None = None,
-                      scores: Sequence[float | None] | None = None, **hk_kwargs: Any) -> QualityReport:
+def quality_selection(
+    texts: Sequence[str],
+    domains: Sequence[Any] | None,
+    keep_frac: float = 0.5,
+    floor: float | None = None,
+    length_correction: bool = False,
+    dedup: bool = False,
+    ceiling: float | None = None,
+    scores: Sequence[float | None] | None = None,
+    **hk_kwargs: Any,
+) -> QualityReport:
     """Per-domain top-k by Ĥ_K with the quality options: ``floor`` (absolute, bits/token, on the raw
     score), ``length_correction`` (rank by the length-adjusted score, calibrated on these texts),
     ``dedup`` (later exact copies are unscored), ``ceiling`` (absolute, on the raw score). ``scores``:
@@ -142,6 +151,7 @@ def quality_selection(texts: Sequence[str], domains: Sequence[Any] | None, keep_
 # the planted-spam corpus
 # --------------------------------------------------------------------------------------------------
 
+
 def _chunks(text: str, words: int) -> list[str]:
     out, cur, cnt = [], [], 0
     for para in re.split(r"\n\s*\n", text):
@@ -171,8 +181,11 @@ def real_documents(max_per_source: int = 150) -> list[tuple[str, str]]:
             mod = importlib.import_module(name)
         except ImportError:
             continue
-        for obj in [mod] + [o for _, o in inspect.getmembers(mod)
-                            if (inspect.isfunction(o) or inspect.isclass(o)) and getattr(o, "__module__", "") == name]:
+        for obj in [mod] + [
+            o
+            for _, o in inspect.getmembers(mod)
+            if (inspect.isfunction(o) or inspect.isclass(o)) and getattr(o, "__module__", "") == name
+        ]:
             d = inspect.getdoc(obj) or ""
             if len(d.split()) >= 40:
                 docs.append(d)
@@ -187,8 +200,10 @@ def real_documents(max_per_source: int = 150) -> list[tuple[str, str]]:
     try:
         from importlib.metadata import distributions
 
-        metas = sorted(((d.metadata.get("Name") or "", d.metadata.get_payload() or "") for d in distributions()),
-                       key=lambda x: x[0].lower())
+        metas = sorted(
+            ((d.metadata.get("Name") or "", d.metadata.get_payload() or "") for d in distributions()),
+            key=lambda x: x[0].lower(),
+        )
     except Exception:  # pragma: no cover - broken metadata
         metas = []
     readmes = [" ".join(body.split()[:600]) for _, body in metas if len(body.split()) >= 80]
@@ -196,31 +211,52 @@ def real_documents(max_per_source: int = 150) -> list[tuple[str, str]]:
     return out
 
 
-def planted_spam(n_per_kind: int, rng: np.random.Generator,
-                 real: Sequence[tuple[str, str]]) -> list[tuple[str, str, str]]:
+def planted_spam(
+    n_per_kind: int, rng: np.random.Generator, real: Sequence[tuple[str, str]]
+) -> list[tuple[str, str, str]]:
     """[(domain, text, kind)] spam: repeated phrases, keyword stuffing, templated boilerplate, lists of
     distinct numbers and short repeats go to the ``scraped`` domain; exact duplicates of real documents
     (case and whitespace changed) go to their originals' domains."""
-    phrases = ["Buy cheap watches online today! ", "Click here to win a free prize now. ",
-               "Best casino bonus, sign up and play. ", "Lose weight fast with this one trick. "]
+    phrases = [
+        "Buy cheap watches online today! ",
+        "Click here to win a free prize now. ",
+        "Best casino bonus, sign up and play. ",
+        "Lose weight fast with this one trick. ",
+    ]
     keywords = "cheap deal free bonus casino win prize offer discount sale".split()
     out = []
     for i in range(n_per_kind):
         out.append(("scraped", phrases[i % 4] * int(rng.integers(40, 120)), "repeated_phrase"))
-        out.append(("scraped", " ".join(rng.choice(keywords, int(rng.integers(300, 800)))), "keyword_stuffing"))
-        out.append(("scraped", " ".join(f"Item {rng.integers(1000, 9999)} is in stock. Price ${rng.integers(5, 99)}. "
-                                        f"Ships in {rng.integers(1, 9)} days." for _ in range(int(rng.integers(30, 80)))),
-                    "template"))
-        out.append(("scraped", " ".join(str(x) for x in rng.choice(100_000, int(rng.integers(60, 300)), replace=False)),
-                    "numbers"))
+        out.append(
+            ("scraped", " ".join(rng.choice(keywords, int(rng.integers(300, 800)))), "keyword_stuffing")
+        )
+        out.append(
+            (
+                "scraped",
+                " ".join(
+                    f"Item {rng.integers(1000, 9999)} is in stock. Price ${rng.integers(5, 99)}. "
+                    f"Ships in {rng.integers(1, 9)} days."
+                    for _ in range(int(rng.integers(30, 80)))
+                ),
+                "template",
+            )
+        )
+        out.append(
+            (
+                "scraped",
+                " ".join(str(x) for x in rng.choice(100_000, int(rng.integers(60, 300)), replace=False)),
+                "numbers",
+            )
+        )
         out.append(("scraped", phrases[(i + 1) % 4] * int(rng.integers(8, 14)), "short_repeat"))
         dom, text = real[int(rng.integers(0, len(real)))]
         out.append((dom, "  " + text.upper() + "\n", "duplicate"))
     return out
 
 
-def planted_spam_corpus(seed: int = 0, n_per_kind: int = 10, n_scraped_real: int = 5,
-                        max_per_source: int = 150) -> tuple[list[str], list[str], list[str]]:
+def planted_spam_corpus(
+    seed: int = 0, n_per_kind: int = 10, n_scraped_real: int = 5, max_per_source: int = 150
+) -> tuple[list[str], list[str], list[str]]:
     """(texts, domains, kinds) — kind ``real`` or a ``SPAM_KINDS`` entry. The ``scraped`` domain holds
     the non-duplicate spam and ``n_scraped_real`` real documents (from the other domains, moved)."""
     rng = np.random.default_rng(seed)
@@ -244,8 +280,13 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def spam_kept(texts: Sequence[str], domains: Sequence[str], kinds: Sequence[str], keep_frac: float = 0.5,
-              **hk_kwargs: Any) -> dict[str, Any]:
+def spam_kept(
+    texts: Sequence[str],
+    domains: Sequence[str],
+    kinds: Sequence[str],
+    keep_frac: float = 0.5,
+    **hk_kwargs: Any,
+) -> dict[str, Any]:
     """For every ``SETTINGS`` entry: kept documents per kind (and totals), plus the length calibration
     and the score-vs-length bias it corrects."""
     scores = [hk(t, **hk_kwargs) for t in texts]
@@ -267,7 +308,11 @@ def spam_kept(texts: Sequence[str], domains: Sequence[str], kinds: Sequence[str]
         row["real"] += sum(1 for c in per_key.values() if c >= 1)
         row["spam"] = sum(row[k] for k in SPAM_KINDS)
         if rep.calibration is not None:
-            out["calibration"] = {"beta": rep.calibration.beta, "r2": rep.calibration.r2, "n": rep.calibration.n}
+            out["calibration"] = {
+                "beta": rep.calibration.beta,
+                "r2": rep.calibration.r2,
+                "n": rep.calibration.n,
+            }
         out["settings"][name] = row
     out["spam_total"] = sum(totals[k] for k in SPAM_KINDS)
     # the length bias on real documents: median Ĥ_K of short (< 100 tokens) vs long (>= 300) ones
@@ -286,8 +331,11 @@ def spam_table(result: dict[str, Any]) -> str:
     lines = [head, "|" + "---|" * (3 + len(SPAM_KINDS))]
     for name, row in result["settings"].items():
         cells = [f"{row[k]}/{tot[k]}" for k in SPAM_KINDS]
-        lines.append(f"| {name} | {row['real']}/{tot['real']} | {row['spam']}/{result['spam_total']} | "
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| {name} | {row['real']}/{tot['real']} | {row['spam']}/{result['spam_total']} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return "\n".join(lines)
 
 

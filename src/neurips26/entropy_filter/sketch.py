@@ -76,7 +76,9 @@ class DomainSketches:
             self.sketches[key] = self._cls(self.k)
         self.sketches[key].update(s)
 
-    def update_many(self, scores: Sequence[float | None], domains: Sequence[Any] | None = None) -> "DomainSketches":
+    def update_many(
+        self, scores: Sequence[float | None], domains: Sequence[Any] | None = None
+    ) -> "DomainSketches":
         if domains is None:
             domains = [None] * len(scores)
         if len(domains) != len(scores):
@@ -103,9 +105,16 @@ class DomainSketches:
         return self
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"k": self.k, "n_docs": self.n_docs, "n_unscored": self.n_unscored,
-                           "sketches": {key: base64.b64encode(sk.serialize()).decode("ascii")
-                                        for key, sk in self.sketches.items()}}).encode("utf-8")
+        return json.dumps(
+            {
+                "k": self.k,
+                "n_docs": self.n_docs,
+                "n_unscored": self.n_unscored,
+                "sketches": {
+                    key: base64.b64encode(sk.serialize()).decode("ascii") for key, sk in self.sketches.items()
+                },
+            }
+        ).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "DomainSketches":
@@ -132,7 +141,9 @@ class DomainSketches:
             sk = self.sketches.get(key)
             n_s = 0 if sk is None else int(sk.n)
             kd = min(quota(keep_frac, n, min_keep), n_s)
-            out[json.loads(key)] = math.inf if kd == 0 else float(sk.get_quantile((n_s - kd + 0.5) / n_s, True))
+            out[json.loads(key)] = (
+                math.inf if kd == 0 else float(sk.get_quantile((n_s - kd + 0.5) / n_s, True))
+            )
         return out
 
     def rank_error(self) -> float:
@@ -140,15 +151,20 @@ class DomainSketches:
         return float(self._cls.get_normalized_rank_error(self.k, False))
 
     def summary(self) -> dict[str, Any]:
-        return {"k": self.k, "documents": sum(self.n_docs.values()), "unscored": sum(self.n_unscored.values()),
-                "domains": len(self.n_docs), "estimation_mode": any(s.is_estimation_mode()
-                                                                     for s in self.sketches.values()),
-                "rank_error": self.rank_error()}
+        return {
+            "k": self.k,
+            "documents": sum(self.n_docs.values()),
+            "unscored": sum(self.n_unscored.values()),
+            "domains": len(self.n_docs),
+            "estimation_mode": any(s.is_estimation_mode() for s in self.sketches.values()),
+            "rank_error": self.rank_error(),
+        }
 
 
 # --------------------------------------------------------------------------------------------------
 # the threshold pass over files (map_tasks: processes here, Ray on a cluster)
 # --------------------------------------------------------------------------------------------------
+
 
 def _records(path: str) -> Iterable[dict[str, Any]]:
     from neurips26.entropy_filter.cli import _open_in  # the CLI's decompression by extension
@@ -167,8 +183,13 @@ def _records(path: str) -> Iterable[dict[str, Any]]:
         fh.close()
 
 
-def sketch_records(records: Iterable[Any], text_key: str = "text", domain_key: str | None = None,
-                   k: int = DEFAULT_K, **hk_kwargs: Any) -> DomainSketches:
+def sketch_records(
+    records: Iterable[Any],
+    text_key: str = "text",
+    domain_key: str | None = None,
+    k: int = DEFAULT_K,
+    **hk_kwargs: Any,
+) -> DomainSketches:
     """Score ``records`` (dicts or datatrove Documents) into a ``DomainSketches``; a record without a
     string text counts as unscored."""
     from neurips26.entropy_filter.pipeline import _get
@@ -188,22 +209,32 @@ def sketch_records(records: Iterable[Any], text_key: str = "text", domain_key: s
 
 
 def _sketch_task(task: Mapping[str, Any]) -> bytes:
-    return sketch_records(_records(task["path"]), task["text_key"], task["domain_key"], task["k"],
-                          **task["hk"]).to_bytes()
+    return sketch_records(
+        _records(task["path"]), task["text_key"], task["domain_key"], task["k"], **task["hk"]
+    ).to_bytes()
 
 
-def threshold_pass(paths: Sequence[str | Path], keep_frac: float, text_key: str = "text",
-                   domain_key: str | None = None, k: int = DEFAULT_K, min_keep: int = 1,
-                   backend: str = "auto", workers: int | None = None,
-                   **hk_kwargs: Any) -> tuple[dict[Any, float], DomainSketches]:
+def threshold_pass(
+    paths: Sequence[str | Path],
+    keep_frac: float,
+    text_key: str = "text",
+    domain_key: str | None = None,
+    k: int = DEFAULT_K,
+    min_keep: int = 1,
+    backend: str = "auto",
+    workers: int | None = None,
+    **hk_kwargs: Any,
+) -> tuple[dict[Any, float], DomainSketches]:
     """Pass 1 over JSONL shards (any compression the CLI reads): one task per file on ``map_tasks``
     (``backend="process"`` locally, ``"ray"`` on a cluster), merged sketches, per-domain thresholds.
     Returns (thresholds, merged sketches) — feed the thresholds to ``HKDocumentFilter`` for pass 2."""
     if not paths:
         raise ValueError("paths must name at least one file")
     hk("", **hk_kwargs)  # validate the options before starting workers
-    tasks = [{"path": str(p), "text_key": text_key, "domain_key": domain_key, "k": k, "hk": hk_kwargs}
-             for p in paths]
+    tasks = [
+        {"path": str(p), "text_key": text_key, "domain_key": domain_key, "k": k, "hk": hk_kwargs}
+        for p in paths
+    ]
     parts = map_tasks(_sketch_task, tasks, backend=backend, workers=workers, desc="sketching", progress=False)
     merged = DomainSketches(k)
     for blob in parts:
@@ -222,8 +253,9 @@ def merge_sketch_folder(folder: str | Path) -> DomainSketches:
     return out
 
 
-def hk_sketch_step(output_folder: str | Path, domain_key: str | None = None, k: int = DEFAULT_K,
-                   **hk_kwargs: Any) -> Any:
+def hk_sketch_step(
+    output_folder: str | Path, domain_key: str | None = None, k: int = DEFAULT_K, **hk_kwargs: Any
+) -> Any:
     """A datatrove ``PipelineStep`` for pass 1: scores every document, passes it on unchanged (with
     ``metadata["hk"]``), and at the end of its task writes ``{output_folder}/{rank:05d}.kll.json``.
     Merge the folder with ``merge_sketch_folder``. Needs ``pip install datatrove``."""
