@@ -184,7 +184,7 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
 
 def add_noise(x: torch.Tensor, g: torch.Generator, gauss_prob: float, sigma_range, poisson_range,
               gray_prob: float) -> torch.Tensor:
-    """Per sample: Gaussian noise (sigma/255) with prob ``gauss_prob``, else Poisson; grey with ``gray_prob``."""
+    """Per sample: Gaussian noise (sigma/255) w.p. ``gauss_prob``, else Poisson; grey w.p. ``gray_prob``."""
     B = x.shape[0]
     use_gauss = torch.rand(B, generator=g) < gauss_prob
     gray = (torch.rand(B, generator=g) < gray_prob).view(B, 1, 1, 1)
@@ -261,7 +261,8 @@ def degrade(hr: torch.Tensor, generator: torch.Generator, cfg: DegradationConfig
     x = filter2d(hr, random_kernels(B, cfg.kernel1, g))
     s1 = _random_scale(cfg.resize_prob, cfg.resize_range, g)
     x = _resize(x, scale=s1, mode=_random_mode(g))
-    x = add_noise(x, g, cfg.gaussian_noise_prob, cfg.noise_range, cfg.poisson_scale_range, cfg.gray_noise_prob)
+    x = add_noise(x, g, cfg.gaussian_noise_prob, cfg.noise_range, cfg.poisson_scale_range,
+                  cfg.gray_noise_prob)
     if cfg.jpeg:
         x = jpeg(x, _jpeg_q(B, cfg.jpeg_range, g))
     else:
@@ -272,7 +273,8 @@ def degrade(hr: torch.Tensor, generator: torch.Generator, cfg: DegradationConfig
     s2 = _random_scale(cfg.resize_prob2, cfg.resize_range2, g)
     size2 = (max(1, int(H / scale * s2)), max(1, int(W / scale * s2)))
     x = _resize(x, size=size2, mode=_random_mode(g))
-    x = add_noise(x, g, cfg.gaussian_noise_prob2, cfg.noise_range2, cfg.poisson_scale_range2, cfg.gray_noise_prob2)
+    x = add_noise(x, g, cfg.gaussian_noise_prob2, cfg.noise_range2, cfg.poisson_scale_range2,
+                  cfg.gray_noise_prob2)
     ks = final_sinc_kernels(B, cfg.final_sinc_prob, g)
     mode = _random_mode(g)
     q2 = _jpeg_q(B, cfg.jpeg_range2, g)

@@ -91,7 +91,8 @@ CONFIGS = {
                     eval=EvalConfig(k_seeds=2, teacher_steps=3, n_diversity=16, swd_max_desc=256),
                     time_budget_s=600.0),
     "quick": Config(),
-    "full": Config(backbone="dit", data=DataConfig(channels=3, patch=64, crop=256, n_train=100000, n_test=2000),
+    "full": Config(backbone="dit",
+                   data=DataConfig(channels=3, patch=64, crop=256, n_train=100000, n_test=2000),
                    train=TrainConfig(teacher_steps=30000, smf_steps=30000, gan_steps=10000,
                                      refine=RefineConfig(disc_img=64, fake_lr=1e-4)),
                    eval=EvalConfig(teacher_steps=20), time_budget_s=float("inf"), seeds=(0, 1, 2)),
@@ -109,13 +110,14 @@ def run(cfg: Config, ctx) -> dict:
     for split, n in (("train", d.n_train), ("test", d.n_test)):
         pc = PoolConfig(split=split, n=n, channels=d.channels, crop=d.crop, patch=d.patch,
                         seed=0 if split == "train" else 1)
-        pools[split] = get_pool(pc)
-        ctx.log(f"smfsr: {split} pool {n} pairs ({'cached' if pools[split].cached else f'built in {pools[split].seconds:.1f}s'})")
+        pools[split] = get_pool(pc, backend="auto")  # an uncached build uses the CPUs' processes
+        how = "cached" if pools[split].cached else f"built in {pools[split].seconds:.1f}s"
+        ctx.log(f"smfsr: {split} pool {n} pairs ({how})")
     train_pool, test = pools["train"], pools["test"]
 
     teacher = build_backbone(cfg.backbone, d.channels, d.patch)
     t_log = train_teacher(teacher, train_pool, tr.teacher_steps, tr.batch, tr.lr, seed, deadline)
-    ctx.log(f"smfsr: teacher {t_log.steps} steps {t_log.seconds:.1f}s loss {t_log.summary()['final_loss']:.4f}")
+    ctx.log(f"smfsr: teacher {t_log.steps} steps {t_log.seconds:.1f}s")
     student = make_student(teacher)
     ema, s_log = train_splitmeanflow(student, teacher, train_pool, tr.smf_steps, tr.batch, tr.lr, tr.p_bnd,
                                      tr.p_one, tr.boundary, False, tr.ema, seed + 1, deadline=deadline)
@@ -123,10 +125,12 @@ def run(cfg: Config, ctx) -> dict:
     ctx.log(f"smfsr: SplitMeanFlow {s_log.steps} steps {s_log.seconds:.1f}s")
     # equal wall-clock (smoke: a fixed step count, so that two runs of one seed agree)
     jvp_seconds = s_log.seconds if tr.jvp_steps is None else None
-    jvp_ema, j_log = train_meanflow(make_student(teacher), train_pool, tr.jvp_steps, jvp_seconds, batch=tr.batch,
-                                    lr=tr.lr, ema_decay=tr.ema, seed=seed + 1, deadline=deadline)
+    jvp_ema, j_log = train_meanflow(make_student(teacher), train_pool, tr.jvp_steps, jvp_seconds,
+                                    batch=tr.batch, lr=tr.lr, ema_decay=tr.ema, seed=seed + 1,
+                                    deadline=deadline)
     ctx.log(f"smfsr: MeanFlow-JVP {j_log.steps} steps in the same {j_log.seconds:.1f}s")
-    smf2, g_log, g_parts = refine(smf1, teacher, train_pool, tr.gan_steps, tr.batch, tr.refine, seed + 2, deadline)
+    smf2, g_log, g_parts = refine(smf1, teacher, train_pool, tr.gan_steps, tr.batch, tr.refine, seed + 2,
+                                  deadline)
     direct, dr_log, _ = refine(make_student(teacher), teacher, train_pool, tr.gan_steps, tr.batch,
                                RefineConfig(**{**tr.refine.__dict__, "start": "lr"}), seed + 3, deadline)
     ctx.log(f"smfsr: GAN {g_log.steps} steps, direct {dr_log.steps} steps")
@@ -324,8 +328,10 @@ CLAIMS = [
     Claim("noise_start_stochastic", "The noise start keeps stochasticity: SMFSR diversity > 0 for every LR, "
           "start='lr' / direct LR->HR diversity == 0", "abstract (qualitative)", check_stochasticity),
     Claim("stage1_close_to_teacher20", f"SMFSR stage 1 at 1 NFE is within {WITHIN:.0%} of teacher-20 on SWD "
-          "and HF-energy ratio", "abstract: distils the multi-step trajectory into 1 NFE", check_close_to_teacher),
-    Claim("one_step_baselines_blurry", f"Teacher 1-step Euler and direct LR->HR are blurry (HF ratio < {HF_BLURRY})",
+          "and HF-energy ratio", "abstract: distils the multi-step trajectory into 1 NFE",
+          check_close_to_teacher),
+    Claim("one_step_baselines_blurry",
+          f"Teacher 1-step Euler and direct LR->HR are blurry (HF ratio < {HF_BLURRY})",
           "abstract: direct restoration weakens detail synthesis", check_blurry_baselines),
     Claim("stage2_improves_realism", f"Stage 2 (GAN + VSD) lowers SWD at <= {PSNR_COST_DB:g} dB PSNR cost",
           "abstract: GAN + VSD compensates for missing refinement", check_stage2),

@@ -102,8 +102,8 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
     disc = build_discriminator(cfg.discriminator, gen.channels, cfg.disc_img).train() if use_adv else None
     opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.g_lr)
     opt_f = torch.optim.Adam(fake.parameters(), lr=cfg.fake_lr) if use_vsd else None
-    opt_d = (torch.optim.Adam([p for p in disc.parameters() if p.requires_grad], lr=cfg.d_lr, betas=(0.0, 0.99))
-             if use_adv else None)
+    opt_d = (torch.optim.Adam([p for p in disc.parameters() if p.requires_grad], lr=cfg.d_lr,
+                              betas=(0.0, 0.99)) if use_adv else None)
     log = TrainLog()
     parts = {k: [] for k in ("rec", "perc", "vsd", "adv", "d", "fake")}
     t0 = time.perf_counter()
@@ -127,7 +127,7 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
             loss = loss + cfg.lam_vsd * lv
             parts["vsd"].append(float(lv.detach()))
         if use_adv:
-            la = hinge_g_loss(disc(diff_augment(x_hat.clamp(0, 1), g)))  # head grads cleared before the D step
+            la = hinge_g_loss(disc(diff_augment(x_hat.clamp(0, 1), g)))  # head grads cleared before D step
             loss = loss + cfg.lam_adv * la
             parts["adv"].append(float(la.detach()))
         opt_g.zero_grad(set_to_none=True)
