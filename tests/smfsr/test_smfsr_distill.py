@@ -56,9 +56,12 @@ def _metrics(smf_swd, t20_swd, smf_hf, t20_hf, smf2_swd, smf2_psnr, jvp_swd, t1_
                 "diversity_min": div, "per_noise": {"swd": swd, "hf_ratio": hf, "psnr": psnr}}
     k = len(smf_swd)
     return {"methods": {
-        "smf1": meth(smf_swd, smf_hf, [25.0] * k, div_min), "teacher_20": meth(t20_swd, t20_hf, [24.0] * k, 4.0),
-        "smf2": meth(smf2_swd, [1.0] * k, smf2_psnr, 3.0), "meanflow_jvp": meth(jvp_swd, [1.0] * k, [25.0] * k, 2.0),
-        "teacher_1": meth([9.0] * k, [t1_hf] * k, [27.0] * k), "direct": meth([9.0] * k, [direct_hf] * k, [27.0] * k),
+        "smf1": meth(smf_swd, smf_hf, [25.0] * k, div_min),
+        "teacher_20": meth(t20_swd, t20_hf, [24.0] * k, 4.0),
+        "smf2": meth(smf2_swd, [1.0] * k, smf2_psnr, 3.0),
+        "meanflow_jvp": meth(jvp_swd, [1.0] * k, [25.0] * k, 2.0),
+        "teacher_1": meth([9.0] * k, [t1_hf] * k, [27.0] * k),
+        "direct": meth([9.0] * k, [direct_hf] * k, [27.0] * k),
         "smf1_lr_start": meth([9.0] * k, [0.5] * k, [27.0] * k)},
         "train": {"meanflow_jvp": {"steps": 500}, "smf": {"steps": 1200}}}
 

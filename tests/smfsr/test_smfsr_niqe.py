@@ -18,14 +18,16 @@ def params():
 
 
 def test_params_shapes(params):
-    assert params["mu"].shape == (36,) and params["cov"].shape == (36, 36) and params["window"].shape == (7, 7)
+    assert params["mu"].shape == (36,) and params["cov"].shape == (36, 36)
+    assert params["window"].shape == (7, 7)
     assert abs(params["window"].sum() - 1) < 1e-6
 
 
 def test_niqe_orders_clean_blurred_noisy(params):
     x = torch.from_numpy(load_image("astronaut", 3)[:256, :256].transpose(2, 0, 1).copy())
     clean = niqe(x, params)
-    noisy = niqe((x + 0.08 * torch.randn(x.shape, generator=torch.Generator().manual_seed(0))).clamp(0, 1), params)
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
+    noisy = niqe((x + 0.08 * noise).clamp(0, 1), params)
     small = torch.nn.functional.interpolate(x[None], scale_factor=0.25, mode="bicubic", antialias=True)
     blurred = niqe(torch.nn.functional.interpolate(small, scale_factor=4, mode="bicubic").clamp(0, 1), params)
     assert clean < blurred and clean < noisy

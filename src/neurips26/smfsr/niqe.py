@@ -8,7 +8,8 @@ Per image (Y channel of BT.601 on the 0-255 scale, rounded; cropped to multiples
 
     for scale in (1, 1/2):       mu = w * I, sigma = sqrt(|w * I^2 - mu^2|), I_hat = (I - mu) / (sigma + 1)
         per 96/scale block:      AGGD fit of I_hat -> (alpha, (beta_l + beta_r) / 2)
-                                 for the 4 neighbour products I_hat * shift(I_hat) -> (alpha, mean, beta_l, beta_r)
+                                 for the 4 neighbour products I_hat * shift(I_hat):
+                                     (alpha, mean, beta_l, beta_r)
         I <- bicubic x 1/2 (antialiased; MATLAB's imresize is approximated by torch's antialiased bicubic)
     NIQE = sqrt((mu_p - mu_d)^T pinv((C_p + C_d) / 2) (mu_p - mu_d))     (lower is better)
 
