@@ -80,10 +80,10 @@ class EvalConfig:
 class BudgetShares:
     """The fraction of ``time_budget_s`` each training stage may use (MeanFlow-JVP gets the seconds the
     SplitMeanFlow stage took); on a slow machine every stage is shortened, not only the last ones."""
-    teacher: float = 0.28
-    smf: float = 0.28
-    gan: float = 0.08
-    direct: float = 0.08
+    teacher: float = 0.25
+    smf: float = 0.25
+    gan: float = 0.15
+    direct: float = 0.1
 
 
 @dataclass(frozen=True)
