@@ -63,7 +63,9 @@ def _metrics(smf_swd, t20_swd, smf_hf, t20_hf, smf2_swd, smf2_psnr, jvp_swd, t1_
         "teacher_1": meth([9.0] * k, [t1_hf] * k, [27.0] * k),
         "direct": meth([9.0] * k, [direct_hf] * k, [27.0] * k),
         "smf1_lr_start": meth([9.0] * k, [0.5] * k, [27.0] * k)},
-        "train": {"meanflow_jvp": {"steps": 500}, "smf": {"steps": 1200}}}
+        "train": {"meanflow_jvp": {"steps": 500}, "smf": {"steps": 1200, "planned": 1200},
+                  "teacher": {"steps": 1200, "planned": 1200}, "gan": {"steps": 300, "planned": 300},
+                  "direct": {"steps": 300, "planned": 300}}}
 
 
 def _by_id(m):
@@ -87,6 +89,17 @@ def test_claim_logic_holds_fails_and_noise():
                      [8.0, 12.1, 9.0], [24.6, 24.5, 24.7], [9.0, 11.5, 9.2])
     v = _by_id(noisy)
     assert v["stage2_improves_realism"] == "inconclusive" and v["split_vs_jvp"] == "inconclusive"
+
+
+def test_a_budget_cut_stage_makes_its_claims_inconclusive():
+    m = _metrics([10.0, 10.2, 9.9], [10.1, 10.0, 10.3], [0.95, 0.97, 0.96], [1.0, 1.01, 0.99],
+                 [8.0, 8.1, 7.9], [24.6, 24.5, 24.7], [12.0, 12.5, 12.2])
+    m["train"]["teacher"]["steps"] = 245
+    res = {c.id: c.evaluate(m) for c in E.CLAIMS}
+    for cid in ("stage1_close_to_teacher20", "one_step_baselines_blurry", "stage2_improves_realism",
+                "split_vs_jvp"):
+        assert res[cid].verdict == "inconclusive" and "teacher 245/1200" in res[cid].measured
+    assert res["noise_start_stochastic"].verdict == "holds"
 
 
 def test_claims_read_run_seeds_when_there_are_several():

@@ -36,6 +36,7 @@ WITHIN = 0.25            # "within ~25%" of teacher-20 on SWD and HF ratio
 JVP_SLACK = 1.05         # "SplitMeanFlow >= MeanFlow-JVP": SWD no worse than 1.05 x JVP's
 PSNR_COST_DB = 1.0       # stage 2 costs <= 1 dB PSNR
 K_SE = 2.0               # judge: beyond k standard errors
+MIN_TRAINED = 0.5        # a claim on a stage that ran < this fraction of its planned steps is inconclusive
 
 VOLATILE_METRICS = ("seconds.*", "train.*.seconds", "train.*.stopped_by_time", "budget.*", "pool.*.seconds",
                     "pool.*.cached")
@@ -161,11 +162,12 @@ def run(cfg: Config, ctx) -> dict:
         perception_distortion_plot(ctx, methods)
     return {
         "methods": methods,
-        "train": {"teacher": {**t_log.summary(), "seconds": t_log.seconds},
-                  "smf": {**s_log.summary(), "seconds": s_log.seconds},
+        "train": {"teacher": {**t_log.summary(), "seconds": t_log.seconds, "planned": tr.teacher_steps},
+                  "smf": {**s_log.summary(), "seconds": s_log.seconds, "planned": tr.smf_steps},
                   "meanflow_jvp": {**j_log.summary(), "seconds": j_log.seconds},
-                  "gan": {**g_log.summary(), "seconds": g_log.seconds, "parts": g_parts},
-                  "direct": {**dr_log.summary(), "seconds": dr_log.seconds}},
+                  "gan": {**g_log.summary(), "seconds": g_log.seconds, "parts": g_parts,
+                          "planned": tr.gan_steps},
+                  "direct": {**dr_log.summary(), "seconds": dr_log.seconds, "planned": tr.gan_steps}},
         "pool": {"train": {"n": len(train_pool), "cached": train_pool.cached, "seconds": train_pool.seconds},
                  "test": {"n": len(test), "cached": test.cached, "seconds": test.seconds}},
         "budget": {"time_budget_s": cfg.time_budget_s, "train_seconds": train_seconds,
@@ -285,6 +287,22 @@ def _values(m, method: str, key: str) -> list[float]:
     return [float(x) for x in get_path(m, f"methods.{method}.per_noise.{key}")]
 
 
+def _cut(m, stages) -> str | None:
+    """Why a verdict would not be evidence: a stage cut by the time budget below MIN_TRAINED of its plan."""
+    cut = []
+    for st in stages:
+        tr = get_path(m, f"train.{st}")
+        if tr.get("planned") and tr["steps"] < MIN_TRAINED * tr["planned"]:
+            cut.append(f"{st} {tr['steps']}/{tr['planned']} steps")
+    return ("training cut by the time budget (" + ", ".join(cut) + "); ") if cut else None
+
+
+def _guard(m, stages, verdict_text):
+    v, text = verdict_text
+    why = _cut(m, stages)
+    return (INCONCLUSIVE, why + "measured: " + text) if why else (v, text)
+
+
 def _n_text(m) -> str:
     runs = getattr(m, "per_seed", None)
     return "run seeds" if runs and len(runs) > 1 else "noise seeds of one run"
@@ -312,7 +330,8 @@ def check_close_to_teacher(m):
         verdicts.append(judge(mean, se, n, WITHIN, K_SE, "lower"))
         parts.append(f"|SMFSR-1 - teacher-20| / teacher-20 on {key} = {fmt_se(mean, se, n)}")
     v = "holds" if all(x == "holds" for x in verdicts) else ("fails" if "fails" in verdicts else INCONCLUSIVE)
-    return v, "; ".join(parts) + f" (needs <= {WITHIN} by {K_SE:g} s.e., {_n_text(m)})"
+    return _guard(m, ("teacher", "smf"), (v, "; ".join(parts) + f" (needs <= {WITHIN} by {K_SE:g} s.e., "
+                                                              f"{_n_text(m)})"))
 
 
 def check_blurry_baselines(m):
@@ -323,7 +342,7 @@ def check_blurry_baselines(m):
         verdicts.append(judge(mean, se, max(n, 2), HF_BLURRY, K_SE, "lower"))
         parts.append(f"{name} HF ratio {fmt_se(mean, se, n)}")
     v = "holds" if all(x == "holds" for x in verdicts) else ("fails" if "fails" in verdicts else INCONCLUSIVE)
-    return v, "; ".join(parts) + f" (needs < {HF_BLURRY})"
+    return _guard(m, ("teacher", "direct"), (v, "; ".join(parts) + f" (needs < {HF_BLURRY})"))
 
 
 def check_stage2(m):
@@ -334,17 +353,18 @@ def check_stage2(m):
     mp, sp, n2 = mean_se([y - x for x, y in zip(p2, p1)])
     v2 = judge(mp, sp, n2, PSNR_COST_DB, K_SE, "lower")
     v = "holds" if v1 == v2 == "holds" else ("fails" if "fails" in (v1, v2) else INCONCLUSIVE)
-    return v, (f"SWD(stage 1+2) - SWD(stage 1) = {fmt_se(ms, ss, n)} (needs < 0); PSNR cost "
-               f"{fmt_se(mp, sp, n2)} dB (needs <= {PSNR_COST_DB}); {_n_text(m)}")
+    return _guard(m, ("teacher", "smf", "gan"),
+                  (v, f"SWD(stage 1+2) - SWD(stage 1) = {fmt_se(ms, ss, n)} "
+                  f"(needs < 0); PSNR cost {fmt_se(mp, sp, n2)} dB (needs <= {PSNR_COST_DB}); {_n_text(m)}"))
 
 
 def check_vs_jvp(m):
     a, b = _values(m, "smf1", "swd"), _values(m, "meanflow_jvp", "swd")
     mean, se, n = mean_se([x - JVP_SLACK * y for x, y in zip(a, b)])
     steps = get_path(m, "train.meanflow_jvp.steps"), get_path(m, "train.smf.steps")
-    return (judge(mean, se, n, 0.0, K_SE, "lower"),
-            f"SWD(SMF) - {JVP_SLACK} SWD(JVP) = {fmt_se(mean, se, n)} (needs < 0); JVP {steps[0]} steps vs "
-            f"SMF {steps[1]} in equal wall-clock; {_n_text(m)}")
+    return _guard(m, ("teacher",), (judge(mean, se, n, 0.0, K_SE, "lower"),
+                  f"SWD(SMF) - {JVP_SLACK} SWD(JVP) = {fmt_se(mean, se, n)} (needs < 0); "
+                  f"JVP {steps[0]} steps vs SMF {steps[1]} in equal wall-clock; {_n_text(m)}"))
 
 
 def check_sota(m):
