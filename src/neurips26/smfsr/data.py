@@ -32,7 +32,7 @@ TEST_IMAGES = ("astronaut", "coffee", "chelsea", "china", "flower")
 TRAIN_IMAGES = ("rocket", "motorcycle_left", "hubble_deep_field", "retina", "ihc", "brick", "grass", "gravel",
                 "camera", "moon", "coins", "cell", "microaneurysms")
 EXCLUDED = ("motorcycle_right",)
-POOL_VERSION = 1
+POOL_VERSION = 2  # 2: batched torch JPEG, per-kind noise draws
 
 
 def _skimage_file(name: str) -> Path:

@@ -114,15 +114,10 @@ CONFIGS = {
 
 # ---------------------------------------------------------------------------- run
 def run(cfg: Config, ctx) -> dict:
-    t_start = time.perf_counter()
-    deadline = t_start + cfg.time_budget_s
-
-    def until(share: float) -> float:  # a stage's deadline: its share of the budget, within the whole
-        return min(deadline, time.perf_counter() + share * cfg.time_budget_s)
     seed = ctx.seed
     torch.manual_seed(seed)
     d, tr = cfg.data, cfg.train
-    pools = {}
+    pools = {}  # built (or read from the cache) before the training clock starts
     for split, n in (("train", d.n_train), ("test", d.n_test)):
         pc = PoolConfig(split=split, n=n, channels=d.channels, crop=d.crop, patch=d.patch,
                         seed=0 if split == "train" else 1)
@@ -130,6 +125,12 @@ def run(cfg: Config, ctx) -> dict:
         how = "cached" if pools[split].cached else f"built in {pools[split].seconds:.1f}s"
         ctx.log(f"smfsr: {split} pool {n} pairs ({how})")
     train_pool, test = pools["train"], pools["test"]
+
+    t_start = time.perf_counter()  # time_budget_s counts training only, never pool synthesis
+    deadline = t_start + cfg.time_budget_s
+
+    def until(share: float) -> float:  # a stage's deadline: its share of the budget, within the whole
+        return min(deadline, time.perf_counter() + share * cfg.time_budget_s)
 
     teacher = build_backbone(cfg.backbone, d.channels, d.patch)
     t_log = train_teacher(teacher, train_pool, tr.teacher_steps, tr.batch, tr.lr, seed,
