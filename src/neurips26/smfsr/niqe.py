@@ -19,6 +19,7 @@ The AGGD fit is the moment-matching search over alpha in [0.2, 10] (step 0.001) 
 from __future__ import annotations
 
 import io
+import inspect
 import tarfile
 from pathlib import Path
 
@@ -44,7 +45,12 @@ def fetch_sdist(folder: Path | str | None = None) -> Path:
     folder = Path(folder) if folder is not None else cache_dir("smfsr") / "sdist"
     path = folder / BASICSR_SDIST
     if not path.exists():
-        pip_download("basicsr==1.4.2", folder)
+        # basicsr's setup.py imports torch: without build isolation pip can read its metadata offline
+        # (the harness's pip_download gained that switch; an older harness lacks it)
+        if "no_build_isolation" in inspect.signature(pip_download).parameters:
+            pip_download("basicsr==1.4.2", folder, no_build_isolation=True)
+        else:
+            pip_download("basicsr==1.4.2", folder)
     if not path.exists():
         raise FileNotFoundError(f"pip download did not produce {str(path)!r}")
     verify_sha256(path, BASICSR_SHA256)
