@@ -73,8 +73,8 @@ def test_check8_from_timm_round_trip(tmp_path):
 
 def test_from_hf_local_vit(tmp_path):
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.ViTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
-                                 image_size=32, patch_size=8)
+    cfg = transformers.ViTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                                 intermediate_size=64, image_size=32, patch_size=8)
     transformers.ViTModel(cfg).save_pretrained(tmp_path / "vit")
     d = DinoProjectedDiscriminator.from_hf(tmp_path / "vit", resolution=32)
     assert d.taps == [0, 1, 2, 3]

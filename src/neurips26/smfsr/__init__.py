@@ -1,8 +1,10 @@
 """SMFSR: noise-started one-step real-world SR via LR-conditioned SplitMeanFlow + GAN/VSD refinement.
 
-    from neurips26.smfsr import build_backbone, make_student, train_teacher, train_splitmeanflow, super_resolve
+    from neurips26.smfsr import (build_backbone, make_student, super_resolve, train_splitmeanflow,
+                                 train_teacher)
     teacher = build_backbone("mlp", channels=1, hr_size=16); train_teacher(teacher, pool, steps=1200)
-    ema, log = train_splitmeanflow(make_student(teacher), teacher, pool, steps=1200); sr = super_resolve(ema.model, lr)
+    ema, _ = train_splitmeanflow(make_student(teacher), teacher, pool, 1200)
+    sr = super_resolve(ema.model, lr)          # 1 NFE from noise
 """
 
 from neurips26.smfsr.base import bicubic_sr, check_image, to_y, upsample
@@ -15,8 +17,8 @@ from neurips26.smfsr.flows import (adaptive_weight, cosine_grid, displace, inter
                                    meanflow_target, sample_meanflow_intervals, sample_split_intervals,
                                    split_target, velocity)
 from neurips26.smfsr.metrics import fid, gmsd, haarpsi, hf_ratio, kid, ms_ssim, psnr, ssim, swd
-from neurips26.smfsr.models import (BACKBONES, IntervalEmbedding, MLPBackbone, TinyDiT4SR, UNetSR, build_backbone,
-                                    make_student)
+from neurips26.smfsr.models import (BACKBONES, IntervalEmbedding, MLPBackbone, TinyDiT4SR, UNetSR,
+                                    build_backbone, make_student)
 from neurips26.smfsr.oracle import GaussianOracle
 from neurips26.smfsr.refine import RefineConfig, generate, refine, vsd_grad, vsd_loss
 from neurips26.smfsr.sampler import (adain_color_fix, diversity, euler_sample, super_resolve,

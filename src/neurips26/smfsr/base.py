@@ -41,7 +41,8 @@ def check_image(x, name: str, channels: int | None = None, min_size: int = 1, un
 def check_pair(hr: torch.Tensor, lr: torch.Tensor, scale: int = SCALE) -> None:
     """``ValueError`` unless HR is exactly ``scale`` x LR in both spatial sizes and batch/channels agree."""
     if hr.shape[:2] != lr.shape[:2]:
-        raise ValueError(f"hr and lr must share batch and channels, got {tuple(hr.shape)} and {tuple(lr.shape)}")
+        raise ValueError(f"hr and lr must share batch and channels, got {tuple(hr.shape)} and "
+                         f"{tuple(lr.shape)}")
     if hr.shape[-2] != scale * lr.shape[-2] or hr.shape[-1] != scale * lr.shape[-1]:
         raise ValueError(f"hr size {tuple(hr.shape[-2:])} must be {scale} x lr size {tuple(lr.shape[-2:])}")
 

@@ -21,7 +21,8 @@ import torch
 
 from neurips26.harness.bench import BenchRow, compare
 from neurips26.smfsr.baselines import RealESRGANLite
-from neurips26.smfsr.degradation import DegradationConfig, KernelConfig, degrade, filter2d, filter2d_direct, random_kernels
+from neurips26.smfsr.degradation import (DegradationConfig, KernelConfig, degrade, filter2d, filter2d_direct,
+                                         random_kernels)
 from neurips26.smfsr.discriminator import DinoProjectedDiscriminator
 from neurips26.smfsr.models import build_backbone, make_student
 from neurips26.smfsr.sampler import super_resolve
@@ -77,8 +78,8 @@ def bench(ctx) -> list[BenchRow]:
                           ("SMFSR-1 (AdaIN)", lambda: super_resolve(student, lr, 1, noise=noise), 1),
                           ("direct LR->HR", lambda: super_resolve(direct, lr, 1, start="lr"), 1),
                           ("RealESRGAN-lite", lambda: esr.super_resolve(lr), 1)):
-        rows.append(compare(f"SR 16x16 grey, {name} (NFE {nfe}) vs teacher-20 (NFE 20)", fn, t20, "teacher-20",
-                            unit="images/s", work=n, rounds=rounds, note=f"batch {n}"))
+        rows.append(compare(f"SR 16x16 grey, {name} (NFE {nfe}) vs teacher-20 (NFE 20)", fn, t20,
+                            "teacher-20", unit="images/s", work=n, rounds=rounds, note=f"batch {n}"))
 
     def one_forward():
         with torch.no_grad():
@@ -121,5 +122,6 @@ def bench(ctx) -> list[BenchRow]:
                             note="target >= 700 pairs/s"))
     ks = random_kernels(nd, KernelConfig(), torch.Generator().manual_seed(1))
     rows.append(compare("21x21 per-sample blur, 64x64 RGB: FFT vs grouped conv2d", lambda: filter2d(hr64, ks),
-                        lambda: filter2d_direct(hr64, ks), "grouped conv2d (reference)", unit="ms", rounds=rounds))
+                        lambda: filter2d_direct(hr64, ks), "grouped conv2d (reference)", unit="ms",
+                        rounds=rounds))
     return rows

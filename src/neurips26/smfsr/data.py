@@ -32,7 +32,7 @@ TEST_IMAGES = ("astronaut", "coffee", "chelsea", "china", "flower")
 TRAIN_IMAGES = ("rocket", "motorcycle_left", "hubble_deep_field", "retina", "ihc", "brick", "grass", "gravel",
                 "camera", "moon", "coins", "cell", "microaneurysms")
 EXCLUDED = ("motorcycle_right",)
-POOL_VERSION = 1
+POOL_VERSION = 2  # 2: batched torch JPEG, per-kind noise draws
 
 
 def _skimage_file(name: str) -> Path:
@@ -129,7 +129,8 @@ def _pool_chunk(job: tuple[PoolConfig, int, int]) -> tuple[torch.Tensor, torch.T
     xs = torch.randint(0, hi + 1, (count,), generator=g)
     hr = torch.stack([hr_big[i, :, SCALE * y:SCALE * (y + lp), SCALE * x:SCALE * (x + lp)]
                       for i, (y, x) in enumerate(zip(ys.tolist(), xs.tolist()))])
-    lr = torch.stack([lr_big[i, :, y:y + lp, x:x + lp] for i, (y, x) in enumerate(zip(ys.tolist(), xs.tolist()))])
+    lr = torch.stack([lr_big[i, :, y:y + lp, x:x + lp]
+                      for i, (y, x) in enumerate(zip(ys.tolist(), xs.tolist()))])
     return hr.contiguous(), lr.contiguous()
 
 
@@ -150,7 +151,8 @@ def build_pool(cfg: PoolConfig, backend: str = "serial", workers: int | None = N
     return PairPool(hr, lr, cfg, False, time.perf_counter() - t0)
 
 
-def get_pool(cfg: PoolConfig, cache: bool = True, backend: str = "serial", workers: int | None = None) -> PairPool:
+def get_pool(cfg: PoolConfig, cache: bool = True, backend: str = "serial",
+             workers: int | None = None) -> PairPool:
     """The pool of ``cfg`` from the cache when present, else built (and cached when ``cache``)."""
     path = cache_dir("smfsr") / f"pool-{cfg.key()}.pt"
     if cache and path.exists():

@@ -42,7 +42,7 @@ def default_taps(depth: int) -> list[int]:
 
 # ---------------------------------------------------------------------------- backbones
 class TinyViT(nn.Module):
-    """A small ViT (patch embed, pre-norm blocks with SDPA attention) with timm's ``forward_intermediates``."""
+    """A small ViT (patch embed, pre-norm attention blocks) with timm's ``forward_intermediates``."""
 
     def __init__(self, img: int = 16, patch: int = 4, dim: int = 64, depth: int = 4, heads: int = 4):
         super().__init__()
@@ -160,7 +160,8 @@ class DinoProjectedDiscriminator(nn.Module):
         return (x - self.mean.to(x.dtype)) / self.std.to(x.dtype)
 
     def features(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return self.backbone.forward_intermediates(self.prepare(x), indices=self.taps, intermediates_only=True)
+        return self.backbone.forward_intermediates(self.prepare(x), indices=self.taps,
+                                                   intermediates_only=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = 0
@@ -171,7 +172,8 @@ class DinoProjectedDiscriminator(nn.Module):
     # ------------------------------------------------------------------ factories
     @classmethod
     def tiny(cls, patch: int = 4, dim: int = 64, depth: int = 4, heads: int = 4, img: int = 16,
-             checkpoint: str | os.PathLike | None = None, seed: int = 0, **kw) -> "DinoProjectedDiscriminator":
+             checkpoint: str | os.PathLike | None = None, seed: int = 0,
+             **kw) -> "DinoProjectedDiscriminator":
         """The laptop stand-in: a frozen random-init ``TinyViT`` (seeded), or its weights from a
         safetensors ``checkpoint``."""
         gen_state = torch.random.get_rng_state()
@@ -187,10 +189,11 @@ class DinoProjectedDiscriminator(nn.Module):
     @classmethod
     def from_timm(cls, name: str = "vit_small_patch16_dinov3", checkpoint: str | os.PathLike | None = None,
                   taps=None, resolution: int | None = 224, **model_kwargs) -> "DinoProjectedDiscriminator":
-        """``timm.create_model(name, pretrained=False, num_classes=0, **model_kwargs)`` + the local safetensors
-        ``checkpoint`` (required: never downloads)."""
+        """``timm.create_model(name, pretrained=False, num_classes=0, **model_kwargs)`` + the local
+        safetensors ``checkpoint`` (required: never downloads)."""
         if checkpoint is None:
-            raise FileNotFoundError("from_timm needs a local checkpoint=PATH (safetensors); nothing is downloaded")
+            raise FileNotFoundError("from_timm needs a local checkpoint=PATH (safetensors); "
+                                    "nothing is downloaded")
         state = _load_safetensors(checkpoint)
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:

@@ -36,6 +36,7 @@ WITHIN = 0.25            # "within ~25%" of teacher-20 on SWD and HF ratio
 JVP_SLACK = 1.05         # "SplitMeanFlow >= MeanFlow-JVP": SWD no worse than 1.05 x JVP's
 PSNR_COST_DB = 1.0       # stage 2 costs <= 1 dB PSNR
 K_SE = 2.0               # judge: beyond k standard errors
+MIN_TRAINED = 0.5        # a claim on a stage that ran < this fraction of its planned steps is inconclusive
 
 VOLATILE_METRICS = ("seconds.*", "train.*.seconds", "train.*.stopped_by_time", "budget.*", "pool.*.seconds",
                     "pool.*.cached")
@@ -72,7 +73,18 @@ class EvalConfig:
     teacher_steps: int = 20
     n_diversity: int = 256   # LR inputs on which diversity maps are computed
     swd_max_desc: int = 2048  # SWD descriptors per level (budget knob; None = all, PGGAN)
-    swd_repeats: int = 1      # SWD repeats of 512 projections (PGGAN: 4)
+    swd_repeats: int = 1      # SWD repeats (PGGAN: 4)
+    swd_dirs: int = 128       # SWD random projections per repeat (PGGAN: 512)
+
+
+@dataclass(frozen=True)
+class BudgetShares:
+    """The fraction of ``time_budget_s`` each training stage may use (MeanFlow-JVP gets the seconds the
+    SplitMeanFlow stage took); on a slow machine every stage is shortened, not only the last ones."""
+    teacher: float = 0.25
+    smf: float = 0.25
+    gan: float = 0.15
+    direct: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,7 @@ class Config:
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
     time_budget_s: float = 170.0
+    budget: BudgetShares = BudgetShares()
     seeds: tuple = (0,)
 
 
@@ -91,7 +104,8 @@ CONFIGS = {
                     eval=EvalConfig(k_seeds=2, teacher_steps=3, n_diversity=16, swd_max_desc=256),
                     time_budget_s=600.0),
     "quick": Config(),
-    "full": Config(backbone="dit", data=DataConfig(channels=3, patch=64, crop=256, n_train=100000, n_test=2000),
+    "full": Config(backbone="dit",
+                   data=DataConfig(channels=3, patch=64, crop=256, n_train=100000, n_test=2000),
                    train=TrainConfig(teacher_steps=30000, smf_steps=30000, gan_steps=10000,
                                      refine=RefineConfig(disc_img=64, fake_lr=1e-4)),
                    eval=EvalConfig(teacher_steps=20), time_budget_s=float("inf"), seeds=(0, 1, 2)),
@@ -100,35 +114,45 @@ CONFIGS = {
 
 # ---------------------------------------------------------------------------- run
 def run(cfg: Config, ctx) -> dict:
-    t_start = time.perf_counter()
-    deadline = t_start + cfg.time_budget_s
     seed = ctx.seed
     torch.manual_seed(seed)
     d, tr = cfg.data, cfg.train
-    pools = {}
+    pools = {}  # built (or read from the cache) before the training clock starts
     for split, n in (("train", d.n_train), ("test", d.n_test)):
         pc = PoolConfig(split=split, n=n, channels=d.channels, crop=d.crop, patch=d.patch,
                         seed=0 if split == "train" else 1)
-        pools[split] = get_pool(pc)
-        ctx.log(f"smfsr: {split} pool {n} pairs ({'cached' if pools[split].cached else f'built in {pools[split].seconds:.1f}s'})")
+        pools[split] = get_pool(pc, backend="auto")  # an uncached build uses the CPUs' processes
+        how = "cached" if pools[split].cached else f"built in {pools[split].seconds:.1f}s"
+        ctx.log(f"smfsr: {split} pool {n} pairs ({how})")
     train_pool, test = pools["train"], pools["test"]
 
+    t_start = time.perf_counter()  # time_budget_s counts training only, never pool synthesis
+    deadline = t_start + cfg.time_budget_s
+
+    def until(share: float) -> float:  # a stage's deadline: its share of the budget, within the whole
+        return min(deadline, time.perf_counter() + share * cfg.time_budget_s)
+
     teacher = build_backbone(cfg.backbone, d.channels, d.patch)
-    t_log = train_teacher(teacher, train_pool, tr.teacher_steps, tr.batch, tr.lr, seed, deadline)
-    ctx.log(f"smfsr: teacher {t_log.steps} steps {t_log.seconds:.1f}s loss {t_log.summary()['final_loss']:.4f}")
+    t_log = train_teacher(teacher, train_pool, tr.teacher_steps, tr.batch, tr.lr, seed,
+                          until(cfg.budget.teacher))
+    ctx.log(f"smfsr: teacher {t_log.steps} steps {t_log.seconds:.1f}s")
     student = make_student(teacher)
     ema, s_log = train_splitmeanflow(student, teacher, train_pool, tr.smf_steps, tr.batch, tr.lr, tr.p_bnd,
-                                     tr.p_one, tr.boundary, False, tr.ema, seed + 1, deadline=deadline)
+                                     tr.p_one, tr.boundary, False, tr.ema, seed + 1,
+                                     deadline=until(cfg.budget.smf))
     smf1 = ema.model
     ctx.log(f"smfsr: SplitMeanFlow {s_log.steps} steps {s_log.seconds:.1f}s")
     # equal wall-clock (smoke: a fixed step count, so that two runs of one seed agree)
     jvp_seconds = s_log.seconds if tr.jvp_steps is None else None
-    jvp_ema, j_log = train_meanflow(make_student(teacher), train_pool, tr.jvp_steps, jvp_seconds, batch=tr.batch,
-                                    lr=tr.lr, ema_decay=tr.ema, seed=seed + 1, deadline=deadline)
+    jvp_ema, j_log = train_meanflow(make_student(teacher), train_pool, tr.jvp_steps, jvp_seconds,
+                                    batch=tr.batch, lr=tr.lr, ema_decay=tr.ema, seed=seed + 1,
+                                    deadline=deadline)
     ctx.log(f"smfsr: MeanFlow-JVP {j_log.steps} steps in the same {j_log.seconds:.1f}s")
-    smf2, g_log, g_parts = refine(smf1, teacher, train_pool, tr.gan_steps, tr.batch, tr.refine, seed + 2, deadline)
+    smf2, g_log, g_parts = refine(smf1, teacher, train_pool, tr.gan_steps, tr.batch, tr.refine, seed + 2,
+                                  until(cfg.budget.gan))
     direct, dr_log, _ = refine(make_student(teacher), teacher, train_pool, tr.gan_steps, tr.batch,
-                               RefineConfig(**{**tr.refine.__dict__, "start": "lr"}), seed + 3, deadline)
+                               RefineConfig(**{**tr.refine.__dict__, "start": "lr"}), seed + 3,
+                               until(cfg.budget.direct))
     ctx.log(f"smfsr: GAN {g_log.steps} steps, direct {dr_log.steps} steps")
     train_seconds = time.perf_counter() - t_start
 
@@ -139,11 +163,12 @@ def run(cfg: Config, ctx) -> dict:
         perception_distortion_plot(ctx, methods)
     return {
         "methods": methods,
-        "train": {"teacher": {**t_log.summary(), "seconds": t_log.seconds},
-                  "smf": {**s_log.summary(), "seconds": s_log.seconds},
+        "train": {"teacher": {**t_log.summary(), "seconds": t_log.seconds, "planned": tr.teacher_steps},
+                  "smf": {**s_log.summary(), "seconds": s_log.seconds, "planned": tr.smf_steps},
                   "meanflow_jvp": {**j_log.summary(), "seconds": j_log.seconds},
-                  "gan": {**g_log.summary(), "seconds": g_log.seconds, "parts": g_parts},
-                  "direct": {**dr_log.summary(), "seconds": dr_log.seconds}},
+                  "gan": {**g_log.summary(), "seconds": g_log.seconds, "parts": g_parts,
+                          "planned": tr.gan_steps},
+                  "direct": {**dr_log.summary(), "seconds": dr_log.seconds, "planned": tr.gan_steps}},
         "pool": {"train": {"n": len(train_pool), "cached": train_pool.cached, "seconds": train_pool.seconds},
                  "test": {"n": len(test), "cached": test.cached, "seconds": test.seconds}},
         "budget": {"time_budget_s": cfg.time_budget_s, "train_seconds": train_seconds,
@@ -154,17 +179,27 @@ def run(cfg: Config, ctx) -> dict:
     }
 
 
-def _scores(sr, hr, seed, ev: EvalConfig, feats_hr) -> dict:
+PER_NOISE = ("psnr", "swd", "hf_ratio")                        # the claims' metrics: every noise seed
+ONCE = ("ssim", "ms_ssim", "gmsd", "haarpsi", "fid", "kid")       # reported on the first noise seed
+
+
+def _claim_scores(sr, hr, seed, ev: EvalConfig) -> dict:
+    return {"psnr": float(psnr(sr, hr).mean()),
+            "swd": swd(sr, hr, seed=seed, dirs=ev.swd_dirs, repeats=ev.swd_repeats,
+                       max_desc=ev.swd_max_desc)["mean"],
+            "hf_ratio": hf_ratio(sr, hr)}
+
+
+def _other_scores(sr, hr, feats_hr) -> dict:
     f = stand_in_features(sr)
-    return {"psnr": float(psnr(sr, hr).mean()), "ssim": float(ssim(sr, hr).mean()),
-            "ms_ssim": float(ms_ssim(sr, hr).mean()), "gmsd": float(gmsd(sr, hr).mean()),
-            "haarpsi": float(haarpsi(sr, hr).mean()),
-            "swd": swd(sr, hr, seed=seed, repeats=ev.swd_repeats, max_desc=ev.swd_max_desc)["mean"],
-            "hf_ratio": hf_ratio(sr, hr), "fid": fid(f, feats_hr), "kid": kid(f, feats_hr)}
+    return {"ssim": float(ssim(sr, hr).mean()), "ms_ssim": float(ms_ssim(sr, hr).mean()),
+            "gmsd": float(gmsd(sr, hr).mean()), "haarpsi": float(haarpsi(sr, hr).mean()),
+            "fid": fid(f, feats_hr), "kid": kid(f, feats_hr)}
 
 
 def evaluate(cfg: Config, test, teacher, smf1, smf2, jvp, direct, seed: int) -> dict:
-    """Every method on the test pool; stochastic ones over K shared noise seeds (per_noise lists)."""
+    """Every method on the test pool; stochastic ones over K shared noise seeds (``per_noise`` lists of
+    the claims' metrics; the other metrics on the first noise seed)."""
     hr, lr = test.hr, test.lr
     K, nd = cfg.eval.k_seeds, min(cfg.eval.n_diversity, len(test))
     feats_hr = stand_in_features(hr)
@@ -183,20 +218,20 @@ def evaluate(cfg: Config, test, teacher, smf1, smf2, jvp, direct, seed: int) -> 
     deterministic = ("bicubic", "direct", "smf1_lr_start")  # no noise input: scored once, repeated K times
     out, samples = {}, {}
     for name, fn in runners.items():
-        per = {k: [] for k in ("psnr", "ssim", "ms_ssim", "gmsd", "haarpsi", "swd", "hf_ratio", "fid", "kid")}
+        per = {k: [] for k in PER_NOISE}
         srs = []
         for k, eps in enumerate(noises):
             sr = fn(eps)
             srs.append(sr[:nd])
-            if name in deterministic and k > 0:
-                s = {key: v[0] for key, v in per.items()}
-            else:
-                s = _scores(sr, hr, seed + k, cfg.eval, feats_hr)
-            for key, val in s.items():
+            if k == 0:
+                once = _other_scores(sr, hr, feats_hr)
+            sc = ({key: v[0] for key, v in per.items()} if name in deterministic and k > 0
+                  else _claim_scores(sr, hr, seed + k, cfg.eval))
+            for key, val in sc.items():
                 per[key].append(val)
         stack = torch.stack(srs)
         div = diversity(stack)
-        out[name] = {**{key: float(np.mean(v)) for key, v in per.items()}, "per_noise": per,
+        out[name] = {**{key: float(np.mean(v)) for key, v in per.items()}, **once, "per_noise": per,
                      "diversity": float(div.mean()), "diversity_min": float(div.min())}
         samples[name] = stack[:, :8]
     out["_samples"] = samples
@@ -253,6 +288,22 @@ def _values(m, method: str, key: str) -> list[float]:
     return [float(x) for x in get_path(m, f"methods.{method}.per_noise.{key}")]
 
 
+def _cut(m, stages) -> str | None:
+    """Why a verdict would not be evidence: a stage cut by the time budget below MIN_TRAINED of its plan."""
+    cut = []
+    for st in stages:
+        tr = get_path(m, f"train.{st}")
+        if tr.get("planned") and tr["steps"] < MIN_TRAINED * tr["planned"]:
+            cut.append(f"{st} {tr['steps']}/{tr['planned']} steps")
+    return ("training cut by the time budget (" + ", ".join(cut) + "); ") if cut else None
+
+
+def _guard(m, stages, verdict_text):
+    v, text = verdict_text
+    why = _cut(m, stages)
+    return (INCONCLUSIVE, why + "measured: " + text) if why else (v, text)
+
+
 def _n_text(m) -> str:
     runs = getattr(m, "per_seed", None)
     return "run seeds" if runs and len(runs) > 1 else "noise seeds of one run"
@@ -280,7 +331,8 @@ def check_close_to_teacher(m):
         verdicts.append(judge(mean, se, n, WITHIN, K_SE, "lower"))
         parts.append(f"|SMFSR-1 - teacher-20| / teacher-20 on {key} = {fmt_se(mean, se, n)}")
     v = "holds" if all(x == "holds" for x in verdicts) else ("fails" if "fails" in verdicts else INCONCLUSIVE)
-    return v, "; ".join(parts) + f" (needs <= {WITHIN} by {K_SE:g} s.e., {_n_text(m)})"
+    return _guard(m, ("teacher", "smf"), (v, "; ".join(parts) + f" (needs <= {WITHIN} by {K_SE:g} s.e., "
+                                                              f"{_n_text(m)})"))
 
 
 def check_blurry_baselines(m):
@@ -291,7 +343,7 @@ def check_blurry_baselines(m):
         verdicts.append(judge(mean, se, max(n, 2), HF_BLURRY, K_SE, "lower"))
         parts.append(f"{name} HF ratio {fmt_se(mean, se, n)}")
     v = "holds" if all(x == "holds" for x in verdicts) else ("fails" if "fails" in verdicts else INCONCLUSIVE)
-    return v, "; ".join(parts) + f" (needs < {HF_BLURRY})"
+    return _guard(m, ("teacher", "direct"), (v, "; ".join(parts) + f" (needs < {HF_BLURRY})"))
 
 
 def check_stage2(m):
@@ -302,17 +354,18 @@ def check_stage2(m):
     mp, sp, n2 = mean_se([y - x for x, y in zip(p2, p1)])
     v2 = judge(mp, sp, n2, PSNR_COST_DB, K_SE, "lower")
     v = "holds" if v1 == v2 == "holds" else ("fails" if "fails" in (v1, v2) else INCONCLUSIVE)
-    return v, (f"SWD(stage 1+2) - SWD(stage 1) = {fmt_se(ms, ss, n)} (needs < 0); PSNR cost "
-               f"{fmt_se(mp, sp, n2)} dB (needs <= {PSNR_COST_DB}); {_n_text(m)}")
+    return _guard(m, ("teacher", "smf", "gan"),
+                  (v, f"SWD(stage 1+2) - SWD(stage 1) = {fmt_se(ms, ss, n)} "
+                  f"(needs < 0); PSNR cost {fmt_se(mp, sp, n2)} dB (needs <= {PSNR_COST_DB}); {_n_text(m)}"))
 
 
 def check_vs_jvp(m):
     a, b = _values(m, "smf1", "swd"), _values(m, "meanflow_jvp", "swd")
     mean, se, n = mean_se([x - JVP_SLACK * y for x, y in zip(a, b)])
     steps = get_path(m, "train.meanflow_jvp.steps"), get_path(m, "train.smf.steps")
-    return (judge(mean, se, n, 0.0, K_SE, "lower"),
-            f"SWD(SMF) - {JVP_SLACK} SWD(JVP) = {fmt_se(mean, se, n)} (needs < 0); JVP {steps[0]} steps vs "
-            f"SMF {steps[1]} in equal wall-clock; {_n_text(m)}")
+    return _guard(m, ("teacher",), (judge(mean, se, n, 0.0, K_SE, "lower"),
+                  f"SWD(SMF) - {JVP_SLACK} SWD(JVP) = {fmt_se(mean, se, n)} (needs < 0); "
+                  f"JVP {steps[0]} steps vs SMF {steps[1]} in equal wall-clock; {_n_text(m)}"))
 
 
 def check_sota(m):
@@ -324,8 +377,10 @@ CLAIMS = [
     Claim("noise_start_stochastic", "The noise start keeps stochasticity: SMFSR diversity > 0 for every LR, "
           "start='lr' / direct LR->HR diversity == 0", "abstract (qualitative)", check_stochasticity),
     Claim("stage1_close_to_teacher20", f"SMFSR stage 1 at 1 NFE is within {WITHIN:.0%} of teacher-20 on SWD "
-          "and HF-energy ratio", "abstract: distils the multi-step trajectory into 1 NFE", check_close_to_teacher),
-    Claim("one_step_baselines_blurry", f"Teacher 1-step Euler and direct LR->HR are blurry (HF ratio < {HF_BLURRY})",
+          "and HF-energy ratio", "abstract: distils the multi-step trajectory into 1 NFE",
+          check_close_to_teacher),
+    Claim("one_step_baselines_blurry",
+          f"Teacher 1-step Euler and direct LR->HR are blurry (HF ratio < {HF_BLURRY})",
           "abstract: direct restoration weakens detail synthesis", check_blurry_baselines),
     Claim("stage2_improves_realism", f"Stage 2 (GAN + VSD) lowers SWD at <= {PSNR_COST_DB:g} dB PSNR cost",
           "abstract: GAN + VSD compensates for missing refinement", check_stage2),

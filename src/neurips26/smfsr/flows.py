@@ -40,7 +40,7 @@ UFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]
 
 # ---------------------------------------------------------------------------- validation
 def check_times(r: torch.Tensor, t: torch.Tensor, n: int | None = None, tol: float = 1e-6) -> None:
-    """``ValueError`` unless 0 <= r <= t <= 1 elementwise (up to ``tol`` of float rounding), finite, shape (n,)."""
+    """``ValueError`` unless 0 <= r <= t <= 1 elementwise (up to ``tol``), finite, shape (n,)."""
     for name, x in (("r", r), ("t", t)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -49,7 +49,8 @@ def check_times(r: torch.Tensor, t: torch.Tensor, n: int | None = None, tol: flo
         if not torch.all(torch.isfinite(x)):
             raise ValueError(f"{name} must be finite")
         if torch.any(x < -tol) or torch.any(x > 1 + tol):
-            raise ValueError(f"{name} must lie in [0, 1], got range [{x.min().item():.4g}, {x.max().item():.4g}]")
+            raise ValueError(f"{name} must lie in [0, 1], got range "
+                             f"[{x.min().item():.4g}, {x.max().item():.4g}]")
     if torch.any(r > t + tol):
         raise ValueError("r must be <= t elementwise (r > t found)")
 

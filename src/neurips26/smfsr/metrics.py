@@ -7,8 +7,10 @@ Full-reference (lower/higher as noted; images (B, C, H, W) in [0, 1], computed o
               K2 = 0.03, averaged over the valid region (skimage's ``structural_similarity`` defaults).
 - ``ms_ssim``: Wang et al. 2003, Gaussian window (11, sigma 1.5; shrunk for small images), weights
               (0.0448, 0.2856, 0.3001, 0.2363, 0.1333) renormalised over the scales that fit.
-- ``gmsd``:   Xue et al. 2014, std of the gradient-magnitude similarity (Prewitt, c = 170 / 255^2; lower better).
-- ``haarpsi``: Reisenhofer et al. 2018 (grey form), Haar wavelets at 3 scales, C = 30, alpha = 4.2 (0-255 scale).
+- ``gmsd``:   Xue et al. 2014, std of the gradient-magnitude similarity (Prewitt, c = 170 / 255^2;
+              lower better).
+- ``haarpsi``: Reisenhofer et al. 2018 (grey form), Haar wavelets at 3 scales, C = 30, alpha = 4.2
+              (0-255 scale).
 
 Distribution / realism:
 

@@ -195,7 +195,8 @@ class TinyDiT4SR(SRBackbone):
                  heads: int = 4):
         super().__init__(channels, check_scalar(hr_size, "hr_size", int, min=SCALE), dim, "r")
         if hr_size % patch or dim % heads:
-            raise ValueError(f"hr_size {hr_size} must be divisible by patch {patch} and dim {dim} by heads {heads}")
+            raise ValueError(f"hr_size {hr_size} must be divisible by patch {patch} and dim {dim} by "
+                             f"heads {heads}")
         self.patch, self.grid = patch, hr_size // patch
         n = self.grid ** 2
         self.embed = nn.Conv2d(channels, dim, patch, stride=patch)

@@ -49,6 +49,8 @@ class RefineConfig:
     t_min: float = 0.02
     t_max: float = 0.98
     disc_img: int = 16
+    disc_batch: int | None = 32      # ASSUMPTION (laptop cost): D and the adversarial term see this many
+                                     # samples of each batch; None = all
 
 
 def generate(model, lr: torch.Tensor, eps: torch.Tensor | None, start: str = "noise") -> torch.Tensor:
@@ -102,8 +104,8 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
     disc = build_discriminator(cfg.discriminator, gen.channels, cfg.disc_img).train() if use_adv else None
     opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.g_lr)
     opt_f = torch.optim.Adam(fake.parameters(), lr=cfg.fake_lr) if use_vsd else None
-    opt_d = (torch.optim.Adam([p for p in disc.parameters() if p.requires_grad], lr=cfg.d_lr, betas=(0.0, 0.99))
-             if use_adv else None)
+    opt_d = (torch.optim.Adam([p for p in disc.parameters() if p.requires_grad], lr=cfg.d_lr,
+                              betas=(0.0, 0.99)) if use_adv else None)
     log = TrainLog()
     parts = {k: [] for k in ("rec", "perc", "vsd", "adv", "d", "fake")}
     t0 = time.perf_counter()
@@ -127,7 +129,8 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
             loss = loss + cfg.lam_vsd * lv
             parts["vsd"].append(float(lv.detach()))
         if use_adv:
-            la = hinge_g_loss(disc(diff_augment(x_hat.clamp(0, 1), g)))  # head grads cleared before the D step
+            nb = hr.shape[0] if cfg.disc_batch is None else min(cfg.disc_batch, hr.shape[0])
+            la = hinge_g_loss(disc(diff_augment(x_hat[:nb].clamp(0, 1), g)))  # head grads cleared before D
             loss = loss + cfg.lam_adv * la
             parts["adv"].append(float(la.detach()))
         opt_g.zero_grad(set_to_none=True)
@@ -135,7 +138,8 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
         opt_g.step()
         if use_adv:
             opt_d.zero_grad(set_to_none=True)
-            ld = hinge_d_loss(disc(diff_augment(hr, g)), disc(diff_augment(x_hat.detach().clamp(0, 1), g)))
+            ld = hinge_d_loss(disc(diff_augment(hr[:nb], g)),
+                              disc(diff_augment(x_hat[:nb].detach().clamp(0, 1), g)))
             ld.backward()
             opt_d.step()
             parts["d"].append(float(ld.detach()))

@@ -121,8 +121,8 @@ def super_resolve(model, lr: torch.Tensor, num_steps: int = 1, start: str = "noi
     ref = upsample(lr)
     if noise is not None:
         if not isinstance(noise, torch.Tensor) or tuple(noise.shape) != out_shape:
-            raise ValueError(f"noise must have the output shape {out_shape}, got "
-                             f"{tuple(noise.shape) if isinstance(noise, torch.Tensor) else type(noise).__name__}")
+            got = tuple(noise.shape) if isinstance(noise, torch.Tensor) else type(noise).__name__
+            raise ValueError(f"noise must have the output shape {out_shape}, got {got}")
         if not torch.all(torch.isfinite(noise)):
             raise ValueError("noise must be finite")
     if start == "noise":

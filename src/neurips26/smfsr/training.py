@@ -7,12 +7,13 @@ Stage 1 (one step; ``splitmeanflow_loss``)::
 
     (r, t, kind) ~ sample_split_intervals(p_bnd, p_one);  z_t = (1 - t) x + t eps
     boundary (r = t):  target = v_phi(z_t, t | y)   (frozen teacher; or eps - x with boundary="data")
-    split:             lam ~ U(0, 1), s = (1 - lam) t + lam r, u2 = u_theta(z_t, s, t), z_s = z_t - (t - s) u2,
-                       u1 = u_theta(z_s, r, s), target = (1 - lam) u1 + lam u2     (no grad)
+    split:             lam ~ U(0, 1), s = (1 - lam) t + lam r, u2 = u_theta(z_t, s, t),
+                       z_s = z_t - (t - s) u2, u1 = u_theta(z_s, r, s),
+                       target = (1 - lam) u1 + lam u2     (no grad)
     loss = mean(w || u_theta(z_t, r, t | y) - sg(target) ||^2),   EMA(theta) with decay 0.999
 
-MeanFlow-JVP (``meanflow_loss``)::  (r, t) ~ MeanFlow's sampler; target = sg(v - (t - r) JVP(u_theta; (v, 0, 1)))
-with v = eps - x and MeanFlow's adaptive weight.
+MeanFlow-JVP (``meanflow_loss``)::  (r, t) ~ MeanFlow's sampler;
+target = sg(v - (t - r) JVP(u_theta; (v, 0, 1))) with v = eps - x and MeanFlow's adaptive weight.
 
 A *pool* is anything with ``hr``/``lr`` tensors of equal length (``degradation.PairPool``); batches
 are drawn with replacement from it with the caller's generator.
@@ -27,8 +28,9 @@ from dataclasses import dataclass, field
 import torch
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.smfsr.flows import (BOUNDARY, interpolate, logit_normal, meanflow_target, sample_meanflow_intervals,
-                                   sample_split_intervals, split_target, velocity, weighted_loss)
+from neurips26.smfsr.flows import (BOUNDARY, interpolate, logit_normal, meanflow_target,
+                                   sample_meanflow_intervals, sample_split_intervals, split_target, velocity,
+                                   weighted_loss)
 
 BOUNDARY_TARGETS = ("teacher", "data")
 
@@ -58,7 +60,8 @@ class TrainLog:
 
     def summary(self) -> dict:
         tail = self.losses[-50:] or [float("nan")]
-        return {"steps": self.steps, "final_loss": sum(tail) / len(tail), "stopped_by_time": self.stopped_by_time}
+        return {"steps": self.steps, "final_loss": sum(tail) / len(tail),
+                "stopped_by_time": self.stopped_by_time}
 
 
 def draw_batch(pool, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
