@@ -14,17 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-try:  # numba is in the delayed_hits extra; without it the kernels run as Python
-    from numba import njit
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only without numba
-    HAVE_NUMBA = False
-
-    def njit(*args, **kwargs):
-        if args and callable(args[0]):
-            return args[0]
-        return lambda f: f
+from neurips26.harness.jit import njit  # numba where installed, else plain Python
 
 
 # ---- the slot model shared by every policy kernel (spec §1) ---------------------------------
