@@ -101,7 +101,8 @@ def seed_everything(seed: int) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
-def _git_sha() -> str | None:
+def git_sha() -> str | None:
+    """HEAD of the checkout this package runs from (``-dirty`` if tracked files changed), None outside git."""
     here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
@@ -130,7 +131,7 @@ def provenance() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             pass
     return {
-        "git_sha": _git_sha(),
+        "git_sha": git_sha(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "machine": platform.machine(),

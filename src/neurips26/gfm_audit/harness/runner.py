@@ -61,12 +61,6 @@ class ModelEntry:
     config: tuple = ()
 
 
-def _git_sha() -> str | None:
-    from neurips26.harness.run import provenance
-
-    return provenance().get("git_sha")
-
-
 class Runner:
     """Runs cells, caches features, resumes from and appends to ``results_path`` (JSONL)."""
 
@@ -161,7 +155,9 @@ class Runner:
             if reuse_key is not None:
                 self._reuse[reuse_key] = dict(core, seed=seed)
         if self._git is None:
-            self._git = _git_sha() or "unknown"
+            from neurips26.harness.run import git_sha  # lazily: the run module is not needed to evaluate
+
+            self._git = git_sha() or "unknown"
         row = {
             "key": key,
             "provenance": "rerun",
