@@ -68,3 +68,20 @@ def test_cli_report_readme(toy_paper, tmp_path, capsys):
     run_paper("toy_paper", "smoke", out=root / "toy_paper" / "run-1", progress=False)
     assert main(["report", "--root", str(root)]) == 0
     assert "report:" in capsys.readouterr().out
+
+
+def test_papers_table_keeps_rows_of_papers_without_a_run(tmp_path):
+    """Regenerating after rerunning some papers keeps the other papers' claims cells as they were."""
+    from neurips26.harness.registry import PAPERS
+
+    slugs = [p.slug for p in PAPERS]
+    kept = "5 holds, 0 fails, 1 inconclusive (quick, 3 seeds, 99 s, git `abcdef0123`)"
+    previous = ("| slug | paper | status | claims (newest run) |\n|---|---|---|---|\n"
+                f"| [`{slugs[0]}`](src/neurips26/{slugs[0]}/README.md) | a \\| b | implemented | {kept} |\n")
+    top = tmp_path / "README.md"
+    top.write_text(f"# p\n<!-- neurips26:papers -->\n{previous}<!-- /neurips26:papers -->\n")
+    readme.update_readmes(tmp_path / "no-runs", package_dir=tmp_path / "pkg", top_readme=top)
+    rows = {line.split(" | ")[0]: line for line in top.read_text().splitlines() if line.startswith("| [")}
+    assert rows[f"| [`{slugs[0]}`](src/neurips26/{slugs[0]}/README.md)"].endswith(f"| {kept} |")
+    assert all(line.endswith("| — |") for key, line in rows.items() if slugs[0] not in key)
+    assert readme._previous_claims(readme.render_papers([], previous)) == {}

@@ -100,8 +100,23 @@ def verdict_counts(result: Mapping[str, Any]) -> str:
     return ", ".join(f"{n} {v}" for v, n in counts.items())
 
 
-def render_papers(rows: list[dict[str, Any]]) -> str:
-    """The top README's table: every registered paper, its status and its newest verdicts."""
+def _previous_claims(table: str) -> dict[str, str]:
+    """slug -> the claims cell of an existing papers table (what a paper without a run keeps)."""
+    cells = {}
+    for line in table.splitlines():
+        m = re.match(r"\| \[?`([a-z0-9_]+)`\]?(?:\([^)]*\))? \|.*\| ([^|]*) \|$", line)
+        if m:
+            cells[m.group(1)] = m.group(2)
+    return cells
+
+
+def render_papers(rows: list[dict[str, Any]], previous: str = "") -> str:
+    """The top README's table: every registered paper, its status and its newest verdicts.
+
+    A paper with no run under the results root keeps its claims cell from ``previous`` (the table
+    as it stands), so regenerating after rerunning some papers does not erase the others' rows.
+    """
+    kept = _previous_claims(previous)
     lines = ["| slug | paper | status | claims (newest run) |", "|---|---|---|---|"]
     for r in rows:
         p, res = r["paper"], r["result"]
@@ -111,7 +126,7 @@ def render_papers(rows: list[dict[str, Any]]) -> str:
             claims = (f"{verdict_counts(res)} ({res['scale']}, {len(seeds)} seed{'s' if len(seeds) > 1 else ''}, "
                       f"{res['seconds']:.0f} s, git `{_short_sha(res['provenance'].get('git_sha'))}`)")
         else:
-            claims = "—"
+            claims = kept.get(p.slug, "—")
         lines.append(f"| {slug} | {_cell(p.title)} | {p.status} | {claims} |")
     return "\n".join(lines) + "\n"
 
@@ -145,7 +160,8 @@ def update_readmes(root: Path | str = "runs", package_dir: Path | None = None,
     if top_readme is not None:
         text = top_readme.read_text()
         if has_block(text, "papers"):
-            new = replace_block(text, "papers", render_papers(rows))
+            current = _block_re("papers").search(text).group(2)
+            new = replace_block(text, "papers", render_papers(rows, previous=current))
             if new != text:
                 top_readme.write_text(new)
                 changed.append(top_readme)
