@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from neurips26.harness.validation import check_choice
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL
-from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, Belady,
-                                             InCacheLFU, Marker)
+from neurips26.delayed_hits.offline import Belady
+from neurips26.delayed_hits.policies import FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, InCacheLFU, Marker
 from neurips26.delayed_hits.ucb_dh import RestartedUCBDH, UCBDH
 
 OURS = ("UCB-DH", "LA-FTPL")
@@ -18,7 +18,7 @@ BASELINES = ("LRU", "FIFO", "LFU", "LFU-incache", "Belady", "Marker", "LRU-MAD",
 FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-restart", "UCB-DH-restart",
         "LA-FTPL-Zagnostic", "UCB-DH-generic"}
 POLICY_NAMES = set(OURS) | set(BASELINES) | {"LA-FTPL-restart", "UCB-DH-restart", "LA-FTPL-Zagnostic",
-                                              "UCB-DH-generic", "VA-CDH"}
+                                              "UCB-DH-generic", "VA-CDH", "Belady-Atre"}
 
 
 def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh: int = 16,
@@ -35,6 +35,8 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
         return InCacheLFU()
     if name == "Belady":
         return Belady()
+    if name == "Belady-Atre":
+        return Belady(admission="bypass", next_request="atre")
     if name == "Marker":
         return Marker(seed=seed)
     if name == "LRU-MAD":

@@ -271,6 +271,42 @@ def max_item_batch_kernel(ids, ptr, N):
     return best
 
 
+@njit(cache=True, nogil=True)
+def remap_kernel(raw):
+    """First-seen remap of int64 ids in O(n) time and O(n) memory (never O(max id)): an
+    open-addressing hash table of 2^ceil(log2(2n)) slots (Fibonacci hashing, linear probing).
+    Returns (ids in 0..N-1 by first appearance, labels[N] = the original ids)."""
+    n = raw.size
+    M = 2
+    while M < 2 * n:
+        M *= 2
+    mask = np.uint64(M - 1)
+    keys = np.empty(M, dtype=np.int64)
+    vals = np.full(M, -1, dtype=np.int64)          # -1: empty slot
+    out = np.empty(n, dtype=np.int64)
+    labels = np.empty(n, dtype=np.int64)
+    mult = np.uint64(11400714819323198485)
+    shift = np.uint64(32)
+    N = 0
+    for p in range(n):
+        x = raw[p]
+        h = ((np.uint64(x) * mult) >> shift) & mask
+        while True:
+            v = vals[h]
+            if v < 0:
+                vals[h] = N
+                keys[h] = x
+                labels[N] = x
+                out[p] = N
+                N += 1
+                break
+            if keys[h] == x:
+                out[p] = v
+                break
+            h = (h + np.uint64(1)) & mask
+    return out, labels[:N].copy()
+
+
 def trace_arrays(trace) -> tuple[np.ndarray, np.ndarray, bool]:
     """(ids, ptr, one) for the kernels (ptr is a 1-element dummy when one request per slot)."""
     ptr = trace.slot_ptr

@@ -1,16 +1,14 @@
-"""Baseline policies, all run in the same simulator with completion-time admission/eviction.
+"""Online baseline policies (the offline ones are in ``offline.py``), all run in the same simulator with completion-time admission/eviction.
 
 | name            | rule                                                                          |
 | LRU, FIFO       | classical (admit always at completion; LRU moves to MRU on hits)              |
 | LFU             | perfect LFU: global request counts; admit iff cache not full or count(i) >    |
 |                 | min cached count, then evict the min (ties by LRU)                            |
 | InCacheLFU      | always admit; counts since insertion; evict the min count (ties by LRU)       |
-| Belady          | offline, always admit, evict the cached item with the farthest next request   |
 | Marker          | randomized marking: mark on hit; at completion if all cached are marked,      |
 |                 | unmark all (new phase); evict a uniform random unmarked item; insert marked   |
 | LRUMAD          | Atre et al.: evict min of mean AD per window / (t - last_request + 1)         |
 | LHDMAD          | Atre et al.: evict min of mean AD x LHD hit density                           |
-| StaticPolicy    | a pre-loaded fixed set S, never admits anything (the static comparator)       |
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ import numpy as np
 from neurips26.harness.validation import check_scalar
 from neurips26.delayed_hits import kernels
 from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
-from neurips26.delayed_hits.shadow import shadow_losses, top_k
-from neurips26.delayed_hits.trace import Trace, next_access_positions
+from neurips26.delayed_hits.trace import Trace
 
 
 class FIFO(Policy):
@@ -44,6 +41,17 @@ class FIFO(Policy):
             victim, _ = od.popitem(last=False)
         od[i] = None
         return True, victim
+
+    def admit_bytes(self, i, t, ad, cache, need, size):
+        """Evict from the FIFO/LRU end until the incoming object fits."""
+        od = self._od
+        victims, freed = [], 0
+        while freed < need:
+            v, _ = od.popitem(last=False)
+            victims.append(v)
+            freed += size[v]
+        od[i] = None
+        return True, victims
 
     def run_kernel(self, tr, K, Z, checkpoints=()) -> SimResult | None:
         """The fused O(1)-per-request LRU/FIFO kernel. Only for FIFO and LRU themselves: a
@@ -153,49 +161,6 @@ class InCacheLFU(Policy):
             del self._n[victim]
         self._n[i] = 1
         c.set(i, (1, t))
-        return True, victim
-
-
-class Belady(Policy):
-    """Offline Belady (Z-agnostic), forced admission: always admit at completion and evict the
-    cached item whose next request is farthest (libCacheSim 0.3.5's Belady also always inserts)."""
-
-    name = "Belady"
-    uses_request = True
-
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        super().reset(trace, K, Z)
-        nxt_pos = next_access_positions(trace.ids)
-        slots = trace.slot_of_request()
-        self._next_slot = np.where(nxt_pos >= 0, slots[np.maximum(nxt_pos, 0)], np.iinfo(np.int64).max)
-        self._next_list = None
-        self._p = 0
-        self.nxt = {}                                 # item -> slot of its next request
-        self._heap: list = []                         # (-next slot, item), lazy
-        self._cached: set = set()
-
-    def on_request(self, i, t):
-        ns = int(self._next_slot[self._p])
-        self._p += 1
-        self.nxt[i] = ns
-        if i in self._cached:
-            heapq.heappush(self._heap, (-ns, i))
-
-    def admit(self, i, t, ad, cache):
-        victim = None
-        if len(self._cached) >= self.K:
-            h = self._heap
-            while True:
-                negns, j = heapq.heappop(h)
-                if j in self._cached and self.nxt[j] == -negns:
-                    break
-            victim = j
-            self._cached.discard(j)
-        self._cached.add(i)
-        heapq.heappush(self._heap, (-self.nxt[i], i))
-        if len(self._heap) > 8 * self.K + 64:
-            self._heap = [(-self.nxt[j], j) for j in self._cached]
-            heapq.heapify(self._heap)
         return True, victim
 
 
@@ -340,6 +305,25 @@ class _RecencyMAD(Policy):
         s = c.add(i)
         self._last_slot[s] = self._last[i]
         return True, victim
+
+    def admit_bytes(self, i, t, ad, cache, need, size):
+        """Evict the minimum rank repeatedly until the incoming object fits."""
+        c = self._c
+        victims, freed = [], 0
+        if need > 0:
+            rank = self._rank(t).astype(np.float64)
+            rank[c.items < 0] = np.inf
+            for s in np.argsort(rank, kind="stable"):  # ties: the lowest cache slot
+                if freed >= need:
+                    break
+                v = int(c.items[s])
+                victims.append(v)
+                freed += size[v]
+            for v in victims:
+                c.remove(v)
+        s = c.add(i)
+        self._last_slot[s] = self._last[i]
+        return True, victims
 
 
 class VACDH(_RecencyMAD):
@@ -493,42 +477,3 @@ class LHDMAD(Policy):
         self._explorer[s] = (self._max_explorers > 0 and int(self._explorer.sum()) < self._max_explorers
                              and self.rng.random() < self.explorer_budget)
         return True, victim
-
-
-class StaticPolicy(Policy):
-    """Pre-loaded fixed set S (|S| <= K) that never admits anything else: its latency equals
-    sum_{i not in S} L_T(i) exactly (spec §2)."""
-
-    name = "static"
-
-    def __init__(self, items) -> None:
-        arr = np.asarray(list(items), dtype=np.int64)
-        if arr.ndim != 1 or len(set(arr.tolist())) != arr.size:
-            raise ValueError("items must be a 1-D collection of distinct item ids")
-        self.items = arr
-
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        super().reset(trace, K, Z)
-        if self.items.size > K:
-            raise ValueError(f"items: static set has {self.items.size} items > K={K}")
-        if self.items.size and (self.items.min() < 0 or self.items.max() >= trace.n_items):
-            raise ValueError(f"items must be in [0, {trace.n_items})")
-
-    def initial_cache(self):
-        return self.items.tolist()
-
-    def admit(self, i, t, ad, cache):
-        return False, None
-
-
-class StaticOPT(StaticPolicy):
-    """Static hindsight OPT: the top-K items of L_T (the static-regret comparator), pre-loaded."""
-
-    name = "static-OPT"
-
-    def __init__(self) -> None:
-        self.items = np.zeros(0, dtype=np.int64)
-
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        self.items = top_k(shadow_losses(trace, Z), K)
-        super().reset(trace, K, Z)
