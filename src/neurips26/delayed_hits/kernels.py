@@ -518,7 +518,7 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
 
 
 @njit(cache=True, nogil=True)
-def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, restart_every, gammas,
+def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, restart_every, restart_at, gammas,
                 checkpoints):
     """Fused delayed-hit simulation of LA-FTPL / hit-count FTPL (same decisions as
     ``la_ftpl.LAFTPL`` with completion-time admission and a fixed gamma per restart).
@@ -538,6 +538,7 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
     g = 0
     gamma = gammas[0]
     t0 = 0
+    ra = 0
     eta = c_eta * np.sqrt(1.0 * scale)
     lat = 0
     hits = 0
@@ -597,8 +598,15 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
             cached[i] = True
             size += 1
             adm += 1
-        # slot end: restart, then refresh of the frozen eta
-        if restart_every > 0 and t - t0 >= restart_every:
+        # slot end: restart (periodic or at the given slots), then refresh of the frozen eta
+        restarted = False
+        if ra < restart_at.size and t >= restart_at[ra]:
+            while ra < restart_at.size and t >= restart_at[ra]:
+                ra += 1
+            restarted = True
+        elif restart_every > 0 and t - t0 >= restart_every:
+            restarted = True
+        if restarted:
             t0 = t
             g += 1
             gamma = gammas[g]
@@ -667,7 +675,7 @@ def _heapify(h, n, pos, P):
 
 @njit(cache=True, nogil=True)
 def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, restart_every,
-                     gammas, checkpoints):
+                     restart_at, gammas, checkpoints):
     """LA-FTPL fast path (refresh > 1) with O(log K) work per request (spec §4.5).
 
     eta is frozen between refresh points, so between them only requested items' scores move
@@ -690,6 +698,7 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
     g = 0
     gamma = gammas[0]
     t0 = 0
+    ra = 0
     lat = 0
     hits = 0
     dh = 0
@@ -764,7 +773,14 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
                 cached[i] = True
                 _sift_up(ch, cpos, P, size - 1)
             adm += 1
-        if restart_every > 0 and t - t0 >= restart_every:
+        restarted = False
+        if ra < restart_at.size and t >= restart_at[ra]:
+            while ra < restart_at.size and t >= restart_at[ra]:
+                ra += 1
+            restarted = True
+        elif restart_every > 0 and t - t0 >= restart_every:
+            restarted = True
+        if restarted:
             t0 = t
             g += 1
             gamma = gammas[g]
