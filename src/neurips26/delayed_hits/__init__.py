@@ -10,7 +10,8 @@ from neurips26.delayed_hits.base import InvariantError, Policy, SimResult
 from neurips26.delayed_hits.catalog import POLICY_NAMES, make_policy
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL, ftpl_restart_period
 from neurips26.delayed_hits.offline import Belady, StaticOPT, StaticPolicy
-from neurips26.delayed_hits.policies import FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, InCacheLFU, Marker
+from neurips26.delayed_hits.policies import (ARCMAD, FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, InCacheLFU,
+                                             Marker)
 from neurips26.delayed_hits.restarts import (DetectRestartLAFTPL, DetectRestartUCBDH,
                                              DoublingRestartLAFTPL, DoublingRestartUCBDH,
                                              detect_restarts, doubling_restarts)
@@ -23,7 +24,7 @@ from neurips26.delayed_hits.ucb_dh import UCBDH, RestartedUCBDH, ucb_index, ucb_
 
 __all__ = [
     "simulate", "Cache", "StreamInfo", "SimResult", "Policy", "InvariantError", "make_policy", "POLICY_NAMES",
-    "LRU", "FIFO", "LFU", "InCacheLFU", "Belady", "Marker", "LRUMAD", "LHDMAD", "VACDH", "StaticPolicy",
+    "LRU", "FIFO", "LFU", "InCacheLFU", "Belady", "Marker", "LRUMAD", "LHDMAD", "VACDH", "ARCMAD", "StaticPolicy",
     "StaticOPT", "LAFTPL", "RestartedLAFTPL", "FTPLHitCount", "UCBDH", "RestartedUCBDH",
     "shadow_losses", "c_b_bound", "static_opt_cost", "static_cost", "switching_opt", "theta",
     "amplification", "regret_slope", "top_k", "ucb_index", "ucb_restart_period", "ftpl_restart_period",

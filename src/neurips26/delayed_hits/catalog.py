@@ -9,7 +9,8 @@ from __future__ import annotations
 from neurips26.harness.validation import check_choice
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL
 from neurips26.delayed_hits.offline import Belady
-from neurips26.delayed_hits.policies import FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, InCacheLFU, Marker
+from neurips26.delayed_hits.policies import (ARCMAD, FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, InCacheLFU,
+                                             Marker)
 from neurips26.delayed_hits.restarts import (DetectRestartLAFTPL, DetectRestartUCBDH,
                                              DoublingRestartLAFTPL, DoublingRestartUCBDH)
 from neurips26.delayed_hits.ucb_dh import RestartedUCBDH, UCBDH
@@ -21,7 +22,8 @@ RESTARTED = ("UCB-DH-restart", "LA-FTPL-restart", "UCB-DH-doubling", "LA-FTPL-do
              "UCB-DH-detect", "LA-FTPL-detect")
 FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-Zagnostic", "UCB-DH-generic", *RESTARTED}
 POLICY_NAMES = set(OURS) | set(BASELINES) | {"LA-FTPL-restart", "UCB-DH-restart", "LA-FTPL-Zagnostic",
-                                              "UCB-DH-generic", "VA-CDH", "Belady-Atre", *RESTARTED}
+                                              "UCB-DH-generic", "VA-CDH", "Belady-Atre", "ARC-MAD", "ARC",
+                                              *RESTARTED}
 
 
 def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh: int = 16,
@@ -48,6 +50,10 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
         return LHDMAD(reconfig=lhd_reconfig, seed=seed)
     if name == "VA-CDH":
         return VACDH()
+    if name == "ARC-MAD":
+        return ARCMAD()
+    if name == "ARC":
+        return ARCMAD(mad=False)
     if name == "LHD":
         return LHDMAD(mad=False, reconfig=lhd_reconfig, seed=seed)
     if name == "FTPL":
