@@ -3,10 +3,9 @@ given restart slots equal to the Python policies."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from neurips26.delayed_hits import (LAFTPL, UCBDH, Cache, DetectRestartLAFTPL, DetectRestartUCBDH,
+from neurips26.delayed_hits import (LAFTPL, Cache, DetectRestartLAFTPL, DetectRestartUCBDH,
                                     DoublingRestartLAFTPL, DoublingRestartUCBDH, detect_restarts,
                                     doubling_restarts, make_policy, simulate)
 from neurips26.delayed_hits.workloads import irm_zipf, piecewise_zipf

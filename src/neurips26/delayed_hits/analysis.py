@@ -217,7 +217,7 @@ def analyse(cfg, R: dict, seeds, slow_seeds) -> dict:
 
 
 
-def _hit_vs_latency(cfg: Config, seed: int) -> dict:
+def _hit_vs_latency(cfg, seed: int) -> dict:
     """Hit-optimal (top-K by request count) vs latency-optimal (top-K by shadow loss L_T) static
     sets: the latency gap of the hit-optimal set. At Z = 1, L_T = counts, so the gap is 0."""
     out = {}
@@ -236,7 +236,7 @@ def _hit_vs_latency(cfg: Config, seed: int) -> dict:
     return out
 
 
-def _theta_check(cfg: Config, seed: int, n_items: int = 20) -> dict:
+def _theta_check(cfg, seed: int, n_items: int = 20) -> dict:
     """|L_T(i)/T - theta_i| in standard errors (batch means over 100 batches) for the n_items
     items with the largest theta (spec check 4)."""
     Z = cfg.w2.Z[0]

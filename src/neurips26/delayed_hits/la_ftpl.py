@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.delayed_hits import kernels
+from neurips26.delayed_hits import kernels, learner_kernels
 from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
 from neurips26.delayed_hits.shadow import c_b_bound
 from neurips26.delayed_hits.trace import Trace
@@ -257,7 +257,7 @@ class LAFTPL(Policy):
     # -- compiled kernel ----------------------------------------------------------------------
     def run_kernel(self, tr, K, Z, checkpoints=()) -> SimResult | None:
         """The kernels take the same decisions for completion-time admission with one gamma per
-        restart (``kernels.ftpl_kernel`` for refresh = 1, ``ftpl_heap_kernel`` otherwise); None
+        restart (``learner_kernels.ftpl_kernel`` for refresh = 1, ``ftpl_heap_kernel`` otherwise); None
         for the other options, or when the pre-drawn perturbations (one N-vector per restart)
         would exceed ``MAX_GAMMA_VALUES``."""
         if self.admission != "completion" or self.fresh_gamma:
@@ -271,7 +271,7 @@ class LAFTPL(Policy):
             return None
         rng = np.random.default_rng(self.seed)
         gammas = np.stack([rng.standard_normal(N) for _ in range(n_rest + 1)])
-        kern = kernels.ftpl_kernel if self.refresh == 1 else kernels.ftpl_heap_kernel
+        kern = learner_kernels.ftpl_kernel if self.refresh == 1 else learner_kernels.ftpl_heap_kernel
         ids, ptr, one = kernels.trace_arrays(tr)
         cps = checkpoint_array(checkpoints)
         stats, cp, nrest = kern(ids, ptr, one, N, K, Z, self.refresh, self.c_eta, self._scale,

@@ -9,6 +9,7 @@
 |                 | unmark all (new phase); evict a uniform random unmarked item; insert marked   |
 | LRUMAD          | Atre et al.: evict min of mean AD per window / (t - last_request + 1)         |
 | LHDMAD          | Atre et al.: evict min of mean AD x LHD hit density                           |
+| ARCMAD          | Atre et al.: ARC's lists and target p, each list's victim = min MAD rank      |
 """
 
 from __future__ import annotations
