@@ -151,7 +151,8 @@ class Cache:
             if self._on_hit is not None:
                 self._on_hit(i, t)
         else:
-            s = self.inflight.get(i)
+            inflight = self.inflight
+            s = inflight.get(i)
             if s is not None:
                 lat = Z - (t - s)                     # delayed hit
                 self.adacc[i] += lat
@@ -172,9 +173,10 @@ class Cache:
         if self._check and not (lat == 0 or 1 <= lat <= Z):
             raise InvariantError(f"slot {t}: latency {lat} outside {{0}} U [1, {Z}]")
         # shadow loss (action independent): virtual window of i covers vstart..vstart+Z-1
-        vs = self.vstart[i]
+        vstart = self.vstart
+        vs = vstart[i]
         if t - vs >= Z:
-            self.vstart[i] = t
+            vstart[i] = t
             sc = Z
         else:
             sc = Z - (t - vs)
@@ -224,12 +226,13 @@ class Cache:
 
     def _end_slot(self, t: int) -> None:
         """Completions at the end of slot t, then the policy's slot-end hook and bookkeeping."""
-        start_due = t - self.Z + 1
         pending = self.pending
-        while pending and pending[0][0] == start_due:
-            _, i = pending.popleft()
-            del self.inflight[i]
-            self._complete(i, t, self.adacc.pop(i))
+        if pending:
+            start_due = t - self.Z + 1
+            while pending and pending[0][0] == start_due:
+                _, i = pending.popleft()
+                del self.inflight[i]
+                self._complete(i, t, self.adacc.pop(i))
         if self._on_slot_end is not None:
             self._on_slot_end(t)
         if self._prefetch is not None and (self._horizon is None or t < self._horizon):
@@ -299,12 +302,20 @@ class Cache:
         return self._serve(self._item(obj), t, size or 1)
 
     def process(self, requests: Iterable) -> "Cache":
-        """Feed ``requests``: object ids (one per slot), ``(obj, t)`` or ``(obj, t, size)``."""
+        """Feed ``requests``: object ids (one per slot), ``(obj, t)`` or ``(obj, t, size)``.
+        A bare id is ``request(obj)`` (the next slot), done here without the per-call checks."""
+        if self._closed:
+            raise RuntimeError("the run is closed (result() was called)")
+        serve, end_slot, item, request = self._serve, self._end_slot, self._item, self.request
         for r in requests:
-            if isinstance(r, tuple):
-                self.request(*r)
-            else:
-                self.request(r)
+            if isinstance(r, tuple) or self.bytes:
+                request(*r) if isinstance(r, tuple) else request(r)
+                continue
+            if self._busy:                            # close the open slot: r goes to the next
+                end_slot(self.t)
+                self.t += 1
+            self._busy = True
+            serve(item(r), self.t)
         return self
 
     @property
