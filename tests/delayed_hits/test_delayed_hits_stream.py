@@ -86,6 +86,9 @@ def test_stream_equals_batch_one_request_per_slot(make):
         assert getattr(got, f) == getattr(want, f), f
     assert np.array_equal(got.shadow_loss_per_item, want.shadow_loss_per_item)
     assert c.labels == list(dict.fromkeys(raw))
+    fed = Cache(make(), K=10, Z=6, n_items=tr.n_items).process(iter(raw)).result()
+    assert (fed.total_latency, fed.shadow_cost, fed.n_slots) == (want.total_latency, want.shadow_cost,
+                                                                 want.n_slots)
     fast = simulate(raw, make(), K=10, Z=6)                  # the kernel where the policy has one
     assert fast.total_latency == want.total_latency
 
