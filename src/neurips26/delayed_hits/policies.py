@@ -487,9 +487,9 @@ class ARCMAD(Policy):
     end. As in Atre's code: a hit moves the item to T2; a completed fetch that served delayed hits
     (its window had more than one request) enters T2 directly, otherwise T1; a ghost hit in B1
     (B2) raises (lowers) p by max(1, |B2|/|B1|) (max(1, |B1|/|B2|)) and enters T2; with Z > 100 an
-    item seen at most twice has rank 0. ``mad=False``: plain ARC with the victim = the least
-    recently requested item of the list (then ARC-MAD at Z = 1, where every window's AD is 1, is
-    ARC). Differences to Atre's code (ASSUMPTION): ties go to the smaller item id (Atre: hash
+    item seen at most twice has rank 0. ``mad=False``: plain ARC (Atre's ``cache_arc.cpp``), the
+    victim = the list's LRU end in write order (admission at completion, hits); at Z = 1 a write
+    is a request, so ARC-MAD, whose AD is then 1 for every window, is ARC. Differences to Atre's code (ASSUMPTION): ties go to the smaller item id (Atre: hash
     order); the T1-full branch ranks with (t, Z) where Atre's passes them swapped (``popRank(records_,
     z, clk)``), which we read as a slip."""
 
@@ -513,6 +513,8 @@ class ARCMAD(Policy):
         self.b2: OrderedDict[int, None] = OrderedDict()
         self.p = 0
         self._window_reqs: dict[int, int] = {}       # requests served by the open fetch of i
+        self._wseq = np.zeros(trace.n_items, dtype=np.int64)   # order of the last write (ARC)
+        self._tick = 0
 
     def on_request(self, i, t):
         self._last[i] = t
@@ -526,6 +528,8 @@ class ARCMAD(Policy):
         if i in self.t1:                              # a hit moves the item to T2
             del self.t1[i]
             self.t2[i] = None
+        self._tick += 1
+        self._wseq[i] = self._tick
 
     def _pop_rank(self, lst: dict, t: int) -> int:
         """Remove and return the list's victim: the minimum rank, ties to the smaller id."""
@@ -535,7 +539,7 @@ class ARCMAD(Policy):
             if self.Z > 100:
                 rank = np.where(self._count[items] <= 2, 0.0, rank)
         else:
-            rank = -(t - self._last[items]).astype(np.float64)     # least recently requested
+            rank = self._wseq[items].astype(np.float64)              # least recently written
         m = rank.min()
         v = int(items[rank == m].min())
         del lst[v]
@@ -586,4 +590,6 @@ class ARCMAD(Policy):
                         self.b2.popitem(last=False)
                     victim = self._replace(i, t)
             (self.t2 if reqs > 1 else self.t1)[i] = None
+        self._tick += 1
+        self._wseq[i] = self._tick
         return True, victim
