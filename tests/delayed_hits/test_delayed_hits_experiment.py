@@ -54,8 +54,9 @@ def test_run_paper_end_to_end(tiny_run):
     assert v["classical_linear_regret"] in ("holds", "inconclusive")
     for run in data["per_seed"]:
         reg = run["metrics"]["regret"]
-        for key in ("W6a/Z=1/LRU", "W6a/Z=1/FIFO", "W6a/Z=1/Marker", f"W6b/Z={TINY.w6.b_Z}/LFU"):
-            assert reg[key]["real"]["slope"] >= experiment.LINEAR_SLOPE, key
+        for wl, z, p in (("W6a", 1, "LRU"), ("W6a", 1, "FIFO"), ("W6a", 1, "Marker"),
+                         ("W6b", TINY.w6.b_Z, "LFU")):
+            assert reg[wl][str(z)][p]["real"]["slope"] >= experiment.LINEAR_SLOPE, (wl, p)
         assert run["metrics"]["w6c"]["LFU"]["slope"] >= experiment.LINEAR_SLOPE
     assert v["mad_collapse_at_z1"] == "holds"
     assert v["hit_ratio_is_not_latency"] == "holds"
@@ -64,11 +65,20 @@ def test_run_paper_end_to_end(tiny_run):
         assert (out / name).is_file()
     assert data["seeds"] == [0, 1] and [r["seed"] for r in data["per_seed"]] == [0, 1]
     # the seed drives the stochastic workloads: the two seeds' W1 latencies differ
-    lat = [r["metrics"]["latency"]["W1/Z=10"]["LRU"]["mean_latency"] for r in data["per_seed"]]
+    lat = [r["metrics"]["latency"]["W1"]["10"]["LRU"]["mean_latency"] for r in data["per_seed"]]
     assert lat[0] != lat[1]
     m = res["metrics"]
     assert m["w7"]["requests"] == TINY.w7.requests and len(m["w7"]["sha256"]) == 64
-    assert "W8/Z=10" in m["latency"] and "LHD-MAD" in m["latency"]["W8/Z=10"]
+    assert "LHD-MAD" in m["latency"]["W8"]["10"] and "ARC-MAD" in m["latency"]["W8"]["10"]
+    fair = m["latency_fair"]["W8"]["10"]
+    assert fair["ours_pick"] in fair["suffix"] and fair["mad_pick"] in ("LRU-MAD", "LHD-MAD")
+    assert fair["static_opt"] > 0 and set(fair["switching_opt"]) == {str(B) for B in TINY.switch_B}
+    # switching OPT with more changes is never worse; it is never worse than static OPT
+    sw = [fair["switching_opt"][str(B)] for B in sorted(TINY.switch_B)]
+    assert sw == sorted(sw, reverse=True) and sw[0] <= fair["static_opt"] + 1e-9
+    assert fair["c_eta"]["LA-FTPL"]["c_eta"] in TINY.c_eta_grid
+    amp = {d["Z"]: d for d in m["c7"]["regret_vs_Z"]}
+    assert amp[1]["predicted_ratio"] == 1.0 and amp[10]["predicted_ratio"] > 5
 
 
 def _seeds(res, edit=None):
@@ -87,24 +97,38 @@ def test_claims_respond_to_the_metrics(tiny_run):
     res, _ = tiny_run
 
     def worse(m):
-        m["regret"]["W1/Z=10/LRU"]["real"]["slope"] = 0.5
+        m["regret"]["W1"]["10"]["LRU"]["real"]["slope"] = 0.5
         m["c7"]["ratio_T_over_T16"] = 3.0
         m["w3"]["LA-FTPL-restart"]["switching"]["slope"] = 0.95
         for p in ("UCB-DH", "LA-FTPL"):
-            m["latency"]["W1/Z=10"][p]["mean_latency"] = 1e9
+            m["latency"]["W1"]["10"][p]["mean_latency"] = 1e9
+        for d in m["c7"]["regret_vs_Z"]:
+            d["measured_ratio"] = 5 * d["predicted_ratio"]
+        for byz in m["latency_fair"].values():
+            for e in byz.values():
+                e["ours"] = e["mad"] + 1.0
 
     v = _verdicts(_seeds(res, worse))
     assert v["classical_linear_regret"] == "fails"
     assert v["ucb_dh_log_regret"] == "fails"
     assert v["restarted_switching_sublinear"] == "fails"
     assert v["la_ftpl_beats_lru_irm"] == "fails"
+    assert v["ucb_dh_regret_grows_with_latency"] == "fails"
+    assert v["lower_latency_bursty_real"] == "fails"
 
     def better(m):
         m["c7"]["ratio_T_over_T16"] = 1.0
-        m["latency"]["W1/Z=10"]["LA-FTPL"]["mean_latency"] = 0.0
+        m["latency"]["W1"]["10"]["LA-FTPL"]["mean_latency"] = 0.0
+        for d in m["c7"]["regret_vs_Z"]:
+            d["measured_ratio"] = d["predicted_ratio"] * 1.05
+        for byz in m["latency_fair"].values():
+            for e in byz.values():
+                e["ours"] = e["mad"] - 1.0
 
     v = _verdicts(_seeds(res, better))
     assert v["ucb_dh_log_regret"] == "holds" and v["la_ftpl_beats_lru_irm"] == "holds"
+    assert v["ucb_dh_regret_grows_with_latency"] == "holds"
+    assert v["lower_latency_bursty_real"] == "holds"
     # a single seed has no standard error: the judged claims are inconclusive, the identities not
     one = _verdicts(res["per_seed"][0]["metrics"])
     assert one["ucb_dh_log_regret"] == "inconclusive" and one["classical_linear_regret"] == "inconclusive"
@@ -121,14 +145,14 @@ def test_a_difference_inside_the_noise_is_inconclusive(tiny_run):
     res, _ = tiny_run
     runs = [copy.deepcopy(r["metrics"]) for r in res["per_seed"]]
     for m, d in zip(runs, (+1.0, -0.9)):
-        lru = m["latency"]["W1/Z=10"]["LRU"]["mean_latency"]
-        m["latency"]["W1/Z=10"]["LA-FTPL"]["mean_latency"] = lru - d
+        lru = m["latency"]["W1"]["10"]["LRU"]["mean_latency"]
+        m["latency"]["W1"]["10"]["LA-FTPL"]["mean_latency"] = lru - d
     assert _verdicts(SeedMetrics([0, 1], runs))["la_ftpl_beats_lru_irm"] == "inconclusive"
 
 
 def test_make_policy_rejects_unknown_name():
     with pytest.raises(ValueError, match="name"):
-        experiment.make_policy("ARC")
+        experiment.make_policy("ARC-nope")
 
 
 def test_cli_run_and_bad_input(tmp_path, monkeypatch, capsys):

@@ -272,3 +272,26 @@ def test_ucb_dh_prefetch_zero_request_fetches():
     assert int(r.latencies.sum()) == r.total_latency
     base = simulate(tr, UCBDH(refresh=8), K=6, Z=5)
     assert r.misses < base.misses          # a prefetched target item is never missed later
+
+
+def test_arc_mad_collapses_to_arc_at_z1_and_tracks_libcachesim_arc():
+    from neurips26.delayed_hits import ARCMAD
+    from neurips26.delayed_hits.workloads import piecewise_zipf
+
+    tr, _ = piecewise_zipf(300, 20000, 3, 0.9, seed=0)
+    for K in (5, 20):
+        arc = simulate(tr, ARCMAD(mad=False), K=K, Z=1, check_invariants=True)
+        mad = simulate(tr, ARCMAD(), K=K, Z=1)
+        assert (arc.total_latency, arc.misses) == (mad.total_latency, mad.misses)
+        lru = simulate(tr, LRU(), K=K, Z=1)
+        assert arc.misses < lru.misses                      # ARC's frequency list pays off here
+        lcs = pytest.importorskip("libcachesim")
+        c, r, miss = lcs.ARC(cache_size=K), lcs.Request(), 0
+        for i in tr.ids.tolist():
+            r.obj_id, r.obj_size = i + 1, 1
+            miss += not c.get(r)
+        # Atre's ARC rules (p step, REPLACE) are not libCacheSim's to the letter: within 0.5%
+        assert abs(arc.misses - miss) <= 0.005 * miss
+    # at Z > 1 the MAD rank changes the victims
+    z = [simulate(tr, ARCMAD(mad=m), K=20, Z=10, check_invariants=True).total_latency for m in (True, False)]
+    assert z[0] != z[1]

@@ -174,7 +174,7 @@ def test_determinism_same_seed_bit_identical():
 
 
 def test_topk_mask_kernel_matches_top_k_with_ties():
-    from neurips26.delayed_hits.kernels import _topk_mask
+    from neurips26.delayed_hits.learner_kernels import _topk_mask
     from neurips26.delayed_hits.shadow import top_k
 
     rng = np.random.default_rng(0)

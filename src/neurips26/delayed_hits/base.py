@@ -20,13 +20,13 @@ from neurips26.delayed_hits.shadow import static_opt_cost
 from neurips26.delayed_hits.trace import Trace
 
 
-def check_cache_args(K, Z, n_items: int) -> tuple[int, int]:
-    """K in [1, N - 1] (a cache that holds every item has nothing to decide) and Z >= 1."""
+def check_cache_args(K, Z, n_items: int) -> tuple[int, int, int]:
+    """K >= 1 and Z >= 1; returns (K, Z, K_eff) with K_eff = min(K, N): a cache that holds every
+    item (K >= N) never evicts, so the policies run with capacity N (the all-hit case: only the
+    first request of each item misses)."""
     K = check_scalar(K, "K", int, min=1)
-    if K >= n_items:
-        raise ValueError(f"K must be < N (the number of items, {n_items}), got K={K}")
     Z = check_scalar(Z, "Z", int, min=1)
-    return K, Z
+    return K, Z, min(K, n_items)
 
 
 class InvariantError(AssertionError):
@@ -156,6 +156,15 @@ class Policy:
         The policy updates its own bookkeeping for both i and the victim.
         """
         raise NotImplementedError
+
+    def admit_bytes(self, i: int, t: int, ad: int, cache: set, need: int,
+                    size: dict) -> tuple[bool, list]:
+        """Byte capacity (``capacity="bytes"``): the fetch of i completed at the end of slot t and
+        ``need`` more bytes must be freed to fit it (<= 0: it fits). Returns (admit, victims) with
+        sum(size[v] for v in victims) >= need when admitting; ``size`` maps every cached item to
+        its bytes. Policies without a byte rule raise."""
+        raise NotImplementedError(f"policy {self.name} has no byte-capacity rule "
+                                  "(capacity='bytes' supports LRU, FIFO, LRU-MAD)")
 
     def run_kernel(self, tr: Trace, K: int, Z: int, checkpoints: Sequence[int] = ()) -> SimResult | None:
         """The whole run in a compiled kernel taking this policy's exact decisions, or None when

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 from neurips26.harness.validation import check_choice
 from neurips26.delayed_hits.la_ftpl import LAFTPL, FTPLHitCount, RestartedLAFTPL
-from neurips26.delayed_hits.policies import (FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, Belady,
-                                             InCacheLFU, Marker)
+from neurips26.delayed_hits.offline import Belady
+from neurips26.delayed_hits.policies import (ARCMAD, FIFO, LFU, LHDMAD, LRU, LRUMAD, VACDH, InCacheLFU,
+                                             Marker)
+from neurips26.delayed_hits.restarts import (DetectRestartLAFTPL, DetectRestartUCBDH,
+                                             DoublingRestartLAFTPL, DoublingRestartUCBDH)
 from neurips26.delayed_hits.ucb_dh import RestartedUCBDH, UCBDH
 
 OURS = ("UCB-DH", "LA-FTPL")
 BASELINES = ("LRU", "FIFO", "LFU", "LFU-incache", "Belady", "Marker", "LRU-MAD", "LHD-MAD", "LHD",
              "FTPL")
-FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-restart", "UCB-DH-restart",
-        "LA-FTPL-Zagnostic", "UCB-DH-generic"}
+RESTARTED = ("UCB-DH-restart", "LA-FTPL-restart", "UCB-DH-doubling", "LA-FTPL-doubling",
+             "UCB-DH-detect", "LA-FTPL-detect")
+FAST = {"LRU", "FIFO", "UCB-DH", "LA-FTPL", "FTPL", "LA-FTPL-Zagnostic", "UCB-DH-generic", *RESTARTED}
 POLICY_NAMES = set(OURS) | set(BASELINES) | {"LA-FTPL-restart", "UCB-DH-restart", "LA-FTPL-Zagnostic",
-                                              "UCB-DH-generic", "VA-CDH"}
+                                              "UCB-DH-generic", "VA-CDH", "Belady-Atre", "ARC-MAD", "ARC",
+                                              *RESTARTED}
 
 
 def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh: int = 16,
@@ -35,6 +40,8 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
         return InCacheLFU()
     if name == "Belady":
         return Belady()
+    if name == "Belady-Atre":
+        return Belady(admission="bypass", next_request="atre")
     if name == "Marker":
         return Marker(seed=seed)
     if name == "LRU-MAD":
@@ -43,6 +50,10 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
         return LHDMAD(reconfig=lhd_reconfig, seed=seed)
     if name == "VA-CDH":
         return VACDH()
+    if name == "ARC-MAD":
+        return ARCMAD()
+    if name == "ARC":
+        return ARCMAD(mad=False)
     if name == "LHD":
         return LHDMAD(mad=False, reconfig=lhd_reconfig, seed=seed)
     if name == "FTPL":
@@ -60,5 +71,13 @@ def make_policy(name: str, seed: int = 0, *, ftpl_refresh: int = 16, ucb_refresh
         return RestartedLAFTPL(B=B, T=T, c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
     if name == "UCB-DH-restart":
         return RestartedUCBDH(B=B, T=T, refresh=ucb_refresh)
+    if name == "UCB-DH-doubling":
+        return DoublingRestartUCBDH(B=B, refresh=ucb_refresh)
+    if name == "LA-FTPL-doubling":
+        return DoublingRestartLAFTPL(B=B, c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
+    if name == "UCB-DH-detect":
+        return DetectRestartUCBDH(refresh=ucb_refresh)
+    if name == "LA-FTPL-detect":
+        return DetectRestartLAFTPL(c_eta=c_eta, refresh=ftpl_refresh, seed=seed)
     check_choice(name, "name", sorted(POLICY_NAMES))       # raises, naming the known policies
     raise AssertionError(f"policy {name!r} is in POLICY_NAMES but has no constructor here")

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.delayed_hits import kernels
+from neurips26.delayed_hits import kernels, learner_kernels
 from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
 from neurips26.delayed_hits.shadow import c_b_bound
 from neurips26.delayed_hits.trace import Trace
@@ -53,6 +53,8 @@ class LAFTPL(Policy):
       C_B:          delayed-hit penalty bound; None = the a-priori bound (b_max - 1) Z + b_max Z(Z-1)/2.
       refresh:      1 = exact path; R > 1 = fast path with eta frozen for R slots.
       restart_every: restart period H in slots (None: never).
+      restart_at:   restart at the ends of these slots (given, or set by an adaptive-restart
+                    subclass in ``restarts.py``); combined with restart_every like UCB-DH's.
       seed:         seed of gamma.
     """
 
@@ -63,12 +65,14 @@ class LAFTPL(Policy):
     def __init__(self, c_eta: float = 1.0, C_B: float | None = None, refresh: int = 1,
                  restart_every: int | None = None, seed: int = 0, fresh_gamma: bool = False,
                  admission: str = "completion", z_agnostic: bool = False, loss: str = "shadow",
-                 name: str | None = None) -> None:
+                 name: str | None = None, restart_at=None) -> None:
         self.c_eta = check_scalar(c_eta, "c_eta", float, min=0.0)
         self.C_B = None if C_B is None else check_scalar(C_B, "C_B", float, min=0.0)
         self.refresh = check_scalar(refresh, "refresh", int, min=1)
         self.restart_every = (None if restart_every is None
                               else check_scalar(restart_every, "restart_every", int, min=1))
+        self.restart_at = None if restart_at is None else sorted(
+            check_scalar(x, "restart_at", int, min=1) for x in restart_at)
         self.seed = check_scalar(seed, "seed", int, min=0)
         self.fresh_gamma = bool(fresh_gamma)
         self.admission = check_choice(admission, "admission", ("completion", "request"))
@@ -93,6 +97,7 @@ class LAFTPL(Policy):
         self._cached: set = set()
         self._decided: dict[int, bool] = {}
         self._t0 = 0                                                 # slot of the last restart
+        self._restarts = list(self.restart_at or [])
         self._draw()
         self.n_restarts = 0
         if self.refresh > 1:
@@ -124,7 +129,14 @@ class LAFTPL(Policy):
             self._decided[i] = self._in_top(i, t)
 
     def on_slot_end(self, t: int) -> None:
-        if self.restart_every is not None and (t - self._t0) >= self.restart_every:
+        due = False
+        if self._restarts and t >= self._restarts[0]:
+            while self._restarts and t >= self._restarts[0]:
+                self._restarts.pop(0)
+            due = True
+        elif self.restart_every is not None and (t - self._t0) >= self.restart_every:
+            due = True
+        if due:
             self._restart(t)
             return
         if self.refresh > 1 and (t - self._t0) % self.refresh == 0:
@@ -245,7 +257,7 @@ class LAFTPL(Policy):
     # -- compiled kernel ----------------------------------------------------------------------
     def run_kernel(self, tr, K, Z, checkpoints=()) -> SimResult | None:
         """The kernels take the same decisions for completion-time admission with one gamma per
-        restart (``kernels.ftpl_kernel`` for refresh = 1, ``ftpl_heap_kernel`` otherwise); None
+        restart (``learner_kernels.ftpl_kernel`` for refresh = 1, ``ftpl_heap_kernel`` otherwise); None
         for the other options, or when the pre-drawn perturbations (one N-vector per restart)
         would exceed ``MAX_GAMMA_VALUES``."""
         if self.admission != "completion" or self.fresh_gamma:
@@ -253,16 +265,17 @@ class LAFTPL(Policy):
         self.reset(tr, K, Z)
         N = tr.n_items
         H = self.restart_every or 0
-        n_rest = (tr.n_slots // H + 1) if H else 0
+        ra = np.asarray(self.restart_at or [], dtype=np.int64)
+        n_rest = ((tr.n_slots // H + 1) if H else 0) + ra.size
         if (n_rest + 1) * N > MAX_GAMMA_VALUES:
             return None
         rng = np.random.default_rng(self.seed)
         gammas = np.stack([rng.standard_normal(N) for _ in range(n_rest + 1)])
-        kern = kernels.ftpl_kernel if self.refresh == 1 else kernels.ftpl_heap_kernel
+        kern = learner_kernels.ftpl_kernel if self.refresh == 1 else learner_kernels.ftpl_heap_kernel
         ids, ptr, one = kernels.trace_arrays(tr)
         cps = checkpoint_array(checkpoints)
         stats, cp, nrest = kern(ids, ptr, one, N, K, Z, self.refresh, self.c_eta, self._scale,
-                                self.loss == "count", int(H), gammas, cps)
+                                self.loss == "count", int(H), ra, gammas, cps)
         return kernel_result(self.name, tr, K, Z, stats, cp, cps, {"restarts": int(nrest)})
 
 

@@ -1,16 +1,15 @@
-"""Baseline policies, all run in the same simulator with completion-time admission/eviction.
+"""Online baseline policies (the offline ones are in ``offline.py``), all run in the same simulator with completion-time admission/eviction.
 
 | name            | rule                                                                          |
 | LRU, FIFO       | classical (admit always at completion; LRU moves to MRU on hits)              |
 | LFU             | perfect LFU: global request counts; admit iff cache not full or count(i) >    |
 |                 | min cached count, then evict the min (ties by LRU)                            |
 | InCacheLFU      | always admit; counts since insertion; evict the min count (ties by LRU)       |
-| Belady          | offline, always admit, evict the cached item with the farthest next request   |
 | Marker          | randomized marking: mark on hit; at completion if all cached are marked,      |
 |                 | unmark all (new phase); evict a uniform random unmarked item; insert marked   |
 | LRUMAD          | Atre et al.: evict min of mean AD per window / (t - last_request + 1)         |
 | LHDMAD          | Atre et al.: evict min of mean AD x LHD hit density                           |
-| StaticPolicy    | a pre-loaded fixed set S, never admits anything (the static comparator)       |
+| ARCMAD          | Atre et al.: ARC's lists and target p, each list's victim = min MAD rank      |
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ import numpy as np
 from neurips26.harness.validation import check_scalar
 from neurips26.delayed_hits import kernels
 from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
-from neurips26.delayed_hits.shadow import shadow_losses, top_k
-from neurips26.delayed_hits.trace import Trace, next_access_positions
+from neurips26.delayed_hits.trace import Trace
 
 
 class FIFO(Policy):
@@ -44,6 +42,17 @@ class FIFO(Policy):
             victim, _ = od.popitem(last=False)
         od[i] = None
         return True, victim
+
+    def admit_bytes(self, i, t, ad, cache, need, size):
+        """Evict from the FIFO/LRU end until the incoming object fits."""
+        od = self._od
+        victims, freed = [], 0
+        while freed < need:
+            v, _ = od.popitem(last=False)
+            victims.append(v)
+            freed += size[v]
+        od[i] = None
+        return True, victims
 
     def run_kernel(self, tr, K, Z, checkpoints=()) -> SimResult | None:
         """The fused O(1)-per-request LRU/FIFO kernel. Only for FIFO and LRU themselves: a
@@ -153,49 +162,6 @@ class InCacheLFU(Policy):
             del self._n[victim]
         self._n[i] = 1
         c.set(i, (1, t))
-        return True, victim
-
-
-class Belady(Policy):
-    """Offline Belady (Z-agnostic), forced admission: always admit at completion and evict the
-    cached item whose next request is farthest (libCacheSim 0.3.5's Belady also always inserts)."""
-
-    name = "Belady"
-    uses_request = True
-
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        super().reset(trace, K, Z)
-        nxt_pos = next_access_positions(trace.ids)
-        slots = trace.slot_of_request()
-        self._next_slot = np.where(nxt_pos >= 0, slots[np.maximum(nxt_pos, 0)], np.iinfo(np.int64).max)
-        self._next_list = None
-        self._p = 0
-        self.nxt = {}                                 # item -> slot of its next request
-        self._heap: list = []                         # (-next slot, item), lazy
-        self._cached: set = set()
-
-    def on_request(self, i, t):
-        ns = int(self._next_slot[self._p])
-        self._p += 1
-        self.nxt[i] = ns
-        if i in self._cached:
-            heapq.heappush(self._heap, (-ns, i))
-
-    def admit(self, i, t, ad, cache):
-        victim = None
-        if len(self._cached) >= self.K:
-            h = self._heap
-            while True:
-                negns, j = heapq.heappop(h)
-                if j in self._cached and self.nxt[j] == -negns:
-                    break
-            victim = j
-            self._cached.discard(j)
-        self._cached.add(i)
-        heapq.heappush(self._heap, (-self.nxt[i], i))
-        if len(self._heap) > 8 * self.K + 64:
-            self._heap = [(-self.nxt[j], j) for j in self._cached]
-            heapq.heapify(self._heap)
         return True, victim
 
 
@@ -340,6 +306,25 @@ class _RecencyMAD(Policy):
         s = c.add(i)
         self._last_slot[s] = self._last[i]
         return True, victim
+
+    def admit_bytes(self, i, t, ad, cache, need, size):
+        """Evict the minimum rank repeatedly until the incoming object fits."""
+        c = self._c
+        victims, freed = [], 0
+        if need > 0:
+            rank = self._rank(t).astype(np.float64)
+            rank[c.items < 0] = np.inf
+            for s in np.argsort(rank, kind="stable"):  # ties: the lowest cache slot
+                if freed >= need:
+                    break
+                v = int(c.items[s])
+                victims.append(v)
+                freed += size[v]
+            for v in victims:
+                c.remove(v)
+        s = c.add(i)
+        self._last_slot[s] = self._last[i]
+        return True, victims
 
 
 class VACDH(_RecencyMAD):
@@ -495,40 +480,116 @@ class LHDMAD(Policy):
         return True, victim
 
 
-class StaticPolicy(Policy):
-    """Pre-loaded fixed set S (|S| <= K) that never admits anything else: its latency equals
-    sum_{i not in S} L_T(i) exactly (spec §2)."""
+class ARCMAD(Policy):
+    """ARC-MAD (Atre et al., ``cache_arc_aggdelay.cpp``): ARC's lists T1/T2 (cached), ghosts B1/B2
+    and target p (Megiddo & Modha), with the victim of a list chosen as the minimum of the MAD rank
+    (mean AD of the completed virtual windows) / (t - last_request + 1) instead of the list's LRU
+    end. As in Atre's code: a hit moves the item to T2; a completed fetch that served delayed hits
+    (its window had more than one request) enters T2 directly, otherwise T1; a ghost hit in B1
+    (B2) raises (lowers) p by max(1, |B2|/|B1|) (max(1, |B1|/|B2|)) and enters T2; with Z > 100 an
+    item seen at most twice has rank 0. ``mad=False``: plain ARC (Atre's ``cache_arc.cpp``), the
+    victim = the list's LRU end in write order (admission at completion, hits); at Z = 1 a write
+    is a request, so ARC-MAD, whose AD is then 1 for every window, is ARC. Differences to Atre's code (ASSUMPTION): ties go to the smaller item id (Atre: hash
+    order); the T1-full branch ranks with (t, Z) where Atre's passes them swapped (``popRank(records_,
+    z, clk)``), which we read as a slip."""
 
-    name = "static"
+    name = "ARC-MAD"
+    uses_request = True
+    uses_hit = True
 
-    def __init__(self, items) -> None:
-        arr = np.asarray(list(items), dtype=np.int64)
-        if arr.ndim != 1 or len(set(arr.tolist())) != arr.size:
-            raise ValueError("items must be a 1-D collection of distinct item ids")
-        self.items = arr
+    def __init__(self, mad: bool = True) -> None:
+        self.mad = bool(mad)
+        if not self.mad:
+            self.name = "ARC"
 
     def reset(self, trace: Trace, K: int, Z: int) -> None:
         super().reset(trace, K, Z)
-        if self.items.size > K:
-            raise ValueError(f"items: static set has {self.items.size} items > K={K}")
-        if self.items.size and (self.items.min() < 0 or self.items.max() >= trace.n_items):
-            raise ValueError(f"items must be in [0, {trace.n_items})")
+        self.ad = _VirtualAD(trace.n_items, Z)
+        self._last = np.zeros(trace.n_items, dtype=np.int64)
+        self._count = np.zeros(trace.n_items, dtype=np.int64)
+        self.t1: dict[int, None] = {}
+        self.t2: dict[int, None] = {}
+        self.b1: OrderedDict[int, None] = OrderedDict()
+        self.b2: OrderedDict[int, None] = OrderedDict()
+        self.p = 0
+        self._window_reqs: dict[int, int] = {}       # requests served by the open fetch of i
+        self._wseq = np.zeros(trace.n_items, dtype=np.int64)   # order of the last write (ARC)
+        self._tick = 0
 
-    def initial_cache(self):
-        return self.items.tolist()
+    def on_request(self, i, t):
+        self._last[i] = t
+        self._count[i] += 1
+        if self.mad:
+            self.ad.record(i, t)
+        if i not in self.t1 and i not in self.t2:
+            self._window_reqs[i] = self._window_reqs.get(i, 0) + 1
+
+    def on_hit(self, i, t):
+        if i in self.t1:                              # a hit moves the item to T2
+            del self.t1[i]
+            self.t2[i] = None
+        self._tick += 1
+        self._wseq[i] = self._tick
+
+    def _pop_rank(self, lst: dict, t: int) -> int:
+        """Remove and return the list's victim: the minimum rank, ties to the smaller id."""
+        items = np.fromiter(lst, dtype=np.int64, count=len(lst))
+        if self.mad:
+            rank = self.ad.mean_past(items) / (t - self._last[items] + 1)
+            if self.Z > 100:
+                rank = np.where(self._count[items] <= 2, 0.0, rank)
+        else:
+            rank = self._wseq[items].astype(np.float64)              # least recently written
+        m = rank.min()
+        v = int(items[rank == m].min())
+        del lst[v]
+        return v
+
+    def _replace(self, i: int, t: int) -> int | None:
+        """ARC's REPLACE: evict from T1 (to ghost B1) or T2 (to ghost B2)."""
+        n1 = len(self.t1)
+        if n1 and (n1 > self.p or (i in self.b2 and n1 == self.p)):
+            v = self._pop_rank(self.t1, t)
+            self.b1[v] = None
+            return v
+        if self.t2:
+            v = self._pop_rank(self.t2, t)
+            self.b2[v] = None
+            return v
+        return None
 
     def admit(self, i, t, ad, cache):
-        return False, None
-
-
-class StaticOPT(StaticPolicy):
-    """Static hindsight OPT: the top-K items of L_T (the static-regret comparator), pre-loaded."""
-
-    name = "static-OPT"
-
-    def __init__(self) -> None:
-        self.items = np.zeros(0, dtype=np.int64)
-
-    def reset(self, trace: Trace, K: int, Z: int) -> None:
-        self.items = top_k(shadow_losses(trace, Z), K)
-        super().reset(trace, K, Z)
+        K = self.K
+        reqs = self._window_reqs.pop(i, 1)
+        victim = None
+        if i in self.b1:
+            nb1, nb2 = len(self.b1), len(self.b2)
+            self.p = min(self.p + (1 if nb1 >= nb2 else int(round(nb2 / nb1))), K)
+            victim = self._replace(i, t)
+            del self.b1[i]
+            self.t2[i] = None
+        elif i in self.b2:
+            nb1, nb2 = len(self.b1), len(self.b2)
+            delta = 1 if nb2 >= nb1 else int(round(nb1 / nb2))
+            self.p = max(self.p - delta, 0)
+            victim = self._replace(i, t)
+            del self.b2[i]
+            self.t2[i] = None
+        else:
+            n1 = len(self.t1)
+            if n1 + len(self.b1) == K:
+                if n1 < K:
+                    self.b1.popitem(last=False)
+                    victim = self._replace(i, t)
+                else:
+                    victim = self._pop_rank(self.t1, t)              # no ghost
+            else:
+                total = n1 + len(self.b1) + len(self.t2) + len(self.b2)
+                if total >= K:
+                    if total == 2 * K:
+                        self.b2.popitem(last=False)
+                    victim = self._replace(i, t)
+            (self.t2 if reqs > 1 else self.t1)[i] = None
+        self._tick += 1
+        self._wseq[i] = self._tick
+        return True, victim

@@ -31,7 +31,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.delayed_hits.kernels import max_item_batch_kernel
+from neurips26.harness.jit import HAVE_NUMBA
+from neurips26.delayed_hits.kernels import max_item_batch_kernel, remap_kernel
 
 ORACLE_RECORD = struct.Struct("<IQIq")  # time, obj_id, size, next_access_vtime (-1: none)
 ORACLE_DTYPE = np.dtype([("time", "<u4"), ("obj_id", "<u8"), ("size", "<u4"), ("next", "<i8")])
@@ -50,6 +51,8 @@ class Trace:
     n_items:  N; defaults to max(ids) + 1.
     name:     a label for reports.
     labels:   optional original object ids (labels[i] = original id of item i).
+    sizes:    optional object sizes in bytes, one per request (``simulate(..., capacity="bytes")``;
+              an object's size is the one of the request that starts its fetch).
     """
 
     ids: np.ndarray
@@ -57,6 +60,7 @@ class Trace:
     n_items: int | None = None
     name: str = "trace"
     labels: np.ndarray | None = field(default=None, repr=False)
+    sizes: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         ids = np.asarray(self.ids)
@@ -91,6 +95,14 @@ class Trace:
             if ids.size and ids.max() >= self.n_items:
                 raise ValueError(f"ids must be < n_items={self.n_items}, got {int(ids.max())}")
         self.ids = ids
+        if self.sizes is not None:
+            sz = np.asarray(self.sizes)
+            if sz.shape != ids.shape or (sz.size and sz.dtype.kind not in "iu"):
+                raise ValueError(f"sizes must be one integer per request ({ids.size}), got "
+                                 f"shape {sz.shape} dtype {sz.dtype}")
+            if sz.size and sz.min() < 1:
+                raise ValueError(f"sizes must be >= 1 byte, got {int(sz.min())}")
+            self.sizes = sz.astype(np.int64, copy=False)
 
     @property
     def n_slots(self) -> int:
@@ -129,10 +141,10 @@ class Trace:
     def prefix(self, n_slots: int) -> "Trace":
         """The first ``n_slots`` slots (views, no copy)."""
         n_slots = check_scalar(n_slots, "n_slots", int, min=1, max=self.n_slots)
-        if self.slot_ptr is None:
-            return Trace(self.ids[:n_slots], None, self.n_items, self.name, self.labels)
-        ptr = self.slot_ptr[: n_slots + 1]
-        return Trace(self.ids[: ptr[-1]], ptr, self.n_items, self.name, self.labels)
+        n = n_slots if self.slot_ptr is None else int(self.slot_ptr[n_slots])
+        ptr = None if self.slot_ptr is None else self.slot_ptr[: n_slots + 1]
+        sizes = None if self.sizes is None else self.sizes[:n]
+        return Trace(self.ids[:n], ptr, self.n_items, self.name, self.labels, sizes)
 
     def sha256(self) -> str:
         h = hashlib.sha256(self.ids.tobytes())
@@ -141,8 +153,10 @@ class Trace:
         return h.hexdigest()
 
 
-def as_trace(trace: "Trace | Sequence[int] | np.ndarray", n_items: int | None = None) -> Trace:
-    """Accept a ``Trace`` or a 1-D sequence of ids (one request per slot)."""
+def as_trace(trace: "Trace | Sequence | np.ndarray", n_items: int | None = None) -> Trace:
+    """A ``Trace`` as given, or a 1-D sequence of object ids (one request per slot, any integers
+    or strings) remapped to 0..N-1 by first appearance (``Trace.labels`` keeps the originals; N is
+    the number of distinct ids, so no phantom items)."""
     if isinstance(trace, Trace):
         return trace
     if isinstance(trace, (str, bytes, os.PathLike)):
@@ -154,7 +168,24 @@ def as_trace(trace: "Trace | Sequence[int] | np.ndarray", n_items: int | None = 
         raise TypeError(f"trace must be a Trace or a sequence of integer item ids: {e}") from None
     if arr.dtype == object:
         raise TypeError("trace must be a sequence of integer item ids, got mixed/object values")
-    return Trace(arr, None, n_items)
+    if arr.ndim != 1:
+        raise ValueError(f"ids must be a 1-D array of item ids, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError("trace is empty (ids has no requests and no slots): T must be >= 1")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("ids must be finite integers, got NaN/inf")
+        if not np.all(arr == np.floor(arr)):
+            raise ValueError("ids must be integers, got non-integer values")
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "b":
+        raise TypeError(f"ids must be integers or strings, got dtype {arr.dtype}")
+    if arr.dtype.kind in "iu" and arr.min() < 0:
+        raise ValueError(f"ids must be >= 0, got {int(arr.min())}")
+    ids, labels = remap_first_seen(arr)
+    if n_items is not None and n_items < labels.size:
+        raise ValueError(f"n_items={n_items} < the {labels.size} distinct ids of the trace")
+    return Trace(ids, None, n_items if n_items is not None else int(labels.size), labels=labels)
 
 
 def from_slots(slots: Iterable[Sequence[int]], n_items: int | None = None, name: str = "trace") -> Trace:
@@ -171,13 +202,27 @@ def from_slots(slots: Iterable[Sequence[int]], n_items: int | None = None, name:
     return Trace(np.asarray(flat, dtype=np.int64), ptr, n_items, name)
 
 
-def remap_first_seen(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Remap ids to 0..N-1 by first appearance; returns (ids, labels)."""
-    labels, first, inv = np.unique(raw, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")           # label indices in first-appearance order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return rank[inv].astype(np.int64), labels[order]
+def remap_first_seen(raw) -> tuple[np.ndarray, np.ndarray]:
+    """Remap ids to 0..N-1 by first appearance in O(n), never allocating by the largest id;
+    returns (ids, labels) with labels[k] = the original id of item k (ASSUMPTION 18).
+
+    Integer ids go through ``kernels.remap_kernel`` (a hash table of ~2n slots, numba) or, without
+    numba, a dict; any other hashable ids (strings) through a dict."""
+    arr = raw if isinstance(raw, np.ndarray) else np.asarray(raw)
+    if arr.ndim != 1:
+        raise ValueError(f"ids must be a 1-D sequence of object ids, got shape {arr.shape}")
+    if arr.dtype.kind in "iu" and (arr.dtype.kind == "i" or arr.size == 0
+                                   or int(arr.max()) <= np.iinfo(np.int64).max):
+        a64 = arr.astype(np.int64, copy=False)
+        if HAVE_NUMBA:
+            return remap_kernel(a64)
+        vals = a64.tolist()
+    else:
+        vals = arr.tolist()
+    index: dict = {}
+    ids = np.fromiter((index.setdefault(x, len(index)) for x in vals), dtype=np.int64, count=len(vals))
+    labels = np.asarray(list(index), dtype=arr.dtype if arr.dtype.kind in "iuU" else object)
+    return ids, labels
 
 
 def _build(times: list[int] | None, raw_ids: list, blank_after: list[int], slot_mapping: str,
@@ -306,13 +351,15 @@ def read_oracle_general(path: str | os.PathLike, slot_mapping: str = "line",
     if bad.size:
         raise ValueError(f"{path}: record {int(bad[0]) + 2}: timestamps must be non-decreasing")
     ids, labels = remap_first_seen(np.asarray(rec["obj_id"]))
+    sizes = np.asarray(rec["size"], dtype=np.int64)
+    sizes = sizes if sizes.size and sizes.min() >= 1 else None     # size 0: not recorded
     if slot_mapping == "line":
-        return Trace(ids, None, int(labels.size), name or path.name, labels)
+        return Trace(ids, None, int(labels.size), name or path.name, labels, sizes)
     rel = t - t[0]
     counts = np.bincount(rel, minlength=int(rel[-1]) + 1)
     ptr = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
-    return Trace(ids, ptr, int(labels.size), name or path.name, labels)
+    return Trace(ids, ptr, int(labels.size), name or path.name, labels, sizes)
 
 
 def next_access_positions(ids: np.ndarray) -> np.ndarray:
@@ -327,13 +374,13 @@ def next_access_positions(ids: np.ndarray) -> np.ndarray:
 
 
 def write_oracle_general(trace: "Trace | Sequence[int] | np.ndarray", path: str | os.PathLike) -> Path:
-    """Write ``trace`` as oracleGeneral (time = slot, size = 1, next_access_vtime = next request
-    index or -1) so that libCacheSim can read it."""
+    """Write ``trace`` as oracleGeneral (time = slot, size = the trace's sizes or 1,
+    next_access_vtime = next request index or -1) so that libCacheSim can read it."""
     tr = as_trace(trace)
     rec = np.empty(tr.n_requests, dtype=ORACLE_DTYPE)
     rec["time"] = tr.slot_of_request()
     rec["obj_id"] = tr.ids.astype(np.uint64) + 1     # libCacheSim treats id 0 like any other; +1 is harmless
-    rec["size"] = 1
+    rec["size"] = 1 if tr.sizes is None else tr.sizes
     rec["next"] = next_access_positions(tr.ids)
     path = Path(path)
     rec.tofile(path)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.delayed_hits import kernels
+from neurips26.delayed_hits import kernels, learner_kernels
 from neurips26.delayed_hits.base import Policy, SimResult, checkpoint_array, kernel_result
 from neurips26.delayed_hits.shadow import c_b_bound, theta
 from neurips26.delayed_hits.trace import Trace
@@ -173,7 +173,7 @@ class UCBDH(Policy):
         return True, victim
 
     def run_kernel(self, tr, K, Z, checkpoints=(), ref_set=None, track_from: int = 0) -> SimResult | None:
-        """``kernels.ucb_kernel``: the same decisions without prefetching (None with it).
+        """``learner_kernels.ucb_kernel``: the same decisions without prefetching (None with it).
 
         ref_set / track_from: also count the slots >= track_from whose target S_t differs from
         ``ref_set`` (``extra["mismatch_slots"]``; spec check 7)."""
@@ -188,7 +188,7 @@ class UCBDH(Policy):
         ra = np.asarray(self.restart_at or [], dtype=np.int64)
         ids, ptr, one = kernels.trace_arrays(tr)
         cps = checkpoint_array(checkpoints)
-        stats, cp, mism, nrest = kernels.ucb_kernel(
+        stats, cp, mism, nrest = learner_kernels.ucb_kernel(
             ids, ptr, one, N, K, Z, self.refresh, self.index == "generic", float(self._bmax),
             float(self.C_B_used), int(self.restart_every or 0), ra, cps, ref, int(track_from))
         return kernel_result(self.name, tr, K, Z, stats, cp, cps,
