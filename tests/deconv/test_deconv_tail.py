@@ -83,7 +83,7 @@ def test_pilot_is_xd_with_moment_matched_gaussian_noise():
     g = NoiseModel("gaussian", std=ds.noise.std)
     # ref_init trained one step at lr 1e-12: its parameters are the k-means++ init to ~1e-11
     init = (ref_init.weights_, ref_init.means_, ref_init.covariances_)
-    xd = ExtremeDeconvolution(4, max_iter=50).fit(ds.x, g, init=init)
+    xd = ExtremeDeconvolution(4, max_iter=50).fit(ds.x, noise=g, init=init)
     np.testing.assert_allclose(est.pilot_[1], xd.means_, atol=1e-6)
     np.testing.assert_allclose(est.means_, xd.means_, atol=1e-6)     # the sieve starts at the pilot
     np.testing.assert_allclose(est.weights_, xd.weights_, atol=1e-6)

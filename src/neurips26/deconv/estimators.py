@@ -27,7 +27,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from neurips26.deconv._validation import check_noise, check_x
+from neurips26.deconv._validation import _check_typed_noise, _dense_2d, check_noise, check_x
 from neurips26.harness.validation import check_scalar
 from neurips26.deconv.baselines import ExtremeDeconvolution
 from neurips26.deconv.denoise import posterior_mean
@@ -80,41 +80,6 @@ def _lr_lambda(epochs: int, warmup: int):
         span = max(epochs - warmup, 1)
         return 0.5 * (1.0 + math.cos(math.pi * min(e - warmup, span) / span))
     return f
-
-
-_NOISE_CHOICES = ("NoiseModel('gaussian', std=...)", "NoiseModel('laplace', std=...)",
-                  "NoiseModel('gaussian', cov=...)")
-
-
-def _check_typed_noise(noise, name: str = "noise") -> NoiseModel:
-    """The noise model must be a NoiseModel: a bare float is ambiguous (which family?) and an error."""
-    if noise is None:
-        raise ValueError(f"{name} is required: fit(X, noise=NoiseModel(...)) with one of "
-                         f"{', '.join(_NOISE_CHOICES)} (or set it in the constructor)")
-    if not isinstance(noise, NoiseModel):
-        got = f"{noise!r}" if isinstance(noise, (numbers.Real, str)) else type(noise).__name__
-        raise TypeError(f"{name} must be a neurips26.deconv.NoiseModel, one of {', '.join(_NOISE_CHOICES)} "
-                        f"(a bare float does not say which family); got {got}")
-    return noise
-
-
-def _dense_2d(X, name: str = "X"):
-    """Reject sparse and complex input (scikit-learn conventions), then the shared shape/finite checks."""
-    if isinstance(X, torch.Tensor):
-        return X
-    if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
-        raise TypeError(f"{name}: sparse input is not supported, pass a dense array ({name}.toarray())")
-    arr = np.asarray(X) if not isinstance(X, (str, bytes)) and X is not None else X
-    if isinstance(arr, np.ndarray) and arr.dtype == object:
-        try:
-            arr = X = arr.astype(np.float64)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{name} must be numeric: {e}") from None
-    if isinstance(arr, np.ndarray) and np.iscomplexobj(arr):
-        raise ValueError(f"{name}: Complex data not supported")
-    if isinstance(arr, np.ndarray) and arr.dtype.kind in "fc" and arr.size and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
-    return X
 
 
 class _ConvMMDBase(DensityMixin, BaseEstimator):
@@ -484,7 +449,7 @@ def _xd_pilot(gmm: GMMSieve, x: np.ndarray, noise: NoiseModel, iters: int, rng: 
     gauss = (NoiseModel("gaussian", cov=sub_noise.cov_matrix(len(rows), d)) if sub_noise.full_cov
              else NoiseModel("gaussian", std=sub_noise.std_matrix(len(rows), d)))
     init = tuple(a.detach().double().numpy() for a in (gmm.weights, gmm.means, gmm.covs))
-    xd = ExtremeDeconvolution(gmm.n_components, max_iter=iters, reg=1e-6).fit(x[rows], gauss, init=init)
+    xd = ExtremeDeconvolution(gmm.n_components, max_iter=iters, reg=1e-6).fit(x[rows], noise=gauss, init=init)
     return xd.weights_, xd.means_, xd.covariances_
 
 

@@ -184,7 +184,7 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
     pdfs["naive_kde"], secs["naive_kde"] = _timed(lambda: naive_kde(ds.x, ISE_GRID))
     pdfs["oracle_kde_clean_z"], secs["oracle_kde_clean_z"] = _timed(
         lambda: naive_kde(ds.z, ISE_GRID, "scott"))
-    dk, secs["decon_kde"] = _timed(lambda: DeconKDE("cv").fit(ds.x, ds.noise))
+    dk, secs["decon_kde"] = _timed(lambda: DeconKDE("cv").fit(ds.x, noise=ds.noise))
     fits["decon_kde"], pdfs["decon_kde"] = dk, dk.pdf_clipped(ISE_GRID)
     # oracle bandwidth (reference only): min ISE over the CV grid
     hs = dk.cv_curve_[0] if dk.cv_curve_ is not None else np.exp(np.linspace(-4, 0, 30)) * ds.x.std()
@@ -192,7 +192,7 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
     ises = [ise(dk.pdf_clipped(coarse, h), true_pdf[::4], coarse) for h in hs]
     pdfs["decon_kde_oracle_h"] = dk.pdf_clipped(ISE_GRID, float(hs[int(np.argmin(ises))]))
     for c0 in cfg.gmodel_c0:
-        gm, s = _timed(lambda c0=c0: GModel(c0=c0).fit(ds.x, ds.noise))
+        gm, s = _timed(lambda c0=c0: GModel(c0=c0).fit(ds.x, noise=ds.noise))
         key = f"gmodel_c0_{c0:g}"
         fits[key], pdfs[key], secs[key] = gm, gm.pdf(ISE_GRID), s
     for key, p in pdfs.items():
@@ -204,13 +204,13 @@ def _fit_1d_suite(ds, cfg: Config, seed: int, ctx: RunContext, tag: str, with_fl
                 fits[key].sample(20000, random_state=seed + 11).std() - ds.z.std())
     res["decon_kde"]["bandwidth"] = float(dk.h_)
     res["decon_kde"]["bandwidth_rule"] = dk.h_rule_
-    npm, s = _timed(lambda: NPMLE(max_iter=cfg.npmle_iter).fit(ds.x, ds.noise))
+    npm, s = _timed(lambda: NPMLE(max_iter=cfg.npmle_iter).fit(ds.x, noise=ds.noise))
     fits["npmle"] = npm
     res["npmle"] = {"ise": None, "w1": w1_from_cdfs(npm.cdf(ISE_GRID), true_cdf), "seconds": s,
                     "iterations": npm.n_iter_}
     if with_xd:
-        xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k, max_iter=cfg.xd_max_iter, seed=seed)
-                       .fit(ds.x, ds.noise))
+        xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k, max_iter=cfg.xd_max_iter, random_state=seed)
+                       .fit(ds.x, noise=ds.noise))
         fits["xd"], pdfs["xd"] = xd, xd.pdf(grid2)
         res["xd"] = _density_metrics(pdfs["xd"], true_pdf, true_cdf) | {"seconds": s}
     ctx.log(f"[{tag}] baselines fitted")
@@ -278,9 +278,9 @@ def _fit_2d(name: str, cfg: Config, seed: int, ctx: RunContext) -> tuple[dict, d
         samples["convmmd_flow"] = flow.sample(cfg.n_eval_2d, random_state=seed + 1)
         res["convmmd_flow"] = {"seconds": s, "architecture": flow.architecture_, "epochs": cfg.flow_epochs_2d,
                                "lr": flow.lr_}
-    xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k_2d, max_iter=cfg.xd_max_iter, seed=seed)
-                   .fit(ds.x, ds.noise))
-    samples["xd"] = xd.sample(cfg.n_eval_2d, seed=seed + 1)
+    xd, s = _timed(lambda: ExtremeDeconvolution(cfg.gmm_k_2d, max_iter=cfg.xd_max_iter, random_state=seed)
+                   .fit(ds.x, noise=ds.noise))
+    samples["xd"] = xd.sample(cfg.n_eval_2d, random_state=seed + 1)
     res["xd"] = {"seconds": s}
     samples["noisy_x"] = ds.x[:cfg.n_eval_2d]
     res["noisy_x"] = {"seconds": 0.0}
