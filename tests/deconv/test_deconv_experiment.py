@@ -44,16 +44,36 @@ def test_tiny_run_all_claims(tmp_path):
         assert (tmp_path / "a" / plot).is_file()
 
 
+def _rate_tables(slope_l, slope_g, n_tables=3, seeds=2, jitter=0.05, seed=0):
+    """Synthetic rate-study ISE tables: ISE = c n^slope x lognormal noise, one table per harness seed."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ns = (250, 500, 1000, 2000)
+    out = []
+    for _ in range(n_tables):
+        t = {}
+        for key, sl in (("laplace_kn", slope_l), ("gaussian_kn", slope_g), ("laplace_k6", slope_l),
+                        ("gaussian_k6", slope_g)):
+            t[key] = {str(n): list(0.5 * n ** sl * np.exp(jitter * rng.standard_normal(seeds))) for n in ns}
+        out.append({"rates": {"ns": list(ns), "ise": t}})
+    return out
+
+
 def test_rates_claim_logic():
-    base = {"slope_laplace_k6": -0.1, "slope_gaussian_k6": -0.05}
-    hold = {"rates": base | {"slope_laplace_kn": -0.6, "slope_gaussian_kn": -0.2,
-                             "slope_laplace_kn_ci95": [-0.8, -0.4]}}
-    fail = {"rates": base | {"slope_laplace_kn": -0.3, "slope_gaussian_kn": -0.5,
-                             "slope_laplace_kn_ci95": [-0.5, -0.1]}}
+    from neurips26.harness.paper import SeedMetrics
     rates = next(c for c in exp.CLAIMS if c.id == "rates")
-    assert rates.evaluate(hold).verdict == "holds"
-    assert rates.evaluate(fail).verdict == "fails"
+    hold = rates.evaluate(SeedMetrics([0, 1, 2], _rate_tables(-0.6, -0.1)))
+    assert hold.verdict == "holds" and "6 seeds" in hold.measured          # pooled over the harness seeds
+    assert rates.evaluate(SeedMetrics([0, 1, 2], _rate_tables(-0.4, -0.45))).verdict == "fails"
+    assert rates.evaluate(SeedMetrics([0, 1, 2], _rate_tables(0.3, 0.2))).verdict == "fails"
+    # slopes inside the seed noise: inconclusive
+    noisy = SeedMetrics([0, 1], _rate_tables(-0.3, -0.15, n_tables=2, seeds=1, jitter=0.6, seed=3))
+    assert rates.evaluate(noisy).verdict == "inconclusive"
     assert rates.evaluate({}).verdict == "inconclusive"
+    # the pooled slope is the least-squares slope over all rows
+    r = exp._rate_slopes([t["rates"]["ise"] for t in _rate_tables(-0.5, -0.5, jitter=0.0)])
+    assert r["slope_laplace_kn"] == pytest.approx(-0.5, abs=1e-9) and r["pooled_seeds"] == 6
+    assert r["ratio_kn_ci95"] == pytest.approx([1.0, 1.0], abs=1e-9)
 
 
 def test_run_paper_writes_result_json_and_is_deterministic(tmp_path, monkeypatch):
@@ -110,6 +130,6 @@ def test_seed_judged_claims():
 def test_configs_smoke_single_seed_quick_three():
     assert exp.CONFIGS["quick"].seeds == (0, 1, 2) and not exp.CONFIGS["smoke"].seeds
     mid = exp.CONFIGS["mid"]        # the reduced rate study: enough n and seeds for a slope with a CI
-    assert len(mid.rate_ns) >= 4 and mid.rate_seeds >= 3 and not exp.CONFIGS["quick"].rate_ns
+    assert len(mid.rate_ns) >= 4 and mid.rate_seeds * len(mid.seeds) >= 6 and not exp.CONFIGS["quick"].rate_ns
     assert mid.seeds == (0, 1, 2) and set(mid.rate_ns) <= set(exp.CONFIGS["full"].rate_ns)
     assert set(exp.CONFIGS) >= {"smoke", "quick", "full"}

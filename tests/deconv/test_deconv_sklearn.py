@@ -51,7 +51,7 @@ def test_noise_is_typed_and_keyword_only():
     ds = _ds()
     est = ConvMMDGMM(2, 4, TrainConfig(epochs=1, batch_size=100))
     with pytest.raises(TypeError, match="keyword-only"):
-        est.fit(ds.x, ds.noise)                             # the old fit(x, noise) form: a migration message
+        est.fit(ds.x, ds.noise)                                   # the old fit(x, noise) form: a migration message
     with pytest.raises(TypeError, match=r"NoiseModel\('gaussian'.*NoiseModel\('laplace'"):
         est.fit(ds.x, noise=0.5)                           # a bare float no longer means Gaussian
     with pytest.raises(NotFittedError):

@@ -44,3 +44,38 @@ def check_noise(noise, x_arr: np.ndarray, x_raw=None, name: str = "noise") -> No
         raise TypeError(f"{name}: dtype {nd} does not match x dtype {xd}")
     noise.check_data(x_arr, name)
     return noise
+
+
+_NOISE_CHOICES = ("NoiseModel('gaussian', std=...)", "NoiseModel('laplace', std=...)",
+                  "NoiseModel('gaussian', cov=...)")
+
+
+def _check_typed_noise(noise, name: str = "noise") -> NoiseModel:
+    """The noise model must be a NoiseModel: a bare float is ambiguous (which family?) and an error."""
+    if noise is None:
+        raise ValueError(f"{name} is required: fit(X, noise=NoiseModel(...)) with one of "
+                         f"{', '.join(_NOISE_CHOICES)} (or set it in the constructor)")
+    if not isinstance(noise, NoiseModel):
+        got = f"{noise!r}" if isinstance(noise, (numbers.Real, str)) else type(noise).__name__
+        raise TypeError(f"{name} must be a neurips26.deconv.NoiseModel, one of {', '.join(_NOISE_CHOICES)} "
+                        f"(a bare float does not say which family); got {got}")
+    return noise
+
+
+def _dense_2d(X, name: str = "X"):
+    """Reject sparse and complex input (scikit-learn conventions), then the shared shape/finite checks."""
+    if isinstance(X, torch.Tensor):
+        return X
+    if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
+        raise TypeError(f"{name}: sparse input is not supported, pass a dense array ({name}.toarray())")
+    arr = np.asarray(X) if not isinstance(X, (str, bytes)) and X is not None else X
+    if isinstance(arr, np.ndarray) and arr.dtype == object:
+        try:
+            arr = X = arr.astype(np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name} must be numeric: {e}") from None
+    if isinstance(arr, np.ndarray) and np.iscomplexobj(arr):
+        raise ValueError(f"{name}: Complex data not supported")
+    if isinstance(arr, np.ndarray) and arr.dtype.kind in "fc" and arr.size and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
+    return X

@@ -17,7 +17,13 @@ import time
 import numpy as np
 from scipy import optimize
 
-from neurips26.deconv._validation import check_noise, check_x
+import numbers
+
+from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from neurips26.deconv._validation import _check_typed_noise, _dense_2d, check_noise, check_x
 from neurips26.harness.validation import check_scalar
 from neurips26.deconv.data import cdf_from_atoms
 from neurips26.deconv.noise import NoiseModel
@@ -26,6 +32,58 @@ from neurips26.deconv.noise import NoiseModel
 def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
     m = np.max(a, axis=axis, keepdims=True)
     return (m + np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True))).squeeze(axis)
+
+
+def _rng_from(random_state) -> np.random.Generator:
+    """int: reproducible; None: fresh draws each call (NumPy's global RandomState, scikit-learn
+    convention); a RandomState or Generator is advanced."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, (numbers.Integral, np.integer)) and not isinstance(random_state, bool):
+        return np.random.default_rng(check_scalar(int(random_state), "random_state", int, min=0))
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(int(check_random_state(random_state).randint(0, 2**31 - 1)))
+    raise TypeError(f"random_state must be None, an int, a RandomState or a Generator, "
+                    f"got {type(random_state).__name__}")
+
+
+class _Baseline(DensityMixin, BaseEstimator):
+    """scikit-learn conventions shared by the baselines: the constructor only stores its arguments;
+    ``fit(X, y=None, *, noise=...)`` validates them and the data (``noise`` keyword-only, a
+    :class:`NoiseModel`; ``noise=None`` uses the constructor's); ``score`` = mean ``score_samples``."""
+
+    _one_d = False
+
+    def _check_params(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def _fit_inputs(self, X, y, noise) -> tuple[np.ndarray, NoiseModel]:
+        if isinstance(y, (NoiseModel, numbers.Real)) and not isinstance(y, (bool, np.bool_)):
+            raise TypeError("the noise model is keyword-only (scikit-learn API): write "
+                            "est.fit(X, noise=NoiseModel(...)) instead of est.fit(X, noise); y is ignored")
+        self._check_params()
+        noise = _check_typed_noise(self.noise if noise is None else noise)
+        xa = check_x(_dense_2d(X), "X")
+        if self._one_d and xa.shape[1] != 1:
+            raise ValueError(f"X must have one column ({type(self).__name__} is 1-D), got {xa.shape[1]}")
+        noise = check_noise(noise, xa, x_raw=X)
+        self.n_features_in_ = xa.shape[1]
+        return xa, noise
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "n_features_in_") and hasattr(self, "_fitted")
+
+    def _check_z(self, z, name: str = "X") -> np.ndarray:
+        check_is_fitted(self, msg=f"{type(self).__name__} is not fitted; call fit(X, noise=...) first")
+        arr = check_x(_dense_2d(z, name), name, min_rows=1)
+        if arr.shape[1] != self.n_features_in_:
+            raise ValueError(f"{name} has {arr.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input")
+        return arr
+
+    def score(self, X, y=None) -> float:
+        """Mean of ``score_samples(X)`` (see each class for what it measures)."""
+        return float(np.mean(self.score_samples(X)))
 
 
 # ============================================================================ naive KDE
@@ -81,7 +139,7 @@ def support_kernel(u: np.ndarray) -> np.ndarray:
     return out
 
 
-class DeconKDE:
+class DeconKDE(_Baseline):
     """Deconvolution KDE for 1-D data with known (possibly heteroscedastic) noise::
 
         f_hat(z) = (1/2pi) int_{-1/h}^{1/h} e^{-itz} phi_K(th) [sum_j e^{itX_j}] / [sum_j phi_{eps_j}(t)] dt
@@ -89,19 +147,29 @@ class DeconKDE:
     (trapezoid on 2049 t-points).  ``bandwidth``: a float, ``"cv"`` (deconvolution cross-validation,
     largest local minimiser on a 30-point log grid in [0.02, 1] sd(x); normal-reference fallback) or
     ``"nr"`` (normal-reference AMISE rule).
+
+    scikit-learn estimator (1-D): ``score_samples`` = log max(f_hat(z), 1e-300) of the *unclipped*
+    estimate (f_hat can dip below 0 in the tails: those rows get log 1e-300 = -690.8); ``sample`` draws
+    from the clipped estimate by inverse CDF on a 4001-point grid over the data range +- 4 sd.
     """
 
-    def __init__(self, bandwidth: float | str = "cv", n_t: int = 2049) -> None:
-        if not (isinstance(bandwidth, str) and bandwidth in ("cv", "nr")):
-            check_scalar(bandwidth, "bandwidth", float, min=0, inclusive="neither")
-        self.bandwidth = bandwidth
-        self.n_t = check_scalar(n_t, "n_t", int, min=3)
+    _one_d = True
 
-    def fit(self, x, noise) -> "DeconKDE":
-        xa = check_x(x)
-        if xa.shape[1] != 1:
-            raise ValueError(f"x must have one column (DeconKDE is 1-D), got {xa.shape[1]}")
-        noise = check_noise(noise, xa)
+    def __init__(self, bandwidth: float | str = "cv", n_t: int = 2049, noise: NoiseModel | None = None) -> None:
+        self.bandwidth = bandwidth
+        self.n_t = n_t
+        self.noise = noise
+
+    def _check_params(self) -> None:
+        if not (isinstance(self.bandwidth, str) and self.bandwidth in ("cv", "nr")):
+            if isinstance(self.bandwidth, str):
+                raise ValueError(f"bandwidth must be 'cv', 'nr' or a positive float, got {self.bandwidth!r}")
+            check_scalar(self.bandwidth, "bandwidth", float, min=0, inclusive="neither")
+        check_scalar(self.n_t, "n_t", int, min=3)
+
+    def fit(self, X, y=None, *, noise: NoiseModel | None = None) -> "DeconKDE":
+        xa, noise = self._fit_inputs(X, y, noise)
+        self._fitted = True
         self.x_ = xa[:, 0]
         self.noise_ = noise
         n = len(self.x_)
@@ -130,8 +198,7 @@ class DeconKDE:
 
     def pdf(self, z, h: float | None = None) -> np.ndarray:
         """The (unclipped) deconvolution KDE at z (1-D array)."""
-        if not hasattr(self, "x_"):
-            raise RuntimeError("DeconKDE is not fitted")
+        check_is_fitted(self, msg="DeconKDE is not fitted; call fit(X, noise=...) first")
         h = self.h_ if h is None else h
         z = np.asarray(z, dtype=np.float64).reshape(-1)
         t = np.linspace(0.0, 1.0 / h, (self.n_t + 1) // 2)   # symmetric integrand: 2 x int_0^{1/h} Re
@@ -146,6 +213,22 @@ class DeconKDE:
         f = np.maximum(self.pdf(z, h), 0.0)
         mass = np.trapezoid(f, z)
         return f / mass if mass > 0 else f
+
+    def score_samples(self, X) -> np.ndarray:
+        """log max(f_hat(z), 1e-300) at the rows of X (latent points), shape (n,)."""
+        z = self._check_z(X)
+        return np.log(np.maximum(self.pdf(z[:, 0]), 1e-300))
+
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """n draws (n, 1) from the clipped estimate (inverse CDF on a 4001-point grid, linear in a cell)."""
+        check_is_fitted(self, msg="DeconKDE is not fitted; call fit(X, noise=...) first")
+        check_scalar(n, "n", int, min=1)
+        sd = max(float(self.x_.std()), 1e-12)
+        grid = np.linspace(self.x_.min() - 4 * sd, self.x_.max() + 4 * sd, 4001)
+        f = self.pdf_clipped(grid)
+        cdf = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * np.diff(grid))])
+        cdf /= cdf[-1]
+        return np.interp(_rng_from(random_state).random(n), cdf, grid)[:, None]
 
     # ---------------------------------------------------------------- bandwidths
     def cv_score(self, h: float) -> float:
@@ -190,7 +273,7 @@ class DeconKDE:
 
 
 # ============================================================================ NPMLE
-class NPMLE:
+class NPMLE(_Baseline):
     """Kiefer–Wolfowitz NPMLE of the latent law on fixed atoms theta_j, by EM::
 
         w <- w * L^T (1 / (L w)) / n,   L_ij = f_{eps_i}(x_i - theta_j)
@@ -199,16 +282,28 @@ class NPMLE:
     unchanged).  Atoms: M = 300 grid points over [min x, max x] in 1-D, a 1000-point subsample of x
     in d > 1 (Soloff et al.).  ``solver="exact"`` solves max sum_i log(L~ w) over the simplex with
     cvxpy + Clarabel (n <= 500; falls back to EM on SolverError or larger n, noted in ``solver_used_``).
+
+    scikit-learn estimator.  The NPMLE is discrete, so it has no latent density: ``score_samples(X,
+    noise=None)`` is the log marginal density of *observations* X, log sum_j w_j f_eps(x_i - theta_j),
+    with ``noise`` (default: the constructor's ``noise``, else the fit's when it was homoscedastic).
+    ``sample`` draws atoms with their weights.  ``random_state`` picks the atom subsample in d > 1.
     """
 
     def __init__(self, n_atoms: int = 300, max_iter: int = 2000, tol: float = 1e-8, solver: str = "em",
-                 seed: int = 0) -> None:
-        self.n_atoms = check_scalar(n_atoms, "n_atoms", int, min=2)
-        self.max_iter = check_scalar(max_iter, "max_iter", int, min=1)
+                 noise: NoiseModel | None = None, random_state=0) -> None:
+        self.n_atoms = n_atoms
+        self.max_iter = max_iter
         self.tol = tol
-        if solver not in ("em", "exact"):
-            raise ValueError(f"solver must be 'em' or 'exact', got {solver!r}")
-        self.solver, self.seed = solver, seed
+        self.solver = solver
+        self.noise = noise
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        check_scalar(self.n_atoms, "n_atoms", int, min=2)
+        check_scalar(self.max_iter, "max_iter", int, min=1)
+        check_scalar(self.tol, "tol", float, min=0)
+        if self.solver not in ("em", "exact"):
+            raise ValueError(f"solver must be 'em' or 'exact', got {self.solver!r}")
 
     def _loglik_matrix(self, x: np.ndarray, noise: NoiseModel, atoms: np.ndarray) -> np.ndarray:
         n, d = x.shape
@@ -220,14 +315,15 @@ class NPMLE:
             out[s:s + 256] = sub.log_pdf(x[s:s + 256, None, :] - atoms[None])
         return out
 
-    def fit(self, x, noise) -> "NPMLE":
-        xa = check_x(x)
-        noise = check_noise(noise, xa)
+    def fit(self, X, y=None, *, noise: NoiseModel | None = None) -> "NPMLE":
+        xa, noise = self._fit_inputs(X, y, noise)
+        self._fitted = True
+        self.fit_noise_ = noise
         n, d = xa.shape
         if d == 1:
             atoms = np.linspace(xa.min(), xa.max(), self.n_atoms)[:, None]
         else:
-            rng = np.random.default_rng(self.seed)
+            rng = _rng_from(self.random_state)
             atoms = xa[rng.choice(n, min(n, 1000), replace=False)]
         logL = self._loglik_matrix(xa, noise, atoms)
         rowmax = logL.max(1, keepdims=True)
@@ -286,6 +382,28 @@ class NPMLE:
         """1-D CDF of the discrete NPMLE on ``grid``."""
         return cdf_from_atoms(self.atoms_[:, 0], self.weights_, np.asarray(grid).reshape(-1))
 
+    def _score_noise(self, noise, n: int) -> NoiseModel:
+        if noise is None:
+            noise = self.noise if self.noise is not None else self.fit_noise_
+            if not noise.homoscedastic and noise.n_rows != n:
+                raise ValueError("noise is required for rows other than the heteroscedastic fit's: "
+                                 "score_samples(X, noise=NoiseModel(...))")
+        return noise
+
+    def score_samples(self, X, noise: NoiseModel | None = None) -> np.ndarray:
+        """log sum_j w_j f_eps(x_i - theta_j): log marginal density of the observations X, shape (n,)."""
+        xa = self._check_z(X)
+        noise = check_noise(_check_typed_noise(self._score_noise(noise, len(xa))), xa)
+        lw = self._loglik_matrix(xa, noise, self.atoms_) + np.log(np.maximum(self.weights_, 1e-300))[None]
+        return _logsumexp(lw, 1)
+
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """n draws (n, d) from the discrete NPMLE (atoms with their weights)."""
+        check_is_fitted(self, msg="NPMLE is not fitted; call fit(X, noise=...) first")
+        check_scalar(n, "n", int, min=1)
+        k = _rng_from(random_state).choice(len(self.weights_), n, p=self.weights_ / self.weights_.sum())
+        return self.atoms_[k].copy()
+
     def posterior_mean(self, x, noise) -> np.ndarray:
         """sum_j theta_j w_j L_ij / sum_j w_j L_ij, shape (n, d)."""
         xa = check_x(x, min_rows=1)
@@ -298,31 +416,45 @@ class NPMLE:
 
 
 # ============================================================================ extreme deconvolution
-class ExtremeDeconvolution:
+class ExtremeDeconvolution(_Baseline):
     """XD: EM for sum_k pi_k N(mu_k, V_k) observed under heteroscedastic Gaussian noise S_i.
 
     E-step: T_ik = V_k + S_i; q_ik ∝ pi_k N(x_i; mu_k, T_ik); b_ik = mu_k + V_k T_ik^{-1}(x_i - mu_k);
     B_ik = V_k - V_k T_ik^{-1} V_k.  M-step: pi_k = mean_i q_ik; mu_k = sum_i q_ik b_ik / sum_i q_ik;
     V_k = sum_i q_ik [(mu_k - b_ik)(mu_k - b_ik)^T + B_ik] / sum_i q_ik + reg I.
+
+    scikit-learn estimator: ``score_samples`` = log of the fitted latent GMM density; ``sample`` draws
+    from it; ``random_state`` picks the initial means (K distinct rows of X).
     """
 
     def __init__(self, n_components: int = 6, max_iter: int = 500, tol: float = 1e-6, reg: float = 1e-6,
-                 seed: int = 0) -> None:
-        self.n_components = check_scalar(n_components, "n_components", int, min=1)
-        self.max_iter = check_scalar(max_iter, "max_iter", int, min=1)
-        self.tol, self.reg, self.seed = tol, reg, seed
+                 noise: NoiseModel | None = None, random_state=0) -> None:
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.tol = tol
+        self.reg = reg
+        self.noise = noise
+        self.random_state = random_state
 
-    def fit(self, x, noise, init: tuple | None = None) -> "ExtremeDeconvolution":
-        """``init`` = (weights, means, covs) to start from; default k-means++-style means, data cov / K."""
-        xa = check_x(x)
-        noise = check_noise(noise, xa)
+    def _check_params(self) -> None:
+        check_scalar(self.n_components, "n_components", int, min=1)
+        check_scalar(self.max_iter, "max_iter", int, min=1)
+        check_scalar(self.tol, "tol", float, min=0)
+        check_scalar(self.reg, "reg", float, min=0)
+
+    def fit(self, X, y=None, *, noise: NoiseModel | None = None,
+            init: tuple | None = None) -> "ExtremeDeconvolution":
+        """``init`` = (weights, means, covs) to start from; default K random rows as means, data cov / K."""
+        xa, noise = self._fit_inputs(X, y, noise)
         if noise.family != "gaussian":
             raise ValueError("noise: extreme deconvolution needs Gaussian noise (family='gaussian')")
         n, d = xa.shape
         S = noise.cov_matrix(n, d)
         K = self.n_components
         if init is None:
-            rng = np.random.default_rng(self.seed)
+            if K > n:
+                raise ValueError(f"n_components = {K} exceeds the number of rows n = {n}")
+            rng = _rng_from(self.random_state)
             mu = xa[rng.choice(n, K, replace=False)]
             V = np.repeat(np.atleast_2d(np.cov(xa.T))[None] / K, K, 0)
             pi = np.full(K, 1.0 / K)
@@ -338,6 +470,7 @@ class ExtremeDeconvolution:
             prev = ll
         self.weights_, self.means_, self.covariances_ = pi, mu, V
         self.n_iter_ = it + 1
+        self._fitted = True
         return self
 
     def _em_step(self, x, S, pi, mu, V):
@@ -361,14 +494,22 @@ class ExtremeDeconvolution:
         V = V + self.reg * np.eye(d)[None]
         return pi, mu, V, ll
 
-    def pdf(self, z) -> np.ndarray:
-        z = check_x(z, "z", min_rows=1)
+    def score_samples(self, X) -> np.ndarray:
+        """log of the fitted latent GMM density at the rows of X, shape (n,)."""
+        z = self._check_z(X)
         from scipy.stats import multivariate_normal
-        return sum(w * multivariate_normal(m, c).pdf(z).reshape(-1)
-                   for w, m, c in zip(self.weights_, self.means_, self.covariances_))
+        lp = np.stack([np.log(max(w, 1e-300)) + np.atleast_1d(multivariate_normal(m, c).logpdf(z))
+                       for w, m, c in zip(self.weights_, self.means_, self.covariances_)], 1)
+        return _logsumexp(lp, 1)
 
-    def sample(self, n: int, seed: int = 0) -> np.ndarray:
-        rng = np.random.default_rng(seed)
+    def pdf(self, z) -> np.ndarray:
+        return np.exp(self.score_samples(z))
+
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """n draws (n, d) from the fitted latent GMM (int random_state: reproducible; None: fresh)."""
+        check_is_fitted(self, msg="ExtremeDeconvolution is not fitted; call fit(X, noise=...) first")
+        check_scalar(n, "n", int, min=1)
+        rng = _rng_from(random_state)
         k = rng.choice(len(self.weights_), n, p=self.weights_ / self.weights_.sum())
         L = np.linalg.cholesky(self.covariances_)
         return self.means_[k] + np.einsum("nij,nj->ni", L[k], rng.standard_normal((n, self.means_.shape[1])))
@@ -392,24 +533,31 @@ def natural_spline_basis(grid: np.ndarray, df: int = 5) -> np.ndarray:
     return np.stack(cols, 1)
 
 
-class GModel:
+class GModel(_Baseline):
     """Efron's g-modeling (deconvolveR): g(alpha) = softmax(Q alpha) on m grid atoms, Q a 5-df natural
     spline basis with centred unit-L2-norm columns; maximise
     ``sum_i log sum_j P_ij g_j(alpha) - c0 ||alpha||_2`` (the norm, not its square) by L-BFGS from
-    alpha = 1, P_ij = f_{eps_i}(x_i - theta_j).  1-D only."""
+    alpha = 1, P_ij = f_{eps_i}(x_i - theta_j).  1-D only.
 
-    def __init__(self, n_atoms: int = 200, df: int = 5, c0: float = 1.0) -> None:
-        self.n_atoms = check_scalar(n_atoms, "n_atoms", int, min=3)
-        self.df = check_scalar(df, "df", int, min=1)
-        self.c0 = float(c0)
-        if self.c0 < 0:
-            raise ValueError(f"c0 must be >= 0, got {c0}")
+    scikit-learn estimator (1-D): ``score_samples`` = log max(pdf(z), 1e-300) of the piecewise-linear
+    density g_j / dtheta (0 outside the grid: -690.8 there); ``sample`` draws grid atoms with weights g_j
+    plus a uniform jitter of +- dtheta / 2 (the histogram of g)."""
 
-    def fit(self, x, noise) -> "GModel":
-        xa = check_x(x)
-        if xa.shape[1] != 1:
-            raise ValueError(f"x must have one column (GModel is 1-D), got {xa.shape[1]}")
-        noise = check_noise(noise, xa)
+    _one_d = True
+
+    def __init__(self, n_atoms: int = 200, df: int = 5, c0: float = 1.0, noise: NoiseModel | None = None) -> None:
+        self.n_atoms = n_atoms
+        self.df = df
+        self.c0 = c0
+        self.noise = noise
+
+    def _check_params(self) -> None:
+        check_scalar(self.n_atoms, "n_atoms", int, min=3)
+        check_scalar(self.df, "df", int, min=1)
+        check_scalar(self.c0, "c0", float, min=0)
+
+    def fit(self, X, y=None, *, noise: NoiseModel | None = None) -> "GModel":
+        xa, noise = self._fit_inputs(X, y, noise)
         n = len(xa)
         theta = np.linspace(xa.min(), xa.max(), self.n_atoms)
         Q = natural_spline_basis(theta, self.df)
@@ -429,8 +577,8 @@ class GModel:
             nrm = np.linalg.norm(a)
             r = P.T @ (1.0 / f)                        # d ll / d g_j
             grad_ll = Q.T @ (g * r - g * (g @ r))      # chain rule through softmax
-            val = -ll + self.c0 * nrm
-            grad = -grad_ll + (self.c0 * a / nrm if nrm > 0 else 0.0)
+            val = -ll + float(self.c0) * nrm
+            grad = -grad_ll + (float(self.c0) * a / nrm if nrm > 0 else 0.0)
             return val, grad
 
         res = optimize.minimize(obj, np.ones(Q.shape[1]), jac=True, method="L-BFGS-B",
@@ -439,12 +587,32 @@ class GModel:
         eta = Q @ a
         g = np.exp(eta - eta.max())
         self.theta_, self.g_, self.alpha_, self.Q_ = theta, g / g.sum(), a, Q
-        self.objective_ = obj
+        self._objective = obj
         self.converged_ = bool(res.success)
+        self._fitted = True
         return self
+
+    def objective_(self, a):
+        """The penalised negative log-likelihood and its gradient at alpha = a (after fit)."""
+        return self._objective(a)
+
+    def score_samples(self, X) -> np.ndarray:
+        """log max(pdf(z), 1e-300) at the rows of X (latent points), shape (n,)."""
+        z = self._check_z(X)
+        return np.log(np.maximum(self.pdf(z[:, 0]), 1e-300))
+
+    def sample(self, n: int, random_state=None) -> np.ndarray:
+        """n draws (n, 1): grid atoms with weights g_j, jittered uniformly within +- dtheta / 2."""
+        check_is_fitted(self, msg="GModel is not fitted; call fit(X, noise=...) first")
+        check_scalar(n, "n", int, min=1)
+        rng = _rng_from(random_state)
+        dth = self.theta_[1] - self.theta_[0]
+        k = rng.choice(len(self.g_), n, p=self.g_)
+        return (self.theta_[k] + dth * (rng.random(n) - 0.5))[:, None]
 
     def pdf(self, z) -> np.ndarray:
         """Piecewise-linear density g_j / dtheta interpolated at z (0 outside the grid)."""
+        check_is_fitted(self, msg="GModel is not fitted; call fit(X, noise=...) first")
         dth = self.theta_[1] - self.theta_[0]
         return np.interp(np.asarray(z, dtype=np.float64).reshape(-1), self.theta_, self.g_ / dth,
                          left=0.0, right=0.0)

@@ -147,7 +147,7 @@ def _denoise_rows(sz: BenchSizes) -> list[BenchRow]:
                                         bandwidth_quantiles=Q5)).fit(ds.x, noise=ds.noise)
     m = sz.n_denoise
     x, sub = ds.x[:m], ds.noise.subset(np.arange(m))
-    npm = NPMLE().fit(ds.x, ds.noise)
+    npm = NPMLE().fit(ds.x, noise=ds.noise)
     r = sz.denoise_rounds
     return [
         compare(f"denoising throughput: IS (M={sz.is_samples}) vs GMM closed form",

@@ -27,8 +27,9 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from neurips26.deconv._validation import check_noise, check_x
+from neurips26.deconv._validation import _check_typed_noise, _dense_2d, check_noise, check_x
 from neurips26.harness.validation import check_scalar
+from neurips26.deconv.baselines import ExtremeDeconvolution
 from neurips26.deconv.denoise import posterior_mean
 from neurips26.deconv.loss import bandwidth_heuristic, check_bandwidths, check_kernel, mmd2_unbiased
 from neurips26.deconv.noise import NoiseModel, torch_noise
@@ -62,6 +63,13 @@ class TrainConfig:
     seed: int = 0                             # overridden by the estimator's random_state when that is set
     dtype: str = "float32"                    # "float32" or "float64"
     loss_method: str = "auto"                 # "auto" | "dense" | "fast" (1-D Laplace)
+    # validation-MMD stopping (issue 11; off by default so the package defaults hold): hold out this
+    # fraction of the rows, every ``validation_every`` epochs compute convMMD^2 between the held-out rows
+    # and a fixed simulated sample (common random numbers), keep the best parameters, stop after
+    # ``validation_patience`` checks without improvement, and return the best parameters.
+    validation_fraction: float = 0.0
+    validation_every: int = 10
+    validation_patience: int = 5
 
 
 def _lr_lambda(epochs: int, warmup: int):
@@ -72,41 +80,6 @@ def _lr_lambda(epochs: int, warmup: int):
         span = max(epochs - warmup, 1)
         return 0.5 * (1.0 + math.cos(math.pi * min(e - warmup, span) / span))
     return f
-
-
-_NOISE_CHOICES = ("NoiseModel('gaussian', std=...)", "NoiseModel('laplace', std=...)",
-                  "NoiseModel('gaussian', cov=...)")
-
-
-def _check_typed_noise(noise, name: str = "noise") -> NoiseModel:
-    """The noise model must be a NoiseModel: a bare float is ambiguous (which family?) and an error."""
-    if noise is None:
-        raise ValueError(f"{name} is required: fit(X, noise=NoiseModel(...)) with one of "
-                         f"{', '.join(_NOISE_CHOICES)} (or set it in the constructor)")
-    if not isinstance(noise, NoiseModel):
-        got = f"{noise!r}" if isinstance(noise, (numbers.Real, str)) else type(noise).__name__
-        raise TypeError(f"{name} must be a neurips26.deconv.NoiseModel, one of {', '.join(_NOISE_CHOICES)} "
-                        f"(a bare float does not say which family); got {got}")
-    return noise
-
-
-def _dense_2d(X, name: str = "X"):
-    """Reject sparse and complex input (scikit-learn conventions), then the shared shape/finite checks."""
-    if isinstance(X, torch.Tensor):
-        return X
-    if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
-        raise TypeError(f"{name}: sparse input is not supported, pass a dense array ({name}.toarray())")
-    arr = np.asarray(X) if not isinstance(X, (str, bytes)) and X is not None else X
-    if isinstance(arr, np.ndarray) and arr.dtype == object:
-        try:
-            arr = X = arr.astype(np.float64)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{name} must be numeric: {e}") from None
-    if isinstance(arr, np.ndarray) and np.iscomplexobj(arr):
-        raise ValueError(f"{name}: Complex data not supported")
-    if isinstance(arr, np.ndarray) and arr.dtype.kind in "fc" and arr.size and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
-    return X
 
 
 class _ConvMMDBase(DensityMixin, BaseEstimator):
@@ -142,6 +115,9 @@ class _ConvMMDBase(DensityMixin, BaseEstimator):
         if c.loss_method not in ("auto", "dense", "fast"):
             raise ValueError(f"loss_method must be 'auto', 'dense' or 'fast', got {c.loss_method!r}")
         check_scalar(c.patience, "patience", int, min=1)
+        check_scalar(c.validation_fraction, "validation_fraction", float, min=0, max=0.5, inclusive="left")
+        check_scalar(c.validation_every, "validation_every", int, min=1)
+        check_scalar(c.validation_patience, "validation_patience", int, min=1)
         return c
 
     # -------------------------------------------------------------- fit
@@ -167,6 +143,20 @@ class _ConvMMDBase(DensityMixin, BaseEstimator):
         gen = torch.Generator().manual_seed(c.seed)
         rng = np.random.default_rng(c.seed)
         self.noise_family_, self.dim_, self.n_ = noise.family, d, n
+        # validation split (rows held out of training; their noise law goes with them)
+        n_val = int(round(c.validation_fraction * n)) if c.validation_fraction > 0 else 0
+        if n_val:
+            n_val = max(n_val, 2)
+            if n - n_val < 2:
+                raise ValueError(f"validation_fraction={c.validation_fraction} leaves fewer than 2 training rows "
+                                 f"of n = {n}")
+            perm0 = rng.permutation(n)
+            val_idx, tr_idx = np.sort(perm0[:n_val]), np.sort(perm0[n_val:])
+            x_val, noise_val = x_arr[val_idx], noise.subset(val_idx)
+            x_arr, noise = x_arr[tr_idx], noise.subset(tr_idx)
+            n = n - n_val
+        self.n_validation_ = n_val
+        self.validation_index_ = val_idx if n_val else np.zeros(0, dtype=int)
         self.model_ = self._build(x_arr, noise, dtype, rng)
         xt = torch.as_tensor(np.array(x_arr, dtype=np.float64), dtype=dtype)   # a private, writable copy
         std = torch.as_tensor(noise.std_matrix(n, d), dtype=dtype)
@@ -192,8 +182,16 @@ class _ConvMMDBase(DensityMixin, BaseEstimator):
         opt = torch.optim.AdamW(self.model_.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(c.epochs, warm))
         self.loss_history_, self.epoch_loss_ = [], []
+        self.validation_loss_: list[tuple[int, float]] = []
         best, ema, stale = math.inf, None, 0
+        best_val, best_state, val_stale = math.inf, None, 0
         self.stopped_epoch_ = c.epochs
+        self.best_epoch_ = c.epochs
+        self._start_training(c)
+        if n_val:
+            xv = torch.as_tensor(np.array(x_val, dtype=np.float64), dtype=dtype)
+            stdv = torch.as_tensor(noise_val.std_matrix(n_val, d), dtype=dtype)
+            cholv = torch.as_tensor(noise_val.chol_matrix(n_val, d), dtype=dtype) if noise_val.full_cov else None
         from tqdm.auto import tqdm
         bar = tqdm(range(c.epochs), desc=f"{type(self).__name__} fit", leave=False,
                    disable=not (c.progress and sys.stderr.isatty()))
@@ -216,6 +214,18 @@ class _ConvMMDBase(DensityMixin, BaseEstimator):
             self.loss_history_.extend(losses)
             ep = float(np.mean(losses)) if losses else math.nan
             self.epoch_loss_.append(ep)
+            self._end_epoch(epoch, c, opt, xt, std)
+            if n_val and ((epoch + 1) % c.validation_every == 0 or epoch + 1 == c.epochs):
+                vl = self._validation_loss(xv, stdv, cholv, h, c.seed)
+                self.validation_loss_.append((epoch + 1, vl))
+                if vl < best_val:
+                    best_val, val_stale, self.best_epoch_ = vl, 0, epoch + 1
+                    best_state = {k: v.detach().clone() for k, v in self.model_.state_dict().items()}
+                else:
+                    val_stale += 1
+                    if val_stale >= c.validation_patience:
+                        self.stopped_epoch_ = epoch + 1
+                        break
             if c.early_stopping and math.isfinite(ep):
                 ema = ep if ema is None else c.ema * ema + (1 - c.ema) * ep
                 if ema < best - 1e-12:
@@ -227,6 +237,8 @@ class _ConvMMDBase(DensityMixin, BaseEstimator):
                         break
             if c.progress:
                 bar.set_postfix(loss=f"{ep:.2e}")
+        if best_state is not None:               # validation on: return the best parameters seen
+            self.model_.load_state_dict(best_state)
         self.model_.eval()
         self.train_seconds_ = time.perf_counter() - t_train
         return self
@@ -234,6 +246,24 @@ class _ConvMMDBase(DensityMixin, BaseEstimator):
     # -------------------------------------------------------------- hooks
     def _check_extra(self, x: np.ndarray, noise: NoiseModel) -> None:
         pass
+
+    def _start_training(self, c: TrainConfig) -> None:
+        pass
+
+    def _end_epoch(self, epoch: int, c: TrainConfig, opt, xt, std) -> None:
+        pass
+
+    @torch.no_grad()
+    def _validation_loss(self, xv, stdv, cholv, h, seed: int) -> float:
+        """convMMD^2_u between the held-out rows and 2000 simulated observations (latent draws paired
+        cyclically with the held-out rows' noise laws), all drawn from one fixed-seed generator, so that
+        successive checks differ only through the parameters (common random numbers)."""
+        g = torch.Generator().manual_seed(seed + 104729)
+        m = max(2000, xv.shape[0])
+        pair = torch.arange(m) % xv.shape[0]
+        y = self.model_.rsample(m, g) + torch_noise(self.noise_family_, stdv[pair], g,
+                                                     None if cholv is None else cholv[pair])
+        return float(mmd2_unbiased(xv, y, h, self.config_.kernel, method=self.config_.loss_method))
 
     def _check_params(self) -> None:
         pass
@@ -309,19 +339,37 @@ class ConvMMDGMM(_ConvMMDBase):
 
     Parameters: ``n_components`` K, ``samples_per_component`` B (latent draws per component and step),
     ``config`` (TrainConfig; its ``lr=None`` means this estimator's 1e-2 — better for mixture parameters
-    than the flow's 1e-3), ``init_lloyd_iters``, ``noise`` (default NoiseModel for ``fit``),
-    ``random_state`` (int; None: ``config.seed``).
+    than the flow's 1e-3), ``init``, ``init_lloyd_iters``, ``pilot_iter``, ``weight_floor``,
+    ``reseed_every``, ``noise`` (default NoiseModel for ``fit``), ``random_state`` (int; None:
+    ``config.seed``).
+
+    Tail control (issue 11: a k-means++ seed in the tail grew into a broad far-off component that the
+    MMD, blind to the tails at n ~ 1000, never removed):
+
+    * ``init="pilot"`` (default): k-means++ seeds refined by ``pilot_iter`` EM iterations of extreme
+      deconvolution on the observations, the noise replaced by a Gaussian of the same covariance (exact
+      for Gaussian noise; a second-moment deconvolution for Laplace noise).  ``init="kmeans++"`` is the
+      spec's original init (k-means++ means, (cov(x) - mean noise cov) / K, uniform weights).
+    * ``weight_floor`` (None: 0.1 / K; 0 disables): every ``reseed_every`` epochs until 80 % of the
+      epochs, a component whose weight is below the floor is re-seeded by splitting the heaviest
+      component along its principal axis (moment preserving; the optimiser state of both is reset).
+      ``reseeds_`` lists (epoch, re-seeded k, split k, its old weight).
     """
 
     _default_lr = 1e-2
 
     def __init__(self, n_components: int = 6, samples_per_component: int = 32,
-                 config: TrainConfig | None = None, init_lloyd_iters: int = 0,
+                 config: TrainConfig | None = None, init: str = "pilot", init_lloyd_iters: int = 0,
+                 pilot_iter: int = 50, weight_floor: float | None = None, reseed_every: int = 25,
                  noise: NoiseModel | None = None, random_state=None) -> None:
         self.n_components = n_components
         self.samples_per_component = samples_per_component
         self.config = config
+        self.init = init
         self.init_lloyd_iters = init_lloyd_iters
+        self.pilot_iter = pilot_iter
+        self.weight_floor = weight_floor
+        self.reseed_every = reseed_every
         self.noise = noise
         self.random_state = random_state
 
@@ -329,12 +377,46 @@ class ConvMMDGMM(_ConvMMDBase):
         check_scalar(self.n_components, "n_components", int, min=1)
         check_scalar(self.init_lloyd_iters, "init_lloyd_iters", int, min=0)
         check_scalar(self.samples_per_component, "samples_per_component", int, min=2)
+        if self.init not in ("pilot", "kmeans++"):
+            raise ValueError(f"init must be 'pilot' or 'kmeans++', got {self.init!r}")
+        check_scalar(self.pilot_iter, "pilot_iter", int, min=1)
+        if self.weight_floor is not None:
+            check_scalar(self.weight_floor, "weight_floor", float, min=0, max=1.0 / self.n_components,
+                         inclusive="left")
+        check_scalar(self.reseed_every, "reseed_every", int, min=1)
 
     def _build(self, x, noise, dtype, rng):
         n, d = x.shape
         gmm = GMMSieve(self.n_components, d, dtype=dtype)
         gmm.init_from_data(x, noise.cov_matrix(n, d).mean(0), rng, self.init_lloyd_iters)
+        self.pilot_ = None
+        if self.init == "pilot":
+            pilot = _xd_pilot(gmm, x, noise, self.pilot_iter, rng)
+            if all(np.all(np.isfinite(a)) for a in pilot):   # degenerate data: keep the k-means++ init
+                self.pilot_ = pilot
+                gmm.set_mixture(*pilot)
         return gmm
+
+    def _start_training(self, c: TrainConfig) -> None:
+        self.weight_floor_ = 0.1 / self.n_components if self.weight_floor is None else self.weight_floor
+        self.reseeds_: list[tuple[int, int, int, float]] = []
+
+    def _end_epoch(self, epoch: int, c: TrainConfig, opt, xt, std) -> None:
+        """Weight-floor re-seeding (see the class docstring)."""
+        e = epoch + 1
+        if self.weight_floor_ <= 0 or self.n_components < 2 or e % self.reseed_every or e > 0.8 * c.epochs:
+            return
+        w = self.model_.weights.detach().double().numpy()
+        for k in np.flatnonzero(w < self.weight_floor_):
+            w = self.model_.weights.detach().double().numpy()
+            src = int(np.argmax(w))
+            self.reseeds_.append((e, int(k), src, float(w[k])))
+            self.model_.split_component(int(k), src)
+            for p in self.model_.parameters():        # fresh Adam moments for both halves
+                st = opt.state.get(p)
+                if st:
+                    for key in ("exp_avg", "exp_avg_sq"):
+                        st[key][[int(k), src]] = 0.0
 
     def _batch_loss(self, xb, std, chol, h, gen):
         return stratified_gmm_loss(self.model_, xb, std, h, self.config_.kernel, self.samples_per_component,
@@ -355,6 +437,20 @@ class ConvMMDGMM(_ConvMMDBase):
     def covariances_(self) -> np.ndarray:
         self._check_fitted()
         return self.model_.covs.detach().double().numpy()
+
+
+def _xd_pilot(gmm: GMMSieve, x: np.ndarray, noise: NoiseModel, iters: int, rng: np.random.Generator):
+    """Robust pilot: ``iters`` EM iterations of extreme deconvolution from the sieve's k-means++ init,
+    on at most 5000 rows, with the noise replaced by a Gaussian of the same covariance (exact for
+    Gaussian noise, a second-moment deconvolution otherwise).  Returns (weights, means, covariances)."""
+    n, d = x.shape
+    rows = np.sort(rng.choice(n, 5000, replace=False)) if n > 5000 else np.arange(n)
+    sub_noise = noise.subset(rows)
+    gauss = (NoiseModel("gaussian", cov=sub_noise.cov_matrix(len(rows), d)) if sub_noise.full_cov
+             else NoiseModel("gaussian", std=sub_noise.std_matrix(len(rows), d)))
+    init = tuple(a.detach().double().numpy() for a in (gmm.weights, gmm.means, gmm.covs))
+    xd = ExtremeDeconvolution(gmm.n_components, max_iter=iters, reg=1e-6).fit(x[rows], noise=gauss, init=init)
+    return xd.weights_, xd.means_, xd.covariances_
 
 
 @dataclass

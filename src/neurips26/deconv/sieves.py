@@ -77,6 +77,42 @@ class GMMSieve(nn.Module):
         self.offdiag.copy_(torch.as_tensor(np.tril(L, -1), dtype=dt).expand(K, d, d))
         self.logits.zero_()
 
+    @torch.no_grad()
+    def set_mixture(self, weights: np.ndarray, means: np.ndarray, covs: np.ndarray,
+                    cov_floor: float = 1e-3) -> None:
+        """Set (pi, mu, Sigma) directly (e.g. from a pilot fit); covariances projected to PSD with floor
+        ``cov_floor`` I, weights floored at 1e-6 before the log."""
+        K, d = self.n_components, self.dim
+        w = np.maximum(np.asarray(weights, dtype=np.float64).reshape(K), 1e-6)
+        C = np.asarray(covs, dtype=np.float64).reshape(K, d, d)
+        ev, V = np.linalg.eigh((C + np.swapaxes(C, 1, 2)) / 2)
+        C = np.einsum("kij,kj,klj->kil", V, np.maximum(ev, cov_floor), V)
+        L = np.linalg.cholesky(C)
+        dt = self.means.dtype
+        self.logits.copy_(torch.as_tensor(np.log(w / w.sum()), dtype=dt))
+        self.means.copy_(torch.as_tensor(np.asarray(means, dtype=np.float64).reshape(K, d), dtype=dt))
+        self.log_diag.copy_(torch.as_tensor(np.log(np.diagonal(L, axis1=1, axis2=2)), dtype=dt))
+        self.offdiag.copy_(torch.as_tensor(np.tril(L, -1), dtype=dt))
+
+    @torch.no_grad()
+    def split_component(self, dead: int, src: int) -> None:
+        """Re-seed component ``dead`` by splitting component ``src`` along its principal axis:
+        mu_src -/+ (1/2) sqrt(lam) v, Sigma' = Sigma_src - (1/4) lam v v^T, weight (pi_src + pi_dead)/2 each.
+        The two halves have the mean and covariance of the split component (moment preserving)."""
+        w = self.weights.double().numpy()
+        mu = self.means.double().numpy()
+        C = self.covs.double().numpy()
+        ev, V = np.linalg.eigh(C[src])
+        lam, v = ev[-1], V[:, -1]
+        off = 0.5 * math.sqrt(max(lam, 0.0)) * v
+        Cn = C[src] - 0.25 * lam * np.outer(v, v)
+        w_new = w.copy()
+        w_new[src] = w_new[dead] = 0.5 * (w[src] + w[dead])
+        mu_new, C_new = mu.copy(), C.copy()
+        mu_new[src], mu_new[dead] = mu[src] - off, mu[src] + off
+        C_new[src] = C_new[dead] = Cn
+        self.set_mixture(w_new, mu_new, C_new, cov_floor=1e-12)
+
     def rsample_components(self, n_per: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """z_{k,b} = mu_k + L_k u_{k,b}, shape (K, n_per, d) (reparameterised)."""
         u = torch.randn(self.n_components, n_per, self.dim, generator=generator, dtype=self.means.dtype)
