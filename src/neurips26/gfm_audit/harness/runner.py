@@ -132,6 +132,12 @@ class Runner:
         return f
 
     # ---------------------------------------------------------------------------------- cells
+    @classmethod
+    def reuse_key(cls, task: Task, entry: ModelEntry, protocol: Protocol) -> str | None:
+        """The key of a cell whose seed touches nothing (same for every seed), else None."""
+        touched = (["model_init"] if entry.seed_dependent else []) + protocol.seeded_parts()
+        return None if touched else cls.cell_key(task, entry, protocol, 0)
+
     def run(self, task: Task, entry: ModelEntry, protocol: Protocol, seed: int) -> dict[str, Any]:
         """One cell (steps 1-5); returns the row (from the results file when already there)."""
         seed = check_scalar(seed, "seed", int, min=0)
@@ -142,18 +148,34 @@ class Runner:
         if key in self._done:
             self.stats["skipped"] += 1
             return self._done[key]
-        touched = (["model_init"] if entry.seed_dependent else []) + protocol.seeded_parts()
-        reuse_key = self.cell_key(task, entry, protocol, 0) if not touched else None
-        t0 = time.perf_counter()
+        reuse_key = self.reuse_key(task, entry, protocol)
         if reuse_key is not None and reuse_key in self._reuse:
             self.stats["reused"] += 1
-            core = dict(self._reuse[reuse_key])
-            core["reused_from_seed"] = core["seed"]
+            row = self.reused_row(self._reuse[reuse_key], key, seed)
         else:
-            core = self._evaluate(task, entry, protocol, seed)
-            core["reused_from_seed"] = None
+            row = self.compute(task, entry, protocol, seed, key)
             if reuse_key is not None:
-                self._reuse[reuse_key] = dict(core, seed=seed)
+                self._reuse[reuse_key] = row
+        self._append(row)
+        self._done[key] = row
+        return row
+
+    @staticmethod
+    def reused_row(src: dict[str, Any], key: str, seed: int) -> dict[str, Any]:
+        """The row of a seed-independent cell for another ``seed``: ``src``'s numbers, recorded as reused."""
+        origin = src["reused_from_seed"] if src.get("reused_from_seed") is not None else src["seed"]
+        row = dict(src, key=key, seed=seed, reused_from_seed=origin, wall_s=0.0, timestamp=time.time())
+        return json.loads(json.dumps(row, sort_keys=True))
+
+    def compute(
+        self, task: Task, entry: ModelEntry, protocol: Protocol, seed: int, key: str | None = None
+    ) -> dict[str, Any]:
+        """Evaluate one cell and build its row (no resume, no reuse, nothing written)."""
+        key = key if key is not None else self.cell_key(task, entry, protocol, seed)
+        touched = (["model_init"] if entry.seed_dependent else []) + protocol.seeded_parts()
+        t0 = time.perf_counter()
+        core = self._evaluate(task, entry, protocol, seed)
+        core["reused_from_seed"] = None
         if self._git is None:
             from neurips26.harness.run import git_sha  # lazily: the run module is not needed to evaluate
 
@@ -185,10 +207,7 @@ class Runner:
             "wall_s": time.perf_counter() - t0,
             "timestamp": time.time(),
         }
-        row = json.loads(json.dumps(row, sort_keys=True))  # the row as stored (and as a resume reads it)
-        self._append(row)
-        self._done[key] = row
-        return row
+        return json.loads(json.dumps(row, sort_keys=True))  # the row as stored (and as a resume reads it)
 
     def run_grid(self, cells: Iterable[tuple[Task, ModelEntry, Protocol, int]]) -> list[dict]:
         return [self.run(*c) for c in cells]
