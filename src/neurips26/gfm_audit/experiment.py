@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from neurips26.gfm_audit.canon import AliasTable, default_aliases
 from neurips26.gfm_audit.examples import (
