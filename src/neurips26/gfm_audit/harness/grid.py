@@ -287,6 +287,8 @@ def _merge(path: Path, existing: list[dict], rows: list[dict], sdir: Path | None
                 for f in sdir.glob("*.json"):
                     if f.stem in seen:
                         f.unlink()
+                if not any(sdir.iterdir()):
+                    sdir.rmdir()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
