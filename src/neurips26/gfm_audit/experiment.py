@@ -152,11 +152,11 @@ VOLATILE_METRICS = ("*.seconds", "runner.feature_*")  # cache hits depend on whi
 def run(cfg: Config, ctx: RunContext) -> dict:
     import time
 
-    from neurips26.gfm_audit.harness.grid import _thread_limit
+    from neurips26.gfm_audit.harness.grid import thread_limit
 
     metrics: dict = {}
     t0 = time.perf_counter()
-    with _thread_limit(cfg.threads):
+    with thread_limit(cfg.threads):
         metrics["audit"] = _audit(cfg.audit, ctx)
     metrics["audit"]["seconds"] = time.perf_counter() - t0
     # the grid and the mechanism as one list of cells: one map_tasks call, shared cells computed once

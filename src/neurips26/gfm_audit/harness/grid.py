@@ -134,7 +134,7 @@ class GridResult:
 
 
 @contextmanager
-def _thread_limit(threads: int | None) -> Iterator[None]:
+def thread_limit(threads: int | None) -> Iterator[None]:
     """torch and BLAS (OpenBLAS / MKL via threadpoolctl) limited to ``threads`` inside the block."""
     if threads is None:
         yield
@@ -156,7 +156,7 @@ def run_cell(job: _Job) -> tuple[dict, dict]:
     runner = _WORKER.setdefault("runner", Runner(None))
     before = (runner.stats["feature_hits"], runner.stats["feature_misses"])
     c = job.cell
-    with _thread_limit(job.threads):
+    with thread_limit(job.threads):
         row = runner.compute(c.task.build(), c.model, c.protocol, c.seed, job.key)
     if job.shard_dir is not None:
         _write_atomic(Path(job.shard_dir) / f"{job.key}.json", json.dumps(row, sort_keys=True))
