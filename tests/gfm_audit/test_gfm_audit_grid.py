@@ -128,6 +128,7 @@ def test_process_backend_two_workers_equals_serial(tmp_path):
     assert rows_equal(par.rows, serial.rows)
     assert rows_equal(_lines(tmp_path / "proc.jsonl"), _lines(tmp_path / "serial.jsonl"))
     assert par.stats["computed"] == serial.stats["computed"] == len(cells) - 2
+    assert {r["versions"]["torch"] for r in par.rows} == {torch.__version__}
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -31,7 +32,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from neurips26.gfm_audit.harness.data import DN_SCALE, Task
+from neurips26.gfm_audit.harness.data import DN_SCALE, Task, split_hash
 from neurips26.gfm_audit.harness.models import FeatureModel
 from neurips26.gfm_audit.harness.probes import (
     bootstrap_accuracy_ci,
@@ -49,6 +50,7 @@ from neurips26.harness.validation import check_scalar
 HARNESS_NAME = "neurips26.gfm_audit.harness"
 HARNESS_VERSION = "0.1.0"
 VOLATILE_ROW_FIELDS = ("wall_s", "timestamp", "git_sha")
+INPUT_CACHE = 8  # normalised input arrays kept per Runner (about 18 MB each for 1500 x 12 x 16 x 16)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Runner:
         self.results_path = Path(results_path) if results_path is not None else None
         self.cache_features = cache_features
         self._features: dict[str, np.ndarray] = {}
+        self._input_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._models: dict[tuple, FeatureModel] = {}
         self._reuse: dict[str, dict] = {}
         self._done: dict[str, dict] = {}
@@ -108,11 +111,23 @@ class Runner:
             inp = (inp - lo) / (hi - lo + 1e-8)
         return inp.astype(np.float32)
 
+    def _inputs(self, task: Task, protocol: Protocol) -> np.ndarray:
+        """``inputs``, kept for the last ``INPUT_CACHE`` (task, pool, normalisation, input scale)."""
+        k = (task.task_hash(), split_hash(task.pool), protocol.normalisation, protocol.input_scale)
+        if k in self._input_cache:
+            self._input_cache.move_to_end(k)
+            return self._input_cache[k]
+        x = self.inputs(task, protocol)  # callers never write into it
+        self._input_cache[k] = x
+        while len(self._input_cache) > INPUT_CACHE:
+            self._input_cache.popitem(last=False)
+        return x
+
     def model(self, entry: ModelEntry, task: Task, seed: int) -> FeatureModel:
         k = (entry.name, entry.config, task.task_hash(), seed if entry.seed_dependent else None)
         if k not in self._models:
             m = entry.build(task, seed)
-            m.fit(self.inputs(task, Protocol())[task.pool])  # data-fitted parts see pinned inputs
+            m.fit(self._inputs(task, Protocol())[task.pool])  # data-fitted parts see pinned inputs
             self._models[k] = m
         return self._models[k]
 
@@ -124,7 +139,7 @@ class Runner:
             self.stats["feature_hits"] += 1
             return self._features[k]
         self.stats["feature_misses"] += 1
-        f = model.forward_features(self.inputs(task, protocol), pooling=protocol.pooling)
+        f = model.forward_features(self._inputs(task, protocol), pooling=protocol.pooling)
         if f.ndim != 2 or len(f) != len(task.x):
             raise ValueError(f"{model.name}: model output must be 2-D (N, K) after pooling, got {f.shape}")
         if self.cache_features:
@@ -332,7 +347,7 @@ class Runner:
 
         if not list(model.parameters()):
             raise ValueError(f"{model.name} has no trainable parameters: fine-tune needs a torch network")
-        x = torch.as_tensor(self.inputs(task, p))
+        x = torch.as_tensor(self._inputs(task, p))
         y = torch.as_tensor(task.y)
         with torch.inference_mode():
             dim = model(x[:2], p.pooling).shape[1]
