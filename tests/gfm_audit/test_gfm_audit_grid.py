@@ -143,3 +143,17 @@ def test_ray_backend_equals_serial(tmp_path):
         ray.shutdown()
     assert rows_equal(par.rows, serial.rows)
     assert rows_equal(_lines(tmp_path / "ray.jsonl"), _lines(tmp_path / "serial.jsonl"))
+
+
+def test_thread_limit_covers_torch_blas_and_openmp():
+    from threadpoolctl import threadpool_info
+
+    from neurips26.gfm_audit.harness.grid import thread_limit
+
+    before = torch.get_num_threads()
+    with thread_limit(1):
+        import sklearn.neighbors  # noqa: F401  (imported inside: its libraries must be limited too)
+
+        assert torch.get_num_threads() == 1
+        assert {i["num_threads"] for i in threadpool_info()} == {1}
+    assert torch.get_num_threads() == before

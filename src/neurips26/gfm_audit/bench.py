@@ -334,7 +334,7 @@ def _rerun_row(s: Sizes, smoke: bool) -> BenchRow:
 
 def bench(ctx: RunContext) -> list[BenchRow]:
     """Every row single-threaded: torch and BLAS (sklearn's OpenBLAS) alike, so ratios compare like with
-    like (two BLAS threads on a loaded 2-core machine made one sklearn sweep 40x slower here)."""
+    like (two BLAS / OpenMP threads on a loaded 2-core machine made one sklearn sweep 40x slower here)."""
     from neurips26.gfm_audit.harness.grid import thread_limit
 
     with thread_limit(1):

@@ -139,6 +139,9 @@ def thread_limit(threads: int | None) -> Iterator[None]:
     if threads is None:
         yield
         return
+    # load scipy's OpenBLAS and sklearn's OpenMP runtime now: threadpoolctl limits loaded libraries only
+    import scipy.linalg  # noqa: F401
+    import sklearn.utils._openmp_helpers  # noqa: F401
     import torch
     from threadpoolctl import threadpool_limits
 
