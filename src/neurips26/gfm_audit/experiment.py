@@ -419,7 +419,8 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
 
 def _replicate_spec(g: GridConfig, seed: int, resample: bool) -> TaskSpec:
     """Replicate ``seed`` of the mechanism: the shipped split for seed 0 (or always without resampling),
-    else a fresh SHA-256 split with salt ``multispectral/<seed>`` (its train part is the unlabeled pool)."""
+    else a fresh SHA-256 split with salt ``multispectral/<seed>`` (the unlabeled pool, hence the
+    normalisation statistics and the pretrained encoder, stay those of the shipped dataset)."""
     split = "fixed" if (seed == 0 or not resample) else f"random:multispectral/{seed}"
     return task_spec("multispectral", split=split, n=g.ms_n, size=g.ms_size)
 

@@ -57,7 +57,9 @@ class TaskSpec:
     """A picklable dataset: a registered name, its kwargs, and the split.
 
     split: ``"fixed"`` (the dataset's own hashed split), ``"spatial"`` (longitude blocks) or
-    ``"random:<salt>"`` (a fresh SHA-256 split with that salt; the unlabeled pool = its train part).
+    ``"random:<salt>"`` (a fresh SHA-256 split with that salt). The unlabeled pool (normalisation
+    statistics, local pretraining) stays the dataset's own in every case, so a pretrained encoder is the
+    same checkpoint whatever the split — as a released model evaluated on another split would be.
     """
 
     dataset: str
@@ -82,9 +84,7 @@ class TaskSpec:
                 t = t.with_splits(spatial_split(t.coords[:, 0]), "spatial")
             elif self.split.startswith("random:"):
                 salt = self.split.split(":", 1)[1]
-                sp = random_split(len(t.y), salt=salt)
-                t = t.with_splits(sp, f"split-{salt}")
-                t.pool = sp["train"]
+                t = t.with_splits(random_split(len(t.y), salt=salt), f"split-{salt}")
             _TASK_CACHE[self] = t
         return _TASK_CACHE[self]
 

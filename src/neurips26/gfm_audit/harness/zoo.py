@@ -44,7 +44,7 @@ def _raw_pca(task: Task, seed: int, n_components: int = 128) -> FeatureModel:
 def _pretrained(algorithm: str) -> Callable[..., FeatureModel]:
     def build(task: Task, seed: int, steps: int = 150) -> FeatureModel:
         pool = Runner.inputs(task, Protocol())[task.pool]  # pinned inputs; seed 0 whatever the run's seed
-        return pretrained_encoder(pool, algorithm, steps=steps, seed=0, data_key=task.task_hash()[:16])
+        return pretrained_encoder(pool, algorithm, steps=steps, seed=0)  # cached by the pool's content
 
     build.__name__ = f"_{algorithm}"
     return build
