@@ -398,3 +398,41 @@ def test_factorise_equals_numpy_unique():
         k, u = _factorise(vals)
         u0, k0 = np.unique(np.asarray(vals, dtype=str), return_inverse=True)
         assert list(u) == list(u0) and np.array_equal(k, k0.ravel()) and k.dtype == np.int64
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_equals_reference_with_regimes_near_duplicates_and_nts(seed):
+    rng = np.random.default_rng(seed)
+    n = 2000
+    cols = {
+        "model": rng.choice(["m1", "m2", "scratch", "m3", "m4"], n),
+        "benchmark": rng.choice(["b1", "dior", "b2"], n),
+        "metric": rng.choice(["accuracy", "ap"], n),
+        "eval": rng.choice(["linear", "knn", "finetune"], n),
+        "regime": rng.choice(["full", "full", "10%"], n),
+        "paper": rng.choice([f"p{i}" for i in range(25)], n),
+    }
+    # values on a 1e-5 grid: some intra-paper pairs differ only below the 4-decimal rounding
+    v = np.round(rng.choice(rng.uniform(0, 100, 60), n) + rng.integers(0, 3, n) * 1e-5, 5)
+    t = ResultTable.from_columns(cols, v, rng.random(n) < 0.002)
+    for key, regime in (("strict", "full"), ("loose", None), ("strict", None), ("loose", "10%")):
+        f = find_disagreements(t, key, regime)
+        r = find_disagreements(t, key, regime, method="reference")
+        assert [(g.key, g.n, g.n_papers, g.min, g.max, g.spread, g.members) for g in f] == [
+            (g.key, g.n, g.n_papers, g.min, g.max, g.spread, g.members) for g in r
+        ]
+        assert all(math.isclose(a.std, b.std, abs_tol=1e-9) for a, b in zip(f, r))
+
+
+def test_composite_code_densifies_instead_of_overflowing():
+    from neurips26.gfm_audit.finder import _composite
+
+    rng = np.random.default_rng(0)
+    big = 2**40
+    parts = [(rng.integers(0, 3, 500) * (big // 3), big) for _ in range(3)]
+    key = _composite(parts)
+    tuples = list(zip(*(p[0].tolist() for p in parts)))
+    # equal tuples <=> equal codes, and the code order is the tuple order
+    assert len(set(key.tolist())) == len(set(tuples))
+    order = np.argsort(key, kind="stable")
+    assert [tuples[i] for i in order] == sorted(tuples)

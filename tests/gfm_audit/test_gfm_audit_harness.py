@@ -280,6 +280,63 @@ def test_other_offline_tasks_and_eo_adapters(tmp_path):
     except ImportError:
         with pytest.raises(ImportError, match="optional"):
             torchgeo_task("EuroSAT", tmp_path)
+    from neurips26.gfm_audit.harness.eo import geobench_task
+
+    try:
+        import geobench  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="optional"):
+            geobench_task(tmp_path)
+
+
+def test_geobench_adapter_on_a_fake_geobench(tmp_path, monkeypatch):
+    """The glue to geobench's documented API (GeobenchDataset(dir, split, partition_name), Sample.pack_to_3d,
+    Sample.label): a stand-in module, since no GEO-Bench data is here."""
+    import sys
+    import types
+
+    from neurips26.gfm_audit.harness.eo import geobench_task
+
+    sizes = {"train": 6, "valid": 3, "test": 4}
+    calls = []
+
+    class Sample:
+        band_names = ("B02", "B03", "B04")
+
+        def __init__(self, split, i):
+            self.split, self.i, self.label = split, i, i % 3
+
+        def pack_to_3d(self, band_names):
+            px = np.zeros((5, 5, len(band_names)), np.float32)
+            px[..., 0] = self.i + 100 * list(sizes).index(self.split)  # (H, W, C), band 0 carries the id
+            return px, list(band_names)
+
+    class GeobenchDataset:
+        def __init__(self, dataset_dir, split, partition_name):
+            calls.append((dataset_dir, split, partition_name))
+            self.split = split
+
+        def __len__(self):
+            return sizes[self.split]
+
+        def __getitem__(self, i):
+            return Sample(self.split, i)
+
+    mod = types.ModuleType("geobench.dataset")
+    mod.GeobenchDataset = GeobenchDataset
+    monkeypatch.setitem(sys.modules, "geobench", types.ModuleType("geobench"))
+    monkeypatch.setitem(sys.modules, "geobench.dataset", mod)
+    d = tmp_path / "m-eurosat"
+    d.mkdir()
+    t = geobench_task(d, partition="0.10x_train", band_names=("B02", "B04"))
+    assert [c[1:] for c in calls] == [("train", "0.10x_train"), ("valid", "0.10x_train"), ("test", "0.10x_train")]
+    assert t.name == "m-eurosat" and t.x.shape == (13, 2, 5, 5) and t.units == "dn" and t.n_classes == 3
+    assert [len(t.splits[s]) for s in ("train", "val", "test")] == [6, 3, 4]
+    assert t.x[t.splits["test"], 0, 0, 0].tolist() == [200.0, 201.0, 202.0, 203.0]  # their test split kept
+    assert t.y[t.splits["val"]].tolist() == [0, 1, 2]
+    assert geobench_task(d, limit=2).x.shape == (6, 3, 5, 5)  # all bands by default
+    with pytest.raises(FileNotFoundError, match="never downloaded"):
+        geobench_task(tmp_path / "missing")
 
 
 def test_run_seeds_summary_and_empty_seeds():

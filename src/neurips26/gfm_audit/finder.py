@@ -15,7 +15,8 @@
 6. NEW: the provenance of each group's extremes and the copy chains (A copied from B ...).
 
 Two implementations of steps 2-4: ``method="reference"`` is the authors' dict-of-lists loop;
-``method="fast"`` sorts integer key codes once and reduces segments (``np.minimum.reduceat`` ...).
+``method="fast"`` argsorts one int64 code of (group key, paper) once and reduces segments
+(``np.minimum.reduceat`` ...; the intra-paper rule as min != max of the rounded values per pair).
 They return the same groups (tested).
 """
 
@@ -292,45 +293,65 @@ def _reference(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
     return out
 
 
-def _segments(keys: Sequence[np.ndarray], order: np.ndarray) -> np.ndarray:
-    """Start positions (in sorted order) of runs of equal ``keys``."""
-    n = len(order)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    for k in keys:
-        ks = k[order]
-        change[1:] |= ks[1:] != ks[:-1]
-    return np.flatnonzero(change)
+def _composite(parts: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
+    """One int64 code per row for a tuple of code columns (``(codes, radix)`` pairs), mixed-radix.
+
+    When the next radix would overflow int64 the running code is densified (``np.unique``) first, so any
+    number of columns fits; equal tuples get equal codes, and the code order is the tuple order.
+    """
+    key = np.zeros(len(parts[0][0]), dtype=np.int64)
+    span = 1
+    for codes, radix in parts:
+        radix = max(int(radix), 1)
+        if span * radix >= 2**62:
+            uniq, key = np.unique(key, return_inverse=True)
+            key = key.astype(np.int64, copy=False)
+            span = len(uniq)
+        key = key * radix + codes
+        span *= radix
+    return key
 
 
-def _fast(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
-    """Vectorised: one lexsort on (group, paper, rounded value), segment reductions."""
-    n = len(t)
+def _fast(t: ResultTable, cols: tuple[str, ...], sel: np.ndarray | None = None) -> list[Group]:
+    """Vectorised: one argsort of a single int64 (group, paper) code, segment reductions.
+
+    ``sel``: the rows of ``t`` to use (increasing indices; None = all). A (group, paper) pair has more
+    than one distinct value (rounded to 4 decimals) iff its min and max rounded values differ, so the
+    value need not be part of the sort.
+    """
+    take = (lambda a: a) if sel is None else (lambda a: a[sel])
+    value = take(t.value)
+    n = len(value)
     if n == 0:
         return []
-    gid = np.zeros(n, dtype=np.int64)
-    for c in cols:
-        gid = gid * (len(t.uniques[c]) + 1) + t.codes[c]
-    rv = np.round(t.value, 4)
-    order = np.lexsort((rv, t.codes["paper"], gid))
-    g_starts = _segments([gid], order)
-    p_starts = _segments([gid, t.codes["paper"]], order)
-    v_starts = _segments([gid, t.codes["paper"], rv], order)
-    vs = t.value[order]
+    paper = take(t.codes["paper"])
+    key = _composite([(take(t.codes[c]), len(t.uniques[c])) for c in cols] + [(paper, len(t.uniques["paper"]))])
+    order = np.argsort(key)
+    ks = key[order]
+    P = max(len(t.uniques["paper"]), 1)
+    gk = ks // P  # the group part of the code (the paper code is the last digit)
+    pair_start = np.empty(n, dtype=bool)
+    pair_start[0] = True
+    np.not_equal(ks[1:], ks[:-1], out=pair_start[1:])
+    group_start = np.empty(n, dtype=bool)
+    group_start[0] = True
+    np.not_equal(gk[1:], gk[:-1], out=group_start[1:])
+    p_starts = np.flatnonzero(pair_start)
+    g_starts = np.flatnonzero(group_start)
     n_g = len(g_starts)
     count = np.diff(np.append(g_starts, n))
-    gs = np.repeat(np.arange(n_g), count)  # group index of each sorted position
+    vs = value[order]
+    rv = np.round(vs, 4)
+    # pairs: distinct rounded values > 1  <=>  min != max
+    amb_pair = np.minimum.reduceat(rv, p_starts) != np.maximum.reduceat(rv, p_starts)
+    pair_group = np.cumsum(group_start[p_starts]) - 1  # group index of each pair
+    n_papers = np.bincount(pair_group, minlength=n_g)
+    ambiguous = np.bincount(pair_group, weights=amb_pair, minlength=n_g) > 0
     vmin = np.minimum.reduceat(vs, g_starts)
     vmax = np.maximum.reduceat(vs, g_starts)
-    any_nts = np.maximum.reduceat(t.nts[order].astype(np.int8), g_starts) > 0
-    n_papers = np.bincount(gs[p_starts], minlength=n_g)
-    # distinct rounded values per (group, paper): triples per pair
-    pair_of_triple = np.searchsorted(p_starts, v_starts, side="right") - 1
-    vals_per_pair = np.bincount(pair_of_triple, minlength=len(p_starts))
-    ambiguous = np.bincount(gs[p_starts], weights=(vals_per_pair > 1), minlength=n_g) > 0
-    first = order[g_starts]  # a row of each group, for its key
+    any_nts = np.logical_or.reduceat(take(t.nts)[order], g_starts)
+    orig = order if sel is None else sel[order]  # rows of t, in sorted order
+    first = orig[g_starts]  # a row of each group, for its key
     skip_key = np.zeros(n_g, dtype=bool)
     if "model" in cols:
         base = np.array([slug(m) in BASELINE_MODELS for m in t.uniques["model"]], dtype=bool)
@@ -340,16 +361,15 @@ def _fast(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
         dmet = np.array([m in DETECTION_METRICS for m in t.uniques["metric"]], dtype=bool)
         skip_key |= det[t.codes["benchmark"][first]] & dmet[t.codes["metric"][first]]
     keep = ~(skip_key | ambiguous | any_nts | (n_papers < 2))
-    # population std, two-pass
-    mean = np.add.reduceat(vs, g_starts) / count
-    dev2 = (vs - np.repeat(mean, count)) ** 2
-    std = np.sqrt(np.add.reduceat(dev2, g_starts) / count)
-    spread = vmax - vmin
     kept = np.flatnonzero(keep)
+    spread = vmax - vmin
     # the authors' order: first appearance, then a stable sort by spread descending
-    first_row = np.minimum.reduceat(order, g_starts)
+    first_row = np.minimum.reduceat(orig, g_starts)
     kept = kept[np.argsort(first_row[kept], kind="stable")]
     kept = kept[np.argsort(-spread[kept], kind="stable")]
+    # population std, two-pass
+    mean = np.add.reduceat(vs, g_starts) / count
+    std = np.sqrt(np.add.reduceat((vs - np.repeat(mean, count)) ** 2, g_starts) / count)
     # per-group scalars gathered once (Python lists), not indexed per group
     keys = {c: t.uniques[c][t.codes[c][first[kept]]].tolist() for c in cols}
     cols_ = list(cols)
@@ -362,8 +382,10 @@ def _fast(t: ResultTable, cols: tuple[str, ...]) -> list[Group]:
         std[kept].tolist(),
     )
     out = []
-    for j, (g, st) in enumerate(zip(kept.tolist(), stats_)):
-        idx = np.sort(order[g_starts[g] : g_starts[g] + st[0]])
+    starts = g_starts[kept].tolist()
+    for j, (s0, st) in enumerate(zip(starts, stats_)):
+        idx = orig[s0 : s0 + st[0]].copy()
+        idx.sort()
         out.append(Group(dict(zip(cols_, [keys[c][j] for c in cols_])), *st, idx, t))
     return out
 
@@ -383,11 +405,14 @@ def find_disagreements(
     check_choice(method, "method", ("fast", "reference"))
     if not isinstance(table, ResultTable):
         raise TypeError(f"table must be a ResultTable, got {type(table).__name__}")
+    cols = _KEYS[key]
+    sel = None
     if regime is not None:
         code = np.flatnonzero(table.uniques["regime"] == regime)
-        table = table.subset(np.isin(table.codes["regime"], code))
-    cols = _KEYS[key]
-    return _fast(table, cols) if method == "fast" else _reference(table, cols)
+        sel = np.flatnonzero(np.isin(table.codes["regime"], code))
+    if method == "fast":
+        return _fast(table, cols, sel)
+    return _reference(table if sel is None else table.subset(sel), cols)
 
 
 def count_at_least(groups: Sequence[Group], threshold: float) -> int:

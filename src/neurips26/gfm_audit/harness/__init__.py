@@ -3,6 +3,12 @@
 from neurips26.gfm_audit.harness import Runner, Protocol, ModelEntry, digits_task, RCF
 task = digits_task()
 row = Runner().run(task, ModelEntry("rcf", lambda t, s: RCF(t.bands, seed=s)), Protocol("knn"), seed=0)
+
+The grid as map_tasks tasks (picklable specs, one shard per task, merged by row key):
+
+from neurips26.gfm_audit.harness import Cell, model_entry, run_cells, task_spec
+cells = [Cell(task_spec("digits"), model_entry("rcf", features=64), Protocol("knn"), s) for s in (0, 1, 2)]
+rows = run_cells(cells, "rows.jsonl", backend="process", workers=2).rows
 """
 
 from neurips26.gfm_audit.harness.data import (
@@ -45,6 +51,8 @@ from neurips26.gfm_audit.harness.probes import (
 )
 from neurips26.gfm_audit.harness.protocol import Protocol
 from neurips26.gfm_audit.harness.runner import ModelEntry, Runner, row_without_volatile
+from neurips26.gfm_audit.harness.zoo import ModelSpec, model_entry, register_model
+from neurips26.gfm_audit.harness.grid import Cell, GridResult, TaskSpec, rows_equal, run_cells, task_spec
 
 __all__ = [
     "SplitHashError",
@@ -83,4 +91,13 @@ __all__ = [
     "ModelEntry",
     "Runner",
     "row_without_volatile",
+    "ModelSpec",
+    "model_entry",
+    "register_model",
+    "Cell",
+    "GridResult",
+    "TaskSpec",
+    "rows_equal",
+    "run_cells",
+    "task_spec",
 ]

@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -31,7 +32,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from neurips26.gfm_audit.harness.data import DN_SCALE, Task
+from neurips26.gfm_audit.harness.data import DN_SCALE, Task, split_hash
 from neurips26.gfm_audit.harness.models import FeatureModel
 from neurips26.gfm_audit.harness.probes import (
     bootstrap_accuracy_ci,
@@ -49,6 +50,7 @@ from neurips26.harness.validation import check_scalar
 HARNESS_NAME = "neurips26.gfm_audit.harness"
 HARNESS_VERSION = "0.1.0"
 VOLATILE_ROW_FIELDS = ("wall_s", "timestamp", "git_sha")
+INPUT_CACHE = 8  # normalised input arrays kept per Runner (about 18 MB each for 1500 x 12 x 16 x 16)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Runner:
         self.results_path = Path(results_path) if results_path is not None else None
         self.cache_features = cache_features
         self._features: dict[str, np.ndarray] = {}
+        self._input_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._models: dict[tuple, FeatureModel] = {}
         self._reuse: dict[str, dict] = {}
         self._done: dict[str, dict] = {}
@@ -108,11 +111,23 @@ class Runner:
             inp = (inp - lo) / (hi - lo + 1e-8)
         return inp.astype(np.float32)
 
+    def _inputs(self, task: Task, protocol: Protocol) -> np.ndarray:
+        """``inputs``, kept for the last ``INPUT_CACHE`` (task, pool, normalisation, input scale)."""
+        k = (task.task_hash(), split_hash(task.pool), protocol.normalisation, protocol.input_scale)
+        if k in self._input_cache:
+            self._input_cache.move_to_end(k)
+            return self._input_cache[k]
+        x = self.inputs(task, protocol)  # callers never write into it
+        self._input_cache[k] = x
+        while len(self._input_cache) > INPUT_CACHE:
+            self._input_cache.popitem(last=False)
+        return x
+
     def model(self, entry: ModelEntry, task: Task, seed: int) -> FeatureModel:
         k = (entry.name, entry.config, task.task_hash(), seed if entry.seed_dependent else None)
         if k not in self._models:
             m = entry.build(task, seed)
-            m.fit(self.inputs(task, Protocol())[task.pool])  # data-fitted parts see pinned inputs
+            m.fit(self._inputs(task, Protocol())[task.pool])  # data-fitted parts see pinned inputs
             self._models[k] = m
         return self._models[k]
 
@@ -124,7 +139,7 @@ class Runner:
             self.stats["feature_hits"] += 1
             return self._features[k]
         self.stats["feature_misses"] += 1
-        f = model.forward_features(self.inputs(task, protocol), pooling=protocol.pooling)
+        f = model.forward_features(self._inputs(task, protocol), pooling=protocol.pooling)
         if f.ndim != 2 or len(f) != len(task.x):
             raise ValueError(f"{model.name}: model output must be 2-D (N, K) after pooling, got {f.shape}")
         if self.cache_features:
@@ -132,6 +147,12 @@ class Runner:
         return f
 
     # ---------------------------------------------------------------------------------- cells
+    @classmethod
+    def reuse_key(cls, task: Task, entry: ModelEntry, protocol: Protocol) -> str | None:
+        """The key of a cell whose seed touches nothing (same for every seed), else None."""
+        touched = (["model_init"] if entry.seed_dependent else []) + protocol.seeded_parts()
+        return None if touched else cls.cell_key(task, entry, protocol, 0)
+
     def run(self, task: Task, entry: ModelEntry, protocol: Protocol, seed: int) -> dict[str, Any]:
         """One cell (steps 1-5); returns the row (from the results file when already there)."""
         seed = check_scalar(seed, "seed", int, min=0)
@@ -142,18 +163,34 @@ class Runner:
         if key in self._done:
             self.stats["skipped"] += 1
             return self._done[key]
-        touched = (["model_init"] if entry.seed_dependent else []) + protocol.seeded_parts()
-        reuse_key = self.cell_key(task, entry, protocol, 0) if not touched else None
-        t0 = time.perf_counter()
+        reuse_key = self.reuse_key(task, entry, protocol)
         if reuse_key is not None and reuse_key in self._reuse:
             self.stats["reused"] += 1
-            core = dict(self._reuse[reuse_key])
-            core["reused_from_seed"] = core["seed"]
+            row = self.reused_row(self._reuse[reuse_key], key, seed)
         else:
-            core = self._evaluate(task, entry, protocol, seed)
-            core["reused_from_seed"] = None
+            row = self.compute(task, entry, protocol, seed, key)
             if reuse_key is not None:
-                self._reuse[reuse_key] = dict(core, seed=seed)
+                self._reuse[reuse_key] = row
+        self._append(row)
+        self._done[key] = row
+        return row
+
+    @staticmethod
+    def reused_row(src: dict[str, Any], key: str, seed: int) -> dict[str, Any]:
+        """The row of a seed-independent cell for another ``seed``: ``src``'s numbers, recorded as reused."""
+        origin = src["reused_from_seed"] if src.get("reused_from_seed") is not None else src["seed"]
+        row = dict(src, key=key, seed=seed, reused_from_seed=origin, wall_s=0.0, timestamp=time.time())
+        return json.loads(json.dumps(row, sort_keys=True))
+
+    def compute(
+        self, task: Task, entry: ModelEntry, protocol: Protocol, seed: int, key: str | None = None
+    ) -> dict[str, Any]:
+        """Evaluate one cell and build its row (no resume, no reuse, nothing written)."""
+        key = key if key is not None else self.cell_key(task, entry, protocol, seed)
+        touched = (["model_init"] if entry.seed_dependent else []) + protocol.seeded_parts()
+        t0 = time.perf_counter()
+        core = self._evaluate(task, entry, protocol, seed)
+        core["reused_from_seed"] = None
         if self._git is None:
             from neurips26.harness.run import git_sha  # lazily: the run module is not needed to evaluate
 
@@ -185,10 +222,7 @@ class Runner:
             "wall_s": time.perf_counter() - t0,
             "timestamp": time.time(),
         }
-        row = json.loads(json.dumps(row, sort_keys=True))  # the row as stored (and as a resume reads it)
-        self._append(row)
-        self._done[key] = row
-        return row
+        return json.loads(json.dumps(row, sort_keys=True))  # the row as stored (and as a resume reads it)
 
     def run_grid(self, cells: Iterable[tuple[Task, ModelEntry, Protocol, int]]) -> list[dict]:
         return [self.run(*c) for c in cells]
@@ -313,7 +347,7 @@ class Runner:
 
         if not list(model.parameters()):
             raise ValueError(f"{model.name} has no trainable parameters: fine-tune needs a torch network")
-        x = torch.as_tensor(self.inputs(task, p))
+        x = torch.as_tensor(self._inputs(task, p))
         y = torch.as_tensor(task.y)
         with torch.inference_mode():
             dim = model(x[:2], p.pooling).shape[1]
