@@ -63,6 +63,18 @@ def _topk_mask(U, K, out):
         out[h[k]] = True
 
 
+@njit(inline="always", cache=True)
+def _restart_due(t, t0, ra, restart_at, restart_every):
+    """Whether the learner restarts at the end of slot ``t``: a listed restart slot was reached
+    (``restart_at``, sorted, read from index ``ra``) or ``restart_every`` slots passed since ``t0``.
+    Returns (restart, the new ``ra``)."""
+    if ra < restart_at.size and t >= restart_at[ra]:
+        while ra < restart_at.size and t >= restart_at[ra]:
+            ra += 1
+        return True, ra
+    return restart_every > 0 and t - t0 >= restart_every, ra
+
+
 @njit(cache=True, nogil=True)
 def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every, restart_at,
                checkpoints, ref_set, track_from):
@@ -152,13 +164,7 @@ def ucb_kernel(ids, ptr, one, N, K, Z, refresh, generic, bmax, CB, restart_every
             size += 1
             adm += 1
         # slot end: restarts, then refresh of the target set
-        restarted = False
-        if ra < restart_at.size and t >= restart_at[ra]:
-            while ra < restart_at.size and t >= restart_at[ra]:
-                ra += 1
-            restarted = True
-        elif restart_every > 0 and t - t0 >= restart_every:
-            restarted = True
+        restarted, ra = _restart_due(t, t0, ra, restart_at, restart_every)
         if restarted:
             t0 = t
             nrest += 1
@@ -296,13 +302,7 @@ def ftpl_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, resta
             size += 1
             adm += 1
         # slot end: restart (periodic or at the given slots), then refresh of the frozen eta
-        restarted = False
-        if ra < restart_at.size and t >= restart_at[ra]:
-            while ra < restart_at.size and t >= restart_at[ra]:
-                ra += 1
-            restarted = True
-        elif restart_every > 0 and t - t0 >= restart_every:
-            restarted = True
+        restarted, ra = _restart_due(t, t0, ra, restart_at, restart_every)
         if restarted:
             t0 = t
             g += 1
@@ -470,13 +470,7 @@ def ftpl_heap_kernel(ids, ptr, one, N, K, Z, refresh, c_eta, scale, count_loss, 
                 cached[i] = True
                 _sift_up(ch, cpos, P, size - 1)
             adm += 1
-        restarted = False
-        if ra < restart_at.size and t >= restart_at[ra]:
-            while ra < restart_at.size and t >= restart_at[ra]:
-                ra += 1
-            restarted = True
-        elif restart_every > 0 and t - t0 >= restart_every:
-            restarted = True
+        restarted, ra = _restart_due(t, t0, ra, restart_at, restart_every)
         if restarted:
             t0 = t
             g += 1

@@ -116,18 +116,21 @@ class DoublingRestartLAFTPL(LAFTPL):
 
 
 class _Detect:
-    """Shared set-up of the change-detection restarts (the trace pass at ``reset``)."""
+    """Change-detection restarts: the restart slots come from one causal pass over the trace at
+    ``reset`` (``detect_restarts``); the learner (the next class in the MRO) does the rest."""
 
-    def _detect_init(self, window: int | None, threshold: float) -> None:
+    def __init__(self, window: int | None = None, threshold: float = 0.5, **kw) -> None:
         self.window = None if window is None else check_scalar(window, "window", int, min=1)
         self.threshold = check_scalar(threshold, "threshold", float, min=0.0, max=1.0)
+        super().__init__(**kw)
 
-    def _detect(self, trace, K, Z) -> list[int]:
+    def reset(self, trace, K, Z):
         if not isinstance(trace, Trace):
             raise TypeError(f"{self.name} computes its restart slots in one causal pass over the "
                             "whole trace; a stream has none (use the doubling variant)")
         W = self.window or max(1024, 20 * K)
-        return detect_restarts(trace, Z, K, W, self.threshold)
+        self.restart_at = detect_restarts(trace, Z, K, W, self.threshold)
+        super().reset(trace, K, Z)
 
 
 class DetectRestartUCBDH(_Detect, UCBDH):
@@ -135,24 +138,8 @@ class DetectRestartUCBDH(_Detect, UCBDH):
 
     name = "UCB-DH-detect"
 
-    def __init__(self, window: int | None = None, threshold: float = 0.5, **kw) -> None:
-        self._detect_init(window, threshold)
-        super().__init__(**kw)
-
-    def reset(self, trace, K, Z):
-        self.restart_at = self._detect(trace, K, Z)
-        super().reset(trace, K, Z)
-
 
 class DetectRestartLAFTPL(_Detect, LAFTPL):
     """LA-FTPL restarted when the shadow-loss drift detector fires (``detect_restarts``)."""
 
     name = "LA-FTPL-detect"
-
-    def __init__(self, window: int | None = None, threshold: float = 0.5, **kw) -> None:
-        self._detect_init(window, threshold)
-        super().__init__(**kw)
-
-    def reset(self, trace, K, Z):
-        self.restart_at = self._detect(trace, K, Z)
-        super().reset(trace, K, Z)
