@@ -328,10 +328,11 @@ def lpf_lambdas(x: object) -> np.ndarray:
     if arr.size < 2:
         return np.empty(0, dtype=np.int64)
     dense, _ = _dense(arr)
-    with _one_omp_thread():
+    with _one_omp_thread():  # every pydivsufsort call at one OpenMP thread: no spinning worker left behind
         sa = divsufsort(dense)
-    lcp = kasai(dense, sa)
-    return np.asarray(longest_previous_factor(dense, sa, lcp), dtype=np.int64)[1:] + 1
+        lcp = kasai(dense, sa)
+        lpf = longest_previous_factor(dense, sa, lcp)
+    return np.asarray(lpf, dtype=np.int64)[1:] + 1
 
 
 def naive_lambdas(x: object, overlap: bool = False) -> np.ndarray:
