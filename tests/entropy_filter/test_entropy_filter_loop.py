@@ -18,7 +18,8 @@ CONDS = ("unfiltered", "hl_filter", "hk_filter")
 
 @pytest.fixture(scope="module")
 def quick_loop():
-    """The quick configuration (80 docs/generation, 6 generations, τ = 0.8, keep 50%), seed 0."""
+    """The quick configuration (80 docs/generation, 6 generations, τ = 0.8, keep 50%), seed 0 (~20 s: the
+    tests on it are ``slow``; the quick run judges the same checks on three seeds)."""
     topics = pydoc_topics()
     vocab, docs = pretraining_docs(topics, 120, N_DOMAINS, 1500)
     base = TrigramLM(vocab, N_DOMAINS).fit(docs)
@@ -32,6 +33,7 @@ def quick_loop():
     return cfg, recs
 
 
+@pytest.mark.slow
 def test_loop_records(quick_loop):
     cfg, recs = quick_loop
     assert len(recs) == len(CONDS) * (cfg.generations + 1) * 80
@@ -46,6 +48,7 @@ def test_loop_records(quick_loop):
             assert sorted(np.bincount(doms)) == [20] * 4
 
 
+@pytest.mark.slow
 def test_hk_filter_beats_unfiltered_and_hl(quick_loop):
     """Spec check 11 (filter part): Distinct-3 at gen 6, Ĥ_K filter ≥ +20% vs unfiltered with Welch
     p < 1e-3, and above the H_L filter."""
@@ -56,6 +59,7 @@ def test_hk_filter_beats_unfiltered_and_hl(quick_loop):
     assert comp["hk_filter"]["distinct_3"]["mean"] > comp["hl_filter"]["distinct_3"]["mean"]
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="does not reproduce at 80 docs/generation with 120-token docs: the "
                    "unfiltered lineage collapses into punctuation runs that the reported tokeniser drops, so "
                    "Ĥ_K falls only to ~0.7x of generation 0 (Distinct-3 falls 0.79 -> 0.15)")
@@ -66,6 +70,7 @@ def test_unfiltered_hk_collapses(quick_loop):
     assert tr[-1] < 0.6 * tr[0]
 
 
+@pytest.mark.slow
 def test_unfiltered_collapse_on_the_generators_tokens(quick_loop):
     """issue 30: the reported-path mean drops documents under 10 words, and the collapsed lineage is
     exactly such documents (about half unscored at generation 6), so it cannot fall; on the generator's
@@ -77,6 +82,7 @@ def test_unfiltered_collapse_on_the_generators_tokens(quick_loop):
     assert np.mean([r["hk"] is None for r in last]) > 0.3
 
 
+@pytest.mark.slow
 def test_unfiltered_diversity_collapses(quick_loop):
     cfg, recs = quick_loop
     tr = trajectories(recs, ("unfiltered",), cfg.generations)["unfiltered"]
@@ -84,6 +90,7 @@ def test_unfiltered_diversity_collapses(quick_loop):
     assert tr["hk"][-1] < tr["hk"][0]
 
 
+@pytest.mark.slow
 def test_detector_positive(quick_loop):
     """Spec check 12: Spearman ρ(Ĥ_K, H_L) > 0 on the pooled unfiltered lineage."""
     _, recs = quick_loop

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from neurips26.entropy_filter import entropy_rate, lpf_lambdas, match_lengths, naive_lambdas, window_lambdas
-from neurips26.entropy_filter.match_lengths import HAVE_NUMBA
+from neurips26.entropy_filter.match_lengths import HAVE_DIVSUFSORT, HAVE_NUMBA
 
-BACKENDS = ["python"] + (["numba"] if HAVE_NUMBA else [])
+BACKENDS = ["python"] + (["numba"] if HAVE_NUMBA else []) + (["sa"] if HAVE_NUMBA and HAVE_DIVSUFSORT else [])
 ESTS = ["paper", "increasing_window", "sliding_window", "gao"]
 
 
@@ -154,3 +154,53 @@ def test_bad_estimator_options():
         entropy_rate([1])
     with pytest.raises(ValueError, match="backend"):
         match_lengths(x, backend="gpu")
+
+
+# ------------------------------------------------------------------------------------------------
+# the suffix-array construction (issue 30 item 6: flat cost per token) equals the SAM and the definition
+# ------------------------------------------------------------------------------------------------
+
+needs_sa = pytest.mark.skipif(not (HAVE_NUMBA and HAVE_DIVSUFSORT), reason="backend='sa' needs numba + pydivsufsort")
+
+
+@needs_sa
+def test_sa_equals_sam_property():
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.integers(0, 4), min_size=0, max_size=70), st.sampled_from([1, 299, 70_001, 2**40]),
+           st.booleans())
+    def check(ids, scale, overlap):
+        x = np.asarray(ids, dtype=np.int64) * scale   # one-byte, two-byte, three-byte and relabelled codes
+        sa = match_lengths(x, overlap=overlap, backend="sa")
+        np.testing.assert_array_equal(sa, match_lengths(x, overlap=overlap, backend="python"))
+        if len(ids) <= 30:
+            np.testing.assert_array_equal(sa, naive_lambdas(x, overlap=overlap))
+    check()
+
+
+@needs_sa
+def test_sa_equals_sam_on_real_text_and_wide_vocabularies():
+    from neurips26.entropy_filter.corpus import pydoc_topics
+    from neurips26.entropy_filter.tokenize import dense_ids, unicode_tokenize
+
+    ids = dense_ids([w for _, t in pydoc_topics() for w in unicode_tokenize(t, None)])
+    assert ids.size > 60_000 and ids.max() > 300          # two-byte codes
+    for x in (ids, (ids * 7919) % 200_003, np.tile(ids[:500], 40)):   # three-byte code; long repeats
+        ref = match_lengths(x, backend="numba")
+        np.testing.assert_array_equal(match_lengths(x, backend="sa"), ref)
+        np.testing.assert_array_equal(match_lengths(x, overlap=True, backend="sa"),
+                                      match_lengths(x, overlap=True, backend="numba"))
+    assert entropy_rate(ids, backend="sa") == entropy_rate(ids, backend="numba")
+
+
+@needs_sa
+def test_auto_backend_takes_the_suffix_array_from_sa_min_n():
+    import importlib
+
+    ml = importlib.import_module("neurips26.entropy_filter.match_lengths")
+
+    assert ml._check_backend("auto", ml.SA_MIN_N - 1) == "numba"
+    assert ml._check_backend("auto", ml.SA_MIN_N) == "sa"
+    with pytest.raises(ValueError, match="backend"):
+        match_lengths([1, 2, 3], backend="suffix")

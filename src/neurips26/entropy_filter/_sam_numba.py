@@ -1,5 +1,9 @@
 """numba kernels of ``match_lengths`` (imported lazily, on first use; compiled once and cached by numba).
 
+Two constructions of the same Λ: the suffix automaton (``_sam_lambdas_numba``, fastest while its arrays
+fit in cache) and the suffix-array sweeps (``_sa_lambdas_numba`` after libdivsufsort and ``_plcp_numba``:
+sequential passes only, so the cost per token stays flat to 10^6+ tokens).
+
 Suffix automaton with flat arrays: per state [len, link, firstpos, len(link)] interleaved, each state's
 outgoing characters in a linked edge list (to copy them when cloning) and all transitions in one
 open-addressing table of interleaved (key = state·σ + char, target << 32 | firstpos(target)) pairs with
@@ -150,3 +154,154 @@ def _window_lambdas_numba(x, W):  # pragma: no cover - compiled
                 best = L
         lam[i - W] = best + 1
     return lam
+
+
+@_numba.njit(cache=True, nogil=True)
+def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
+    """Λ_1..Λ_{N-1} from the suffix array ``sa`` and the permuted LCP (``plcp[sa[k]]`` = lcp of the
+    suffixes ``sa[k]`` and ``sa[k+1]``, 0 for the last) by two
+    sequential sweeps of the LCP-interval tree (the suffix tree's internal nodes), no suffix links.
+
+    For a node v (string depth d_v, smallest suffix start m_v in its interval) on the path to leaf i, every
+    match length h in (d_parent, d_v] has first occurrence m_v, so h is feasible iff m_v + h ≤ i
+    (non-overlapping; m_v < i with overlap). Along the path d_v increases and m_v never decreases, so
+    ℓ_i = max_v min(d_v, i − m_v) is found by a binary search over the ancestors:
+    ℓ_i = max(d_{s*}, i − m_{s*+1}) with s* the deepest ancestor with d + m ≤ i.
+    Sweep 1 (left to right) closes the nodes bottom-up and records (d, lb, rb, m) in post-order; sweep 2
+    (right to left) opens them in reverse post-order, so the stack always holds leaf k's ancestors.
+    """
+    n = sa.shape[0]
+    # sweep 1: post-order list of internal nodes
+    nd_d = np.empty(n, np.int32)
+    nd_lb = np.empty(n, np.int32)
+    nd_rb = np.empty(n, np.int32)
+    nd_m = np.empty(n, np.int32)
+    s_d = np.empty(n + 1, np.int32)
+    s_lb = np.empty(n + 1, np.int32)
+    s_m = np.empty(n + 1, np.int32)
+    top = 0
+    s_d[0] = 0
+    s_lb[0] = 0
+    s_m[0] = n
+    n_nodes = 0
+    for k in range(n):
+        cur = np.int64(sa[k])
+        h = plcp[cur] if k < n - 1 else 0
+        lb = k
+        while s_d[top] > h:
+            m = min(s_m[top], cur)
+            nd_d[n_nodes] = s_d[top]
+            nd_lb[n_nodes] = s_lb[top]
+            nd_rb[n_nodes] = k
+            nd_m[n_nodes] = m
+            n_nodes += 1
+            cur = m
+            lb = s_lb[top]
+            top -= 1
+        if s_d[top] < h:
+            top += 1
+            s_d[top] = h
+            s_lb[top] = lb
+            s_m[top] = cur
+        else:
+            s_m[top] = min(s_m[top], cur)
+    # sweep 2: ancestors of leaf k on a stack (depth and min increase upwards; root sentinel at 0)
+    key = np.empty(n + 1, np.int32)   # d + m (non-overlapping test) or m (overlap test)
+    a_d = np.empty(n + 1, np.int32)
+    a_m = np.empty(n + 1, np.int32)
+    a_lb = np.empty(n + 1, np.int32)
+    a_d[0] = 0
+    a_m[0] = 0
+    a_lb[0] = -1
+    key[0] = 0
+    top = 0
+    p = n_nodes - 1
+    lam = np.empty(max(n - 1, 0), np.int32)
+    for k in range(n - 1, -1, -1):
+        while p >= 0 and nd_rb[p] == k:
+            top += 1
+            a_d[top] = nd_d[p]
+            a_m[top] = nd_m[p]
+            a_lb[top] = nd_lb[p]
+            key[top] = nd_m[p] if overlap else nd_d[p] + nd_m[p]
+            p -= 1
+        i = np.int64(sa[k])
+        if i > 0:
+            # s* = last s with key[s] <= bound (key increases along the stack; key[0] = 0 <= bound)
+            bound = i - 1 if overlap else i
+            lo = 0
+            hi = top
+            while lo < hi:
+                mid = (lo + hi + 1) >> 1
+                if key[mid] <= bound:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            ell = a_d[lo]
+            if not overlap and lo < top:
+                ell = max(ell, i - a_m[lo + 1])
+            lam[i - 1] = ell + 1
+        while top > 0 and a_lb[top] == k:
+            top -= 1
+    return lam
+
+
+@_numba.njit(cache=True, nogil=True)
+def _encode_bytes(x, lead, second):  # pragma: no cover - compiled
+    """The ids ``x`` as a byte string under a prefix-free code (id c -> ``lead[c]``, then ``second[c]``
+    when it is >= 0) and, per byte offset, the index of the token starting there (-1 inside a code)."""
+    n = x.shape[0]
+    m = 0
+    for i in range(n):
+        m += 1 if second[x[i]] < 0 else 2
+    b = np.empty(m, np.uint8)
+    start = np.full(m, -1, np.int32)
+    o = 0
+    for i in range(n):
+        c = x[i]
+        start[o] = i
+        b[o] = lead[c]
+        o += 1
+        if second[c] >= 0:
+            b[o] = second[c]
+            o += 1
+    return b, start
+
+
+@_numba.njit(cache=True, nogil=True)
+def _token_suffixes(sa_bytes, start, n):  # pragma: no cover - compiled
+    """The byte suffix array restricted to token starts, as token indices (the token suffix array)."""
+    sa = np.empty(n, np.int32)
+    k = 0
+    for j in range(sa_bytes.shape[0]):
+        t = start[sa_bytes[j]]
+        if t >= 0:
+            sa[k] = t
+            k += 1
+    return sa
+
+
+@_numba.njit(cache=True, nogil=True)
+def _plcp_numba(x, sa):  # pragma: no cover - compiled
+    """Permuted LCP by the Φ method (Kärkkäinen, Manzini & Puglisi 2009): ``plcp[i]`` = longest common
+    prefix of suffix i and the suffix after it in ``sa`` (0 for the last), computed in text order
+    (plcp[i+1] ≥ plcp[i] − 1): one dependent random read per position instead of Kasai's two."""
+    n = x.shape[0]
+    phi = np.empty(n, np.int32)
+    for k in range(n - 1):
+        phi[sa[k]] = sa[k + 1]
+    phi[sa[n - 1]] = -1
+    plcp = np.empty(n, np.int32)
+    h = 0
+    for i in range(n):
+        j = phi[i]
+        if j < 0:
+            h = 0
+            plcp[i] = 0
+            continue
+        while i + h < n and j + h < n and x[i + h] == x[j + h]:
+            h += 1
+        plcp[i] = h
+        if h > 0:
+            h -= 1
+    return plcp

@@ -197,7 +197,7 @@ class TrigramLM:
             return CacheMixtureLM(self, previous, lam)
         raise ValueError(f"kind must be 'bag' or 'trigram', got {kind!r}")
 
-    def token_stats(self, docs: list[Doc], chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    def token_stats(self, docs: list[Doc], chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """Teacher-forced per-document means of the next-token entropy H_L (bits) and surprisal (bits).
 
         H_L = mean_t −Σ_v p(v|x_<t) log2 p(v|x_<t);  surprisal = mean_t −log2 p(x_t|x_<t).

@@ -78,6 +78,10 @@ class NeuralLM:
 
     def _train(self, docs: list[Doc], epochs: int, lr: float, seed: int,
                track: Callable[..., Any] | None = None) -> None:
+        if not any(d.ids.size for d in docs):
+            # an empty selection (every candidate unscorable: the null policy never fills a quota with
+            # them) gives no gradient step: the weights stay as they are
+            return
         ctx, tgt, top, dom = self._pairs(docs)
         opt = torch.optim.Adam(self.model.parameters(), lr=lr)
         gen = torch.Generator().manual_seed(seed)
