@@ -152,6 +152,16 @@ def test_claims_are_computed_from_metrics():
     assert r.verdict == HOLDS and "over 3 seed(s)" in r.measured
     _seeded(m, "probe_val", "L6_d9", P1=[2.8, 2.82, 2.79], B3=[3.3, 2.6, 2.95])   # gap inside 2 s.e.
     assert deep.evaluate(m).verdict == INCONCLUSIVE
+    # a run cut by the time guard is left out of the pairing; with none left: inconclusive
+    m["probe_complete"] = {"L6_d8": {"P1": {"0": True}, "B3": {"0": True}},
+                           "L6_d9": {v: {"0": True, "1": True, "2": False} for v in ("P1", "B3")}}
+    _seeded(m, "probe_val", "L6_d9", P1=[2.8, 2.82, 2.79], B3=[3.3, 3.35, 9.0])
+    r = deep.evaluate(m)
+    assert r.verdict == HOLDS and "over 2 seed(s)" in r.measured
+    m["probe_complete"]["L6_d9"]["B3"] = {"0": False, "1": False, "2": False}
+    assert deep.evaluate(m).verdict == INCONCLUSIVE
+    del m["probe_complete"]
+    _seeded(m, "probe_val", "L6_d9", P1=[2.8, 2.82, 2.79], B3=[3.3, 2.6, 2.95])
     m["probe"]["L6_d9"]["B3"]["diverged_any"] = True                  # a diverged prior run shows it
     assert deep.evaluate(m).verdict == HOLDS
     m["probe"]["L6_d9"]["P1"]["diverged_any"] = True

@@ -166,9 +166,12 @@ def _run(cfg: Config, ctx: RunContext, threads: int) -> dict[str, Any]:
                 for fam, vs in runs.items()}
     probe_val = {k: {v: {str(s): r["val_loss"] for s, r in rs.items()} for v, rs in vs.items()}
                  for k, vs in probe_runs.items()}
+    probe_ok = {k: {v: {str(s): not r["stopped_early"] for s, r in rs.items()} for v, rs in vs.items()}
+                for k, vs in probe_runs.items()}
     metrics = {
         "corpus": corpus.source, "tokenizer": corpus.tokenizer, "vocab_size": corpus.vocab_size,
-        "seeds": seeds, "summary": summary, "probe": probe, "probe_val": probe_val, "main_val": main_val, "skipped_runs": skipped,
+        "seeds": seeds, "summary": summary, "probe": probe, "probe_val": probe_val, "probe_complete": probe_ok,
+        "main_val": main_val, "skipped_runs": skipped,
         "threads": threads,
         "schedule_probe": {"point": f"L{cfg.schedule_layers}_d{cfg.schedule_depth}", "steps": cfg.probe_steps,
                            **sched},
@@ -324,16 +327,20 @@ def _check_deep(m: dict[str, Any]) -> tuple[str, str]:
     the prior is stable too)."""
     if not m["probe"]:
         raise KeyError("probe")
-    curves = m.get("probe_val", {})
+    curves, complete = m.get("probe_val", {}), m.get("probe_complete")
     parts, p1_stable, prior_worse_somewhere = [], True, False
     for k, s in m["probe"].items():
         p1, b3 = s["P1"], s["B3"]
-        if (g := _guard(p1, b3)):
+        per = curves.get(k, {})
+        seeds = sorted(set(per.get("P1", {})) & set(per.get("B3", {})), key=int)
+        if complete is not None and seeds:   # judge the seeds whose P1 and B3 runs both finished (a cut run never counts)
+            seeds = [x for x in seeds if complete[k]["P1"][x] and complete[k]["B3"][x]]
+            if not seeds:
+                return INCONCLUSIVE, f"{k}: every paired probe run hit the time guard and stopped early"
+        elif (g := _guard(p1, b3)):
             return INCONCLUSIVE, g
         p1_ok = not p1["diverged_any"] and p1["nonfinite_steps"] == 0
         p1_stable &= p1_ok
-        per = curves.get(k, {})
-        seeds = sorted(set(per.get("P1", {})) & set(per.get("B3", {})), key=int)
         gaps = [per["B3"][x] - per["P1"][x] for x in seeds]
         mean, se, n = mean_se(gaps) if gaps else (b3["val_loss_mean"] - p1["val_loss_mean"], float("nan"), 1)
         shown = judge(mean, se, n, threshold=0.0, k=DEEP_K, better="higher") == HOLDS
