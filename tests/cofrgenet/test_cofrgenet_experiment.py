@@ -21,7 +21,7 @@ TINY = replace(exp.CONFIGS["quick"], hidden=32, layers=1, ctx=32, batch_size=4, 
                n_val_windows=4, probe_layers=(2,), probe_depths=(3,), probe_steps=4, allow_synthetic=True,
                time_limit_per_run_s=60.0, threads=1,
                throughput_steps=1, throughput_rounds=2, schedule_layers=2, schedule_depth=3,
-               schedule_seed_offsets=(0, 1))
+               schedule_seed_offsets=(0, 1), seed_offsets=(0, 1))
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,8 @@ def test_tiny_run_schema_and_verdicts(tiny_result):
     sp = m["schedule_probe"]          # B2 and B3 at the deep point, every schedule seed
     assert sp["point"] == "L2_d3" and set(sp["B2"]) == set(sp["B3"]) == {"0", "1"}
     # the shared run (B3, seed 0, the probe point) is the same training in both places
-    assert sp["B3"]["0"]["val_loss"] == m["probe"]["L2_d3"]["B3"]["val_loss_mean"]
+    assert sp["B3"]["0"]["val_loss"] == m["probe_val"]["L2_d3"]["B3"]["0"]
+    assert set(m["main_val"]["llama"]["P1"]) == {"0", "1"}        # per-seed values the claims pair up
     for name in ("val_loss_curves.png", "throughput.png", "pole_hits.png"):
         assert (out / name).is_file() and name in loaded["provenance"]["plots"]
     s = m["summary"]["llama"]
@@ -94,6 +95,12 @@ def _metrics(p1=2.4, b2=3.0, b1=2.35, b3=3.0, tp=(3e4, 2e4), probe=None, noise=0
     probe = probe or {"L6_d8": {"P1": mk(2.8), "B3": mk(2.5)}}
     return {"summary": summary, "probe": probe, "seeds": [0],
             "schedule_probe": sched or _sched([3.0, 3.1, 2.9], [3.3, 3.35, 3.2])}
+
+
+def _seeded(m, where, key, **per_variant):
+    """Attach per-seed val losses (``main_val`` by family or ``probe_val`` by probe point)."""
+    m.setdefault(where, {})[key] = {v: {str(i): x for i, x in enumerate(xs)} for v, xs in per_variant.items()}
+    return m
 
 
 def test_claims_are_computed_from_metrics():
@@ -139,9 +146,36 @@ def test_claims_are_computed_from_metrics():
     m = _metrics()
     m["probe"]["L6_d9"] = {"P1": dict(m["probe"]["L6_d8"]["P1"]), "B3": dict(m["probe"]["L6_d8"]["B3"],
                                                                               val_loss_mean=3.3)}
+    assert deep.evaluate(m).verdict == INCONCLUSIVE                   # worse on one seed: no s.e.
+    _seeded(m, "probe_val", "L6_d9", P1=[2.8, 2.82, 2.79], B3=[3.3, 3.35, 3.28])
+    r = deep.evaluate(m)
+    assert r.verdict == HOLDS and "over 3 seed(s)" in r.measured
+    _seeded(m, "probe_val", "L6_d9", P1=[2.8, 2.82, 2.79], B3=[3.3, 2.6, 2.95])   # gap inside 2 s.e.
+    assert deep.evaluate(m).verdict == INCONCLUSIVE
+    # a run cut by the time guard is left out of the pairing; with none left: inconclusive
+    m["probe_complete"] = {"L6_d8": {"P1": {"0": True}, "B3": {"0": True}},
+                           "L6_d9": {v: {"0": True, "1": True, "2": False} for v in ("P1", "B3")}}
+    _seeded(m, "probe_val", "L6_d9", P1=[2.8, 2.82, 2.79], B3=[3.3, 3.35, 9.0])
+    r = deep.evaluate(m)
+    assert r.verdict == HOLDS and "over 2 seed(s)" in r.measured
+    m["probe_complete"]["L6_d9"]["B3"] = {"0": False, "1": False, "2": False}
+    assert deep.evaluate(m).verdict == INCONCLUSIVE
+    del m["probe_complete"]
+    _seeded(m, "probe_val", "L6_d9", P1=[2.8, 2.82, 2.79], B3=[3.3, 2.6, 2.95])
+    m["probe"]["L6_d9"]["B3"]["diverged_any"] = True                  # a diverged prior run shows it
     assert deep.evaluate(m).verdict == HOLDS
     m["probe"]["L6_d9"]["P1"]["diverged_any"] = True
     assert deep.evaluate(m).verdict == FAILS
+    # several seeds for the main claims: paired per-seed gaps / ratios with their s.e.
+    sim, nat = by_id["similar_or_better"], by_id["near_native_fewer_params"]
+    m = _seeded(_metrics(), "main_val", "llama", P1=[2.40, 2.42, 2.39], B2=[3.0, 3.02, 2.97], B1=[2.35, 2.36, 2.34])
+    assert sim.evaluate(m).verdict == HOLDS and nat.evaluate(m).verdict == HOLDS
+    m = _seeded(_metrics(p1=3.2), "main_val", "llama", P1=[3.2, 3.22, 3.19], B2=[3.0, 3.02, 2.97],
+                B1=[2.35, 2.36, 2.34])
+    assert sim.evaluate(m).verdict == FAILS and nat.evaluate(m).verdict == FAILS
+    # P1/B1 ratios 1.02, 1.09, 1.04: mean 1.05 inside the noise
+    m = _seeded(_metrics(), "main_val", "llama", P1=[2.40, 2.55, 2.44], B2=[3.0, 3.02, 2.97], B1=[2.35, 2.34, 2.35])
+    assert nat.evaluate(m).verdict == INCONCLUSIVE
     m = _metrics()
     m["summary"]["llama"]["P1"]["stopped_early_any"] = True
     assert by_id["similar_or_better"].evaluate(m).verdict == INCONCLUSIVE
@@ -255,6 +289,9 @@ def test_time_budget_skips_runs_and_claims_become_inconclusive(tmp_path, monkeyp
 
     monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path / "none"))
     m = exp.run(replace(TINY, time_budget_s=0.0), RunContext(out_dir=tmp_path, progress=False))
-    assert len(m["skipped_runs"]) == len(TINY.variants) + len(TINY.probe_variants) + \
+    assert len(m["skipped_runs"]) == len(TINY.seed_offsets) * (len(TINY.variants) + len(TINY.probe_variants)) + \
         2 * len(TINY.schedule_seed_offsets)
+    # seed by seed: the first seed's main, probe and schedule runs come before the second seed's
+    assert m["skipped_runs"][:8] == [f"main-llama-{v}-L1-d0-s0" for v in TINY.variants] + \
+        ["probe-llama-B3-L2-d3-s0", "probe-llama-P1-L2-d3-s0", "probe-llama-B2-L2-d3-s0"]
     assert all(c.evaluate(m).verdict == INCONCLUSIVE for c in exp.CLAIMS)

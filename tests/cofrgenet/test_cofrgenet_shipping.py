@@ -6,7 +6,10 @@ families (Qwen2, Mistral, Gemma, OLMo2, Qwen3-MoE), dtype/device kept, ``layers=
 naming the module path, and the package name ``train`` being the function.
 """
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -81,9 +84,55 @@ def test_round_trip_is_bit_identical(name, layer, tmp_path):
     assert torch.equal(_logits(reloaded, ids), ref)
     remote = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True)
     assert torch.equal(_logits(remote, ids), ref)
+    # no remote code: model_type "cofrgenet" is registered by importing neurips26.cofrgenet
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "cofrgenet"
+    plain = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert torch.equal(_logits(plain, ids), ref)
+    assert not [n for n, m in plain.named_modules() if isinstance(m, native_ffn_classes())]
     assert not [n for n, m in reloaded.named_modules() if isinstance(m, native_ffn_classes())]
     if name == "mixtral":   # keys in the transformers-5 legacy layout were found and loaded, not dropped
         assert isinstance(reloaded.model.layers[0].mlp.experts, GatedCFExperts if layer == "gatedcf" else CFExperts)
+
+
+def test_plain_save_pretrained_and_fresh_process_auto_load(tmp_path):
+    """model.save_pretrained (HF's own) after a swap, then AutoModelForCausalLM.from_pretrained(path) with no
+    trust_remote_code in a fresh interpreter whose only extra step is `import neurips26.cofrgenet`."""
+    for name in ("llama", "mixtral"):
+        model = _model(name)
+        swap_ffn(model, lambda p: GatedCF(p, n_layers=2))
+        _perturb(model)
+        assert isinstance(model, getattr(transformers, type(model).__name__))   # still the HF class
+        d = tmp_path / name
+        model.save_pretrained(d)
+        ids = torch.randint(0, V, (2, 12), generator=torch.Generator().manual_seed(1))
+        torch.save({"ids": ids, "ref": _logits(model, ids)}, d / "ref.pt")
+    script = (
+        "import sys, torch, transformers\n"
+        "import neurips26.cofrgenet\n"
+        "for d in sys.argv[1:]:\n"
+        "    r = torch.load(d + '/ref.pt')\n"
+        "    m = transformers.AutoModelForCausalLM.from_pretrained(d).eval()\n"
+        "    with torch.no_grad():\n"
+        "        out = m(input_ids=r['ids']).logits\n"
+        "    print(type(m).__name__, type(m.config).__name__, bool(torch.equal(out, r['ref'])))\n")
+    res = subprocess.run([sys.executable, "-c", script, str(tmp_path / "llama"), str(tmp_path / "mixtral")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["LlamaForCausalLM", "CofrgenetLlamaConfig", "True",
+                                  "MixtralForCausalLM", "CofrgenetMixtralConfig", "True"], res.stdout
+
+
+def test_unswapped_models_keep_their_type(tmp_path):
+    """Registration touches only model_type "cofrgenet": a native model still saves/loads as itself."""
+    model = _model("llama")
+    model.save_pretrained(tmp_path)
+    again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert type(again) is transformers.LlamaForCausalLM and again.config.model_type == "llama"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text(json.dumps({"model_type": "cofrgenet"}))
+    with pytest.raises(ValueError, match="base_model_type"):
+        transformers.AutoConfig.from_pretrained(bad)
 
 
 def test_swap_record_names_paths_and_layer_config():

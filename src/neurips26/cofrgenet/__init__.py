@@ -2,8 +2,12 @@
 
     from neurips26.cofrgenet import GatedCF, Cffn, swap_ffn, cf_signed, DyadicSchedule
 
-The HF-dependent helpers (``swap_ffn``, ``build_model``, ...) import ``transformers`` only when used.
+The HF-dependent helpers (``swap_ffn``, ``build_model``, ...) need ``transformers``; when it is installed,
+importing this package registers the model type "cofrgenet" with its Auto classes, so a saved swapped
+model reloads through a plain ``AutoModelForCausalLM.from_pretrained(path)``.
 """
+
+import importlib.util
 
 from neurips26.cofrgenet.continued_fraction import (
     DIVISIONS,
@@ -32,6 +36,13 @@ from neurips26.cofrgenet.layers import (
 from neurips26.cofrgenet.training import TrainConfig, param_groups, train
 
 GatedCoFrFFN = GatedCF  # the name DESIGN.md uses
+
+if importlib.util.find_spec("transformers") is not None:
+    # model_type "cofrgenet" -> AutoConfig / AutoModelForCausalLM: a saved swapped model reloads through a
+    # plain AutoModelForCausalLM.from_pretrained(path), no trust_remote_code (issue 29)
+    from neurips26.cofrgenet.hf import register_auto as _register_auto
+
+    _register_auto()
 
 _LAZY = {
     "swap_ffn": "hf", "add_mamba2_ffn": "hf", "Mamba2WithFFN": "hf", "build_model": "hf", "tiny_config": "hf",

@@ -1,9 +1,11 @@
 """`neurips26 bench cofrgenet`: one FFN layer's forward+backward time and saved activation memory on
 [2048, p] tokens (p = 96, 512, 1024), against native-width SwiGLU (m = 8p/3) and a SwiGLU with GatedCF's
 parameter count, and against the prior Cffn; a bf16 CPU-autocast row; MoE experts (batched GatedCFExperts
-vs HF's own MixtralExperts paths and vs a per-expert loop); end-to-end train tokens/s of the quick config.
-Every timing goes through ``harness.bench.time_interleaved`` (all modules of one width interleaved round
-by round, order alternating, one warm-up round; medians, with p90 and n in each row's note).
+vs HF's own MixtralExperts paths and vs a per-expert loop, at p = 128 and 512, with the dense bound and the
+dispatch share that explain the ratio); end-to-end train tokens/s of the quick config.
+Every timing runs on one torch thread (``BENCH_THREADS``) and goes through ``harness.bench.time_interleaved``
+(all modules of one width interleaved round by round, order alternating, one warm-up round; medians, with
+p90 and n in each row's note).
 
 Targets (issue 29): activation memory <= 1.5x native SwiGLU; fwd+bwd >= 1.2x native-width SwiGLU at
 p = 512 and >= 1.5x at p = 1024; the param-matched ratio reported beside it; the paper's "higher
@@ -24,7 +26,7 @@ import transformers
 from neurips26.cofrgenet.data import load_corpus
 from neurips26.cofrgenet.layers import CFExperts, Cffn, GatedCF, GatedCFExperts, GeluMLP, SwiGLU, count_params, \
     matched_width
-from neurips26.cofrgenet.variants import SMOKE_SIZES, Config, free_cores, throughput_timings
+from neurips26.cofrgenet.variants import SMOKE_SIZES, Config, throughput_timings
 from neurips26.harness import BenchRow, RunContext
 from neurips26.harness.bench import Timing, stat_note, time_interleaved
 
@@ -35,7 +37,12 @@ SMOKE_WIDTHS = (16,)
 SPEED_TARGETS = {512: 1.2, 1024: 1.5}     # P1 fwd+bwd speed-up over native-width SwiGLU (issue 29)
 MEMORY_TARGET = 1.5                       # P1 saved activations <= this x native SwiGLU's
 BF16_WIDTH = 512
-MOE = dict(p=128, experts=8, top_k=2)      # MoE expert bench (tokens = TOKENS)
+MOE = dict(experts=8, top_k=2)             # MoE expert bench (tokens = TOKENS)
+MOE_WIDTHS = (128, 512)
+BENCH_THREADS = 1   # every timing on one torch thread: on this 2-core box shared with other jobs, two OpenMP
+                    # threads time the scheduler (measured at load 3-7: the fused ladder's ~100 small parallel
+                    # kernels per pass then run 3-8x slower while the few big matmuls barely change, P1/SwiGLU
+                    # 0.9x at p = 512 vs 1.6x on a quiet box with two threads and 1.8-2.0x with one)
 ANCHOR = "SwiGLU (m=8p/3) eager"
 MATCHED = "SwiGLU param-matched"
 P1 = "P1 GatedCF (fused ladder)"
@@ -151,10 +158,14 @@ def _bf16_rows(p: int, tokens: int, rounds: int) -> list[BenchRow]:
                  "same layer; CPU bf16 matmuls (no GPU lent: GPU bf16 not measured)")]
 
 
-def _moe_rows(p: int, n_exp: int, top_k: int, tokens: int, rounds: int) -> list[BenchRow]:
-    """Expert dispatch fwd+bwd: batched GatedCFExperts vs HF MixtralExperts (its eager loop and its
-    batched_mm path, native SwiGLU experts of width 8p/3) and vs a per-expert loop of the same GatedCFs."""
+def _moe_rows(p: int, n_exp: int, top_k: int, tokens: int, rounds: int, with_bmm: bool) -> list[BenchRow]:
+    """Expert dispatch fwd+bwd: batched GatedCFExperts vs HF MixtralExperts (its eager loop and, at the
+    first width, its batched_mm path; native SwiGLU experts of width 8p/3) and vs a per-expert loop of the
+    same GatedCFs; plus the two numbers that explain the ratio: the dense layers on the same routed rows
+    (GatedCF vs SwiGLU on [tokens * top_k, p], the bound with free dispatch) and our dispatch alone."""
     from transformers.models.mixtral.modeling_mixtral import MixtralExperts
+
+    from neurips26.cofrgenet.layers import _route
 
     torch.manual_seed(0)
     x = torch.randn(tokens, p)
@@ -162,11 +173,13 @@ def _moe_rows(p: int, n_exp: int, top_k: int, tokens: int, rounds: int) -> list[
     ours = GatedCFExperts(n_exp, p)
     loop = CFExperts(n_exp, p, lambda q: GatedCF(q))
     hf: dict[str, Any] = {}
-    for impl in ("eager", "batched_mm"):
+    for impl in ("eager", "batched_mm") if with_bmm else ("eager",):
         cfg = transformers.MixtralConfig(hidden_size=p, intermediate_size=int(math.ceil(8 * p / 3)),
                                          num_local_experts=n_exp, num_experts_per_tok=top_k,
                                          experts_implementation=impl)
         hf[impl] = MixtralExperts(cfg)
+    xd = torch.randn(tokens * top_k, p)
+    dense_p1, dense_sw = GatedCF(p), SwiGLU(p)
 
     def fb(mod: Any) -> Callable[[], None]:
         def f() -> None:
@@ -174,22 +187,40 @@ def _moe_rows(p: int, n_exp: int, top_k: int, tokens: int, rounds: int) -> list[
             xx = x.detach().requires_grad_(True)
             mod(xx, idx, w).sum().backward()
         return f
-    t_ours, t_loop, t_eager, t_bmm = time_interleaved(fb(ours), fb(loop), fb(hf["eager"]),
-                                                      fb(hf["batched_mm"]), rounds=rounds, warmup=1)
+
+    def dispatch() -> None:          # GatedCFExperts' routing, gather into [E, C, p] and scatter back, fwd+bwd
+        xx = x.detach().requires_grad_(True)
+        e, tok, ww, slot, cap = _route(idx, w, n_exp)
+        xb = xx.new_zeros(n_exp, cap, p).index_put((e, slot), xx[tok])
+        torch.zeros_like(xx).index_add(0, tok, xb[e, slot] * ww[:, None]).sum().backward()
+    fns = [fb(ours), fb(loop), fb(hf["eager"]), _fwd_bwd(dense_p1, xd), _fwd_bwd(dense_sw, xd), dispatch]
+    if with_bmm:
+        fns.append(fb(hf["batched_mm"]))
+    t = time_interleaved(*fns, rounds=rounds, warmup=1)
+    t_ours, t_loop, t_eager, t_dp1, t_dsw, t_disp = t[:6]
     shape = f"[{tokens},{p}] E={n_exp} top-{top_k}"
     note = "HF experts are native SwiGLU of width 8p/3 (Mixtral); ours GatedCF m=p"
-    return [_row(f"MoE GatedCFExperts batched fwd+bwd {shape}", t_ours, t_eager, "HF MixtralExperts eager",
-                 note),
-            _row(f"MoE GatedCFExperts batched fwd+bwd {shape}", t_ours, t_bmm, "HF MixtralExperts batched_mm",
-                 note),
-            _row(f"MoE GatedCFExperts batched vs per-expert loop {shape}", t_ours, t_loop,
-                 "CFExperts loop over GatedCF experts", "same experts; Python loop over hit experts")]
+    rows = [_row(f"MoE GatedCFExperts batched fwd+bwd {shape}", t_ours, t_eager, "HF MixtralExperts eager",
+                 f"{note}; bound with free dispatch = dense ratio below, "
+                 f"{t_dsw.median / t_dp1.median:.2f}x; our dispatch alone {1e3 * t_disp.median:.1f} ms = "
+                 f"{100 * t_disp.median / t_ours.median:.0f}% of ours")]
+    if with_bmm:
+        rows.append(_row(f"MoE GatedCFExperts batched fwd+bwd {shape}", t_ours, t[6], "HF MixtralExperts batched_mm",
+                         note))
+    rows += [_row(f"MoE GatedCFExperts batched vs per-expert loop {shape}", t_ours, t_loop,
+                  "CFExperts loop over GatedCF experts", "same experts; Python loop over hit experts"),
+             _row(f"MoE bound: dense GatedCF on the routed rows fwd+bwd [{tokens * top_k},{p}]", t_dp1, t_dsw,
+                  "dense SwiGLU (m=8p/3) on the same rows",
+                  "the MoE ratio with zero dispatch cost: what the expert compute itself allows"),
+             _row(f"MoE GatedCFExperts dispatch only (route, gather, scatter) fwd+bwd {shape}", t_disp, t_ours,
+                  "GatedCFExperts whole fwd+bwd", "share of the batched experts' time spent moving tokens")]
+    return rows
 
 
 def bench(ctx: RunContext) -> list[BenchRow]:
     smoke = ctx.scale == "smoke"
     transformers.logging.set_verbosity_error()
-    threads = 1 if smoke else free_cores()
+    threads = BENCH_THREADS
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     tokens = SMOKE_TOKENS if smoke else TOKENS
@@ -234,8 +265,8 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                                      mem[anchor] * mb, anchor_name, "MiB", "lower",
                                      f"{note}; tensors autograd saves for backward, parameters excluded"))
         rows += _bf16_rows(SMOKE_WIDTHS[0] if smoke else BF16_WIDTH, tokens, rounds)
-        moe = dict(MOE, p=SMOKE_WIDTHS[0]) if smoke else MOE
-        rows += _moe_rows(moe["p"], moe["experts"], moe["top_k"], tokens, rounds)
+        for i, p in enumerate(SMOKE_WIDTHS if smoke else MOE_WIDTHS):
+            rows += _moe_rows(p, MOE["experts"], MOE["top_k"], tokens, rounds, with_bmm=(i == 0))
         # end-to-end train tokens/s (quick config; smoke: the smoke model), interleaved in one process
         cfg = replace(Config(), **SMOKE_SIZES) if smoke else Config()
         corpus = load_corpus(cfg.sources, cfg.tokenizer, allow_synthetic=True, max_chars=cfg.max_chars)

@@ -217,6 +217,7 @@ def _record(model: nn.Module, op: dict[str, Any]) -> None:
     ops = [o for o in rec["ops"] if not (o["op"] == op["op"] and o["path"] == op["path"])]
     rec["ops"] = ops + [op]
     cfg.cofrgenet = rec
+    adopt(model)
 
 
 def _like(new: nn.Module, old: nn.Module) -> nn.Module:
@@ -346,12 +347,19 @@ def _fit(new: nn.Module, samples: list[tuple], steps: int, lr: float) -> dict[st
 REMOTE_CODE_FILE = "modeling_cofrgenet.py"
 _REMOTE_CODE = '''"""Remote code written by neurips26.cofrgenet.save_pretrained: {base} with the swaps recorded in
 config.cofrgenet replayed at construction, so AutoModelForCausalLM.from_pretrained(path,
-trust_remote_code=True) loads the swapped weights exactly. Needs the neurips26 package installed."""
+trust_remote_code=True) loads the swapped weights exactly. Needs the neurips26 package installed
+(``import neurips26.cofrgenet`` alone makes the plain from_pretrained(path) work too)."""
 import transformers
-from neurips26.cofrgenet.hf import apply_swaps
+from neurips26.cofrgenet.hf import apply_swaps, cofrgenet_config_class, generic_config_class
+
+
+class CofrgenetConfig(generic_config_class()):
+    pass
 
 
 class {base}(transformers.{base}):
+    config_class = cofrgenet_config_class(transformers.{base}.config_class)
+
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
         apply_swaps(self, getattr(config, "cofrgenet", None))
@@ -405,10 +413,13 @@ def save_pretrained(model: nn.Module, path: Any, remote_code: bool = True, **kwa
     """``model.save_pretrained(path)`` plus what reloading the swap needs: the swap record in config.json
     (``cofrgenet``) and, with ``remote_code``, ``modeling_cofrgenet.py`` + ``auto_map`` so that
     ``AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)`` rebuilds the swapped model.
-    :func:`from_pretrained` here reloads it without remote code."""
+    :func:`from_pretrained` here, and a plain ``AutoModelForCausalLM.from_pretrained(path)`` after
+    ``import neurips26.cofrgenet`` (config.json's model_type is the registered "cofrgenet"), reload it
+    without remote code."""
     from pathlib import Path
 
     _check_recordable(model)
+    adopt(model)
     base = type(model).__name__
     import transformers
 
@@ -417,23 +428,115 @@ def save_pretrained(model: nn.Module, path: Any, remote_code: bool = True, **kwa
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     if remote_code:
-        model.config.auto_map = {"AutoModelForCausalLM": f"{REMOTE_CODE_FILE[:-3]}.{base}"}
+        model.config.auto_map = {"AutoConfig": f"{REMOTE_CODE_FILE[:-3]}.CofrgenetConfig",
+                                 "AutoModelForCausalLM": f"{REMOTE_CODE_FILE[:-3]}.{base}"}
     model.save_pretrained(out, **kwargs)
     if remote_code:
         (out / REMOTE_CODE_FILE).write_text(_REMOTE_CODE.format(base=base))
 
 
+# ----------------------------------------------------------------------------- Auto* registration
+
+MODEL_TYPE = "cofrgenet"        # config.json model_type of a swapped model; the base type is in the record
 _SUBCLASSES: dict[type, type] = {}
+_CONFIG_SUBCLASSES: dict[type, type] = {}
+_GENERIC: list[type] = []
+
+
+def cofrgenet_config_class(base: type) -> type:
+    """The config class of a swapped ``base``-config model: a subclass of ``base`` (same fields) whose
+    ``model_type`` is ``"cofrgenet"``, so config.json names a type that the Auto classes map here."""
+    if getattr(base, "model_type", None) == MODEL_TYPE:
+        return base
+    if base not in _CONFIG_SUBCLASSES:
+        _CONFIG_SUBCLASSES[base] = type(f"Cofrgenet{base.__name__}", (base,),
+                                        {"model_type": MODEL_TYPE, "__module__": __name__})
+    return _CONFIG_SUBCLASSES[base]
 
 
 def swapped_class(base: type) -> type:
-    """A subclass of the HF model class ``base`` (same name) that replays ``config.cofrgenet`` in __init__."""
+    """A subclass of the HF model class ``base`` (same name) that replays ``config.cofrgenet`` in __init__,
+    registered with ``AutoModelForCausalLM`` for :func:`cofrgenet_config_class` of its config class."""
     if base not in _SUBCLASSES:
+        import transformers
+
         def __init__(self, config, *args, **kwargs):
             base.__init__(self, config, *args, **kwargs)
             apply_swaps(self, getattr(config, "cofrgenet", None))
-        _SUBCLASSES[base] = type(base.__name__, (base,), {"__init__": __init__, "__module__": __name__})
+        cfg_cls = cofrgenet_config_class(base.config_class)
+        cls = type(base.__name__, (base,), {"__init__": __init__, "__module__": __name__, "config_class": cfg_cls})
+        _SUBCLASSES[base] = cls
+        transformers.AutoModelForCausalLM.register(cfg_cls, cls, exist_ok=True)
     return _SUBCLASSES[base]
+
+
+def generic_config_class() -> type:
+    """``CofrgenetConfig`` (model_type "cofrgenet"), registered with ``AutoConfig``: ``from_dict`` reads the
+    base model type from the swap record and returns that family's :func:`cofrgenet_config_class`."""
+    if not _GENERIC:
+        import transformers
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        def from_dict(cls, config_dict, **kwargs):
+            base_type = (config_dict.get("cofrgenet") or {}).get("base_model_type")
+            if base_type is None or base_type == MODEL_TYPE:
+                raise ValueError("a 'cofrgenet' config needs cofrgenet.base_model_type (the swapped model's "
+                                 "family, e.g. 'llama'); this config.json has none")
+            base_cfg = CONFIG_MAPPING[base_type]
+            model_cls = _base_model_class(config_dict, base_cfg)
+            if model_cls is not None:
+                swapped_class(model_cls)                       # registers the AutoModelForCausalLM mapping
+            return cofrgenet_config_class(base_cfg).from_dict(config_dict, **kwargs)
+        _GENERIC.append(type("CofrgenetConfig", (transformers.PretrainedConfig,),
+                             {"model_type": MODEL_TYPE, "__module__": __name__,
+                              "from_dict": classmethod(from_dict)}))
+    return _GENERIC[0]
+
+
+def _base_model_class(config_dict: dict[str, Any], base_cfg: type) -> type | None:
+    import transformers
+
+    arch = (config_dict.get("architectures") or [None])[0]
+    cls = getattr(transformers, arch, None) if arch else None
+    if cls is None:
+        return None
+    while cls.__module__ == __name__:      # a swapped subclass: register its transformers base
+        cls = cls.__mro__[1]
+    return cls
+
+
+def register_auto() -> None:
+    """Make ``AutoConfig`` / ``AutoModelForCausalLM.from_pretrained(path)`` (no remote code) load a saved
+    swapped model: run on ``import neurips26.cofrgenet`` when transformers is installed."""
+    import transformers
+
+    transformers.AutoConfig.register(MODEL_TYPE, generic_config_class(), exist_ok=True)
+
+
+def adopt(model: nn.Module) -> nn.Module:
+    """Give a swapped transformers model its registered classes in place (config -> Cofrgenet<Config>,
+    model -> the replaying subclass, both subclasses of the originals), so that any ``save_pretrained``
+    writes model_type "cofrgenet" and a plain ``AutoModelForCausalLM.from_pretrained`` rebuilds the swap."""
+    import transformers
+
+    cfg = getattr(model, "config", None)
+    if not isinstance(cfg, transformers.PretrainedConfig) or not isinstance(model, transformers.PreTrainedModel):
+        return model
+    base_model = type(model)
+    while base_model.__module__ == __name__:
+        base_model = base_model.__mro__[1]
+    if getattr(transformers, base_model.__name__, None) is not base_model:
+        return model                                          # not a public transformers class: leave it
+    base_cfg = type(cfg)
+    while base_cfg.__module__ == __name__:
+        base_cfg = base_cfg.__mro__[1]
+    rec = dict(cfg.cofrgenet)
+    rec["base_model_type"] = base_cfg.model_type
+    cfg.cofrgenet = rec
+    register_auto()
+    cfg.__class__ = cofrgenet_config_class(base_cfg)
+    model.__class__ = swapped_class(base_model)
+    return model
 
 
 def from_pretrained(path: Any, **kwargs: Any) -> nn.Module:
@@ -442,6 +545,7 @@ def from_pretrained(path: Any, **kwargs: Any) -> nn.Module:
     loaded by transformers' own ``from_pretrained`` (strict: a missing or unexpected key raises)."""
     import transformers
 
+    register_auto()
     config = transformers.AutoConfig.from_pretrained(path)
     arch = (getattr(config, "architectures", None) or [None])[0]
     base = getattr(transformers, arch, None) if arch else None
@@ -452,7 +556,7 @@ def from_pretrained(path: Any, **kwargs: Any) -> nn.Module:
     bad = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
     if bad:
         raise ValueError(f"loading {path} did not match the recorded swap: {bad}")
-    return model
+    return adopt(model) if swap_record(model) else model
 
 
 def native_ffn_classes() -> tuple[type, ...]:
