@@ -79,31 +79,48 @@ class DockerLikeContainer:
     """A NitroBox sandbox behind the Docker SDK ``Container`` methods harnesses call."""
 
     def __init__(self, sandbox: Sandbox, name: str | None = None, client: "DockerLikeClient | None" = None,
-                 image: str = "host", command: Any = None):
+                 image: str = "host", command: Any = None, entrypoint: Any = None):
         self.sandbox = sandbox
         self.id = sandbox.id
         self.name = name or sandbox.id
         self.client = client
         self.image = image
         self.command = command
+        self._entrypoint = entrypoint
         self.status = "created"
         self._main: Any = None  # the BackgroundJob running ``command`` after start()
 
     @property
     def attrs(self) -> dict:
         return {"Id": self.id, "Name": "/" + self.name, "State": {"Status": self.status},
-                "Config": {"Image": self.image, "Cmd": self.command}}
+                "Config": {"Image": self.image, "Cmd": self.command if self.command is not None else
+                           (getattr(self.sandbox, "image", None).config or {}).get("Cmd"),
+                           "Entrypoint": self._entrypoint if self._entrypoint is not None else
+                           (getattr(self.sandbox, "image", None).config or {}).get("Entrypoint")}}
 
     def reload(self) -> None:
         if self._main is not None and self.status == "running" and self._main.poll() is not None:
             self.status = "exited"
 
+    def _main_text(self) -> str | None:
+        """What ``start`` runs: the image's ``Entrypoint + (command or Cmd)`` as ``docker run`` would;
+        a str command with no entrypoint in play runs through the shell (a superset of docker's split)."""
+        from neurips26.nitrobox.oci import image_command
+
+        img = getattr(self.sandbox, "image", None)
+        has_ep = self._entrypoint is not None or bool((getattr(img, "config", None) or {}).get("Entrypoint"))
+        if isinstance(self.command, str) and self.command and not has_ep:
+            return self.command
+        argv = image_command(img, self.command or None, self._entrypoint)
+        return shlex.join(argv) if argv else None
+
     def start(self) -> None:
         if self.status == "running":
             return
         self.status = "running"
-        if self.command:
-            self._main = self.sandbox.exec(_cmd_text(self.command), background=True)
+        text = self._main_text()
+        if text:
+            self._main = self.sandbox.exec(text, background=True)
 
     def wait(self, timeout: float | None = None, **_: Any) -> dict:
         """``{"StatusCode": code}`` once the main command has ended (docker-py's shape)."""
@@ -228,8 +245,9 @@ class DockerLikeContainer:
 class _Images:
     """``client.images``: Docker image names -> NitroBox images (``ImageNotFound`` for unknown names)."""
 
-    def __init__(self, mapping: Mapping[str, Any] | None):
+    def __init__(self, mapping: Mapping[str, Any] | None, state_root: Any = None):
         self._map = dict(mapping or {})
+        self._state_root = state_root
 
     def get(self, name: str) -> Any:
         if name in self._map:
@@ -238,6 +256,12 @@ class _Images:
             return name
         if name == "host":
             return "host"
+        if isinstance(name, str) and name and not name.startswith(("/", ".")):
+            from neurips26.nitrobox import oci, runtime
+
+            img = oci.find_image(name, self._state_root or runtime.default_state_root())
+            if img is not None:  # imported with import_image / pulled with oci.pull
+                return img
         raise ImageNotFound(f"No such image: {name} (known: {sorted(self._map)}; map names with "
                             f"DockerLikeClient(images={{...}}))")
 
@@ -297,7 +321,8 @@ class _Containers:
 
     def create(self, image: str = "host", command: Any = None, name: str | None = None,
                working_dir: str | None = None, environment: Mapping[str, str] | list | None = None,
-               mem_limit: Any = None, network_disabled: bool = True, user: str = "", **_: Any) -> DockerLikeContainer:
+               mem_limit: Any = None, network_disabled: bool = True, user: str = "", entrypoint: Any = None,
+               **_: Any) -> DockerLikeContainer:
         cfg = self.client.config
         img = self.client.images.get(image)  # ImageNotFound for a name nobody mapped: never a silent 'host'
         overrides: dict[str, Any] = {"image": img}
@@ -310,7 +335,7 @@ class _Containers:
             overrides["memory"] = mem_limit
         if name and name in self._by_id:
             raise APIError(f"Conflict. The container name {name!r} is already in use")
-        c = DockerLikeContainer(Sandbox(cfg, **overrides), name, self.client, image, command)
+        c = DockerLikeContainer(Sandbox(cfg, **overrides), name, self.client, image, command, entrypoint)
         self._by_id[c.id] = c
         if name:
             self._by_id[name] = c
@@ -354,7 +379,7 @@ class DockerLikeClient:
     def __init__(self, config: SandboxConfig | Mapping[str, Any] | None = None,
                  images: Mapping[str, Any] | None = None):
         self.config = SandboxConfig.from_any(config)
-        self.images = _Images(images)
+        self.images = _Images(images, self.config.state_root)
         self.containers = _Containers(self)
         self.api = _Api(self)
 
