@@ -722,19 +722,28 @@ class AuthorsNitroboxBackend:
         self.env_dir = str(root / "authors-env")
         worker = Path(__file__).with_name("authors_worker.py")
         self.proc = subprocess.Popen([py, str(worker)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
                                      env={**os.environ, "NBX_AUTHORS_ENV": self.env_dir, "PYTHONPATH": ""})
         self.last_inner_s: float | None = None
         self._lock = threading.Lock()
         self.version = self._call("version")["version"]
         self.delete(self.create())  # the first create prepares the authors' caches: not a sample
 
-    def _call(self, op: str, **kw) -> dict:
+    CALL_TIMEOUT = 120.0  # a call that does not return by then (a hung shell) abandons the worker
+
+    def _call(self, op: str, timeout: float | None = None, **kw) -> dict:
+        import select
+
         with self._lock:
             if self.proc.poll() is not None:
                 raise BackendUnavailable(f"the authors' nitrobox worker exited ({self.proc.returncode})")
             self.proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
             self.proc.stdin.flush()
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout or self.CALL_TIMEOUT)
+            if not ready:
+                self.abandon()
+                raise TimeoutError(f"authors' nitrobox: {op} did not return in {timeout or self.CALL_TIMEOUT:g} s "
+                                   f"(worker killed)")
             line = self.proc.stdout.readline()
         if not line:
             raise BackendUnavailable("the authors' nitrobox worker closed its pipe")
@@ -748,7 +757,7 @@ class AuthorsNitroboxBackend:
         return self._call("create", image=self.skel, workdir=WORKDIR)["h"]
 
     def exec(self, h, cmd, timeout=None):
-        rep = self._call("exec", h=h, cmd=cmd)
+        rep = self._call("exec", h=h, cmd=cmd, timeout=None if timeout is None else timeout + 30.0)
         return rep["code"], rep["out"]
 
     def write_file(self, h, path, data):
@@ -766,16 +775,36 @@ class AuthorsNitroboxBackend:
 
     def lifecycles_per_s(self, c: int, total: int, execs: int = 5) -> float:
         """The same loop as ``microbench.lifecycles_per_s``, run by a thread pool inside the worker."""
-        return self._call("lifecycles", image=self.skel, workdir=WORKDIR, c=c, total=total, execs=execs)["per_s"]
+        return self._call("lifecycles", timeout=600.0, image=self.skel, workdir=WORKDIR, c=c, total=total,
+                          execs=execs)["per_s"]
+
+    def abandon(self) -> None:
+        """A call that never returns (e.g. its ``read_file`` of a FIFO): kill the worker's session
+        (its sandboxes' shells included) and detach what it left mounted; the backend is unusable."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.proc.wait()
+        self._unmount_env()
+
+    def _unmount_env(self) -> None:
+        with open("/proc/self/mountinfo") as f:
+            left = [line.split()[4] for line in f if line.split()[4].startswith(self.env_dir + "/")]
+        for mnt in sorted(left, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
 
     def close(self):
         try:
             if self.proc.poll() is None:
-                self._call("quit")
+                self._call("quit", timeout=60.0)
                 self.proc.wait(30)
         except Exception:  # noqa: BLE001
-            self.proc.kill()
-            self.proc.wait()
+            self.abandon()
+        self._unmount_env()  # never unlink through a mount (the host /usr is bound into its rootfs)
+        with open("/proc/self/mountinfo") as f:
+            if any(line.split()[4].startswith(self.env_dir + "/") for line in f):
+                return
         shutil.rmtree(self.env_dir, ignore_errors=True)
 
 

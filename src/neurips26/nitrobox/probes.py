@@ -25,7 +25,11 @@ import threading
 import time
 import uuid
 
-PROBES = ("exit_exact", "no_forge", "no_bleed", "file_sandbox_rights", "fifo_no_hang", "reset_clean")
+PROBES = ("exit_exact", "no_forge", "no_bleed", "file_sandbox_rights", "reset_clean", "fifo_no_hang")
+
+
+class _Abandoned(Exception):
+    """The backend hung in a probe and was torn down: the probe failed, no further probes run."""
 
 
 def _with_timeout(fn, seconds: float):
@@ -47,11 +51,19 @@ def _with_timeout(fn, seconds: float):
 
 
 def probe(be, name: str):
-    """Run probe ``name`` on backend ``be`` in a fresh sandbox; True/False."""
+    """Run probe ``name`` on backend ``be`` in a fresh sandbox; True/False. A call that hangs
+    (``TimeoutError`` from an out-of-process backend, which it then tears down) fails the probe."""
+    try:
+        return _probe(be, name)
+    except TimeoutError:
+        raise _Abandoned from None
+
+
+def _probe(be, name: str):
     h = be.create()
     try:
         if name == "exit_exact":
-            return be.exec(h, "exit 3")[0] == 3 and be.exec(h, "kill -9 $$")[0] == 137
+            return be.exec(h, "exit 3", timeout=30)[0] == 3 and be.exec(h, "kill -9 $$", timeout=30)[0] == 137
         if name == "no_forge":
             code, _ = be.exec(h, "for fd in 3 4 5 6 7 8 9; do (echo 0 >&$fd) 2>/dev/null; done; exit 7")
             nxt = be.exec(h, "echo own")
@@ -78,6 +90,9 @@ def probe(be, name: str):
             be.exec(h, "mkfifo /workspace/pipe")
             done, _ = _with_timeout(lambda: be.read_file(h, "/workspace/pipe"), 5.0)
             if not done:  # unblock the reader so the backend can be closed
+                if hasattr(be, "abandon"):  # an out-of-process backend stuck in the call
+                    be.abandon()
+                    raise _Abandoned
                 be.exec(h, "timeout 1 sh -c 'echo x > /workspace/pipe' || true")
             return done
         if name == "reset_clean":
@@ -87,7 +102,8 @@ def probe(be, name: str):
         raise ValueError(f"probe must be one of {PROBES}, got {name!r}")
     finally:
         try:
-            be.delete(h)
+            if getattr(getattr(be, "proc", None), "returncode", None) is None:
+                be.delete(h)
         except Exception:  # noqa: BLE001
             pass
 
@@ -97,6 +113,9 @@ def probe_all(be) -> dict:
     for name in PROBES:
         try:
             out[name] = bool(probe(be, name))
+        except _Abandoned:
+            out[name] = False
+            break
         except Exception as e:  # noqa: BLE001 - a probe the backend cannot run is a result too
             out[name] = f"error: {type(e).__name__}: {str(e)[:120]}"
     return out
