@@ -176,3 +176,60 @@ def test_agentdocker_lite_backend_one_lifecycle(state_root):
     finally:
         be.close()
     assert all(len(out[op]) == 1 for op in ("create", "exec_echo", "reset", "delete"))
+
+
+def test_behaviour_probes_all_pass_on_nitrobox(state_root):
+    """The probes behind the README feature table (``probes.py``), on our backend: every one holds."""
+    from neurips26.nitrobox.backends import NitroBackend
+    from neurips26.nitrobox.probes import PROBES, probe_all
+
+    be = NitroBackend(state_root=state_root)
+    try:
+        res = probe_all(be)
+    finally:
+        be.close()
+    assert set(res) == set(PROBES) and all(v is True for v in res.values()), res
+
+
+@pytest.mark.slow
+def test_probes_detect_a_backend_that_fails_them():
+    """The probes are not vacuous: a naive backend (a host shell per sandbox, files opened on the host
+    path) fails the forge-free, file-rights and FIFO probes."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from neurips26.nitrobox.probes import probe
+
+    class HostShell:
+        name = "host-shell"
+
+        def create(self):
+            return tempfile.mkdtemp(prefix="nbx-naive-")
+
+        def exec(self, h, cmd, timeout=None):
+            cmd = cmd.replace("/workspace", h)
+            r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=h,
+                               pass_fds=(), timeout=30)
+            return r.returncode if r.returncode >= 0 else 128 - r.returncode, r.stdout
+
+        def write_file(self, h, path, data):
+            with open(path.replace("/workspace", h), "wb") as f:
+                f.write(data)
+
+        def read_file(self, h, path):
+            with open(path.replace("/workspace", h), "rb") as f:
+                return f.read()
+
+        def reset(self, h):
+            shutil.rmtree(h)
+            os.mkdir(h)
+            return h
+
+        def delete(self, h):
+            shutil.rmtree(h, ignore_errors=True)
+
+    be = HostShell()
+    assert probe(be, "exit_exact") and probe(be, "reset_clean")
+    assert probe(be, "file_sandbox_rights") is False      # the planted symlink wrote the host file
+    assert probe(be, "fifo_no_hang") is False              # open() of the FIFO blocked

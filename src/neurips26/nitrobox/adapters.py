@@ -67,6 +67,31 @@ def _cmd_text(cmd: Any) -> str:
     return cmd
 
 
+_NOT_FOUND = ("OCI runtime exec failed: exec failed: unable to start container process: exec: \"%s\": "
+              "executable file not found in $PATH: unknown\r\n")
+
+
+def _argv(cmd: Any) -> list[str]:
+    if isinstance(cmd, str):
+        argv = shlex.split(cmd)
+    elif isinstance(cmd, (list, tuple)):
+        argv = [str(c) for c in cmd]
+    else:
+        raise TypeError(f"cmd must be a str or a list of str, got {type(cmd).__name__}")
+    if not argv:
+        raise ValueError("cmd must not be empty")
+    return argv
+
+
+def _docker_text(argv: list[str]) -> str:
+    """A bash line that does what Docker does with ``argv``: no shell (a str was split like
+    docker-py's ``shlex.split``), a ``$PATH`` lookup that ignores shell builtins, and Docker's
+    exit 126 + message when the executable is not found."""
+    a0 = shlex.quote(argv[0])
+    return (f'[ -n "$(type -P -- {a0})" ] || {{ printf {shlex.quote(_NOT_FOUND)} {a0}; exit 126; }}; '
+            f"exec -- {shlex.join(argv)}")
+
+
 def _env_dict(environment: Any) -> dict | None:
     if environment is None:
         return None
@@ -75,35 +100,80 @@ def _env_dict(environment: Any) -> dict | None:
     return dict(environment)
 
 
+class _FullModeTarInfo(tarfile.TarInfo):
+    """A tar header whose mode field keeps the file-type bits (``0o100755``), as Docker's archives
+    have them; Python's ``tarfile`` masks the field to ``0o7777``, so the header is patched."""
+
+    def tobuf(self, format=tarfile.DEFAULT_FORMAT, encoding=tarfile.ENCODING, errors="surrogateescape"):
+        full = self.mode
+        self.mode = full & 0o7777
+        try:
+            buf = bytearray(super().tobuf(format, encoding, errors))
+        finally:
+            self.mode = full
+        off = len(buf) - tarfile.BLOCKSIZE  # PAX: extended header blocks come first, ours is last
+        buf[off + 100:off + 108] = b"%07o\0" % full
+        buf[off + 148:off + 156] = b"        "
+        buf[off + 148:off + 156] = b"%06o\0 " % sum(buf[off:off + tarfile.BLOCKSIZE])
+        return bytes(buf)
+
+
 class DockerLikeContainer:
     """A NitroBox sandbox behind the Docker SDK ``Container`` methods harnesses call."""
 
     def __init__(self, sandbox: Sandbox, name: str | None = None, client: "DockerLikeClient | None" = None,
-                 image: str = "host", command: Any = None):
+                 image: str = "host", command: Any = None, entrypoint: Any = None):
         self.sandbox = sandbox
         self.id = sandbox.id
         self.name = name or sandbox.id
         self.client = client
         self.image = image
         self.command = command
+        self._entrypoint = entrypoint
         self.status = "created"
         self._main: Any = None  # the BackgroundJob running ``command`` after start()
 
     @property
     def attrs(self) -> dict:
         return {"Id": self.id, "Name": "/" + self.name, "State": {"Status": self.status},
-                "Config": {"Image": self.image, "Cmd": self.command}}
+                "Config": {"Image": self.image, "Cmd": self.command if self.command is not None else
+                           (getattr(self.sandbox, "image", None).config or {}).get("Cmd"),
+                           "Entrypoint": self._entrypoint if self._entrypoint is not None else
+                           (getattr(self.sandbox, "image", None).config or {}).get("Entrypoint")}}
 
     def reload(self) -> None:
         if self._main is not None and self.status == "running" and self._main.poll() is not None:
             self.status = "exited"
 
+    def _main_text(self) -> str | None:
+        """What ``start`` runs: the image's ``Entrypoint + (command or Cmd)`` as ``docker run`` would;
+        a str command with no entrypoint in play runs through the shell (a superset of docker's split)."""
+        from neurips26.nitrobox.oci import image_command
+
+        img = getattr(self.sandbox, "image", None)
+        has_ep = self._entrypoint is not None or bool((getattr(img, "config", None) or {}).get("Entrypoint"))
+        if not self._docker_semantics and isinstance(self.command, str) and self.command and not has_ep:
+            return self.command
+        argv = image_command(img, self.command or None, self._entrypoint)
+        if not argv:
+            return None
+        return _docker_text(argv) if self._docker_semantics else shlex.join(argv)
+
+    @property
+    def _docker_semantics(self) -> bool:
+        return self.client is None or self.client.exec_semantics == "docker"
+
+    def _cmd(self, cmd: Any) -> str:
+        """What an exec runs: Docker's semantics (argv, no shell) unless the client says ``shell``."""
+        return _docker_text(_argv(cmd)) if self._docker_semantics else _cmd_text(cmd)
+
     def start(self) -> None:
         if self.status == "running":
             return
         self.status = "running"
-        if self.command:
-            self._main = self.sandbox.exec(_cmd_text(self.command), background=True)
+        text = self._main_text()
+        if text:
+            self._main = self.sandbox.exec(text, background=True)
 
     def wait(self, timeout: float | None = None, **_: Any) -> dict:
         """``{"StatusCode": code}`` once the main command has ended (docker-py's shape)."""
@@ -125,7 +195,7 @@ class DockerLikeContainer:
                  **_: Any) -> DockerExecResult:
         """docker-py's ``exec_run``: ``(exit_code, bytes)``; ``demux`` -> ``(stdout, stderr)``;
         ``stream`` -> a generator of chunks (exit_code None); ``detach`` -> started, ``(None, b"")``."""
-        text = _cmd_text(cmd)
+        text = self._cmd(cmd)
         env = _env_dict(environment)
         if detach:
             self.sandbox.exec(text, workdir=workdir, env=env, background=True, user=user or None)
@@ -185,15 +255,17 @@ class DockerLikeContainer:
         buf = io.BytesIO()
         base = posixpath.basename(path.rstrip("/")) or "/"
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            self._add(tar, path.rstrip("/") or "/", base, top)
+            self._add(tar, path.rstrip("/") or "/", base, top, {})
         data = buf.getvalue()
         st = {"name": base, "size": top.size, "mode": top.mode, "mtime": top.mtime_ns / 1e9,
               "linkTarget": top.target}
         return iter([data[i:i + chunk_size] for i in range(0, len(data), chunk_size)] or [b""]), st
 
-    def _add(self, tar: tarfile.TarFile, path: str, arcname: str, info) -> None:
-        ti = tarfile.TarInfo(arcname)
-        ti.mode = stat.S_IMODE(info.mode)
+    def _add(self, tar: tarfile.TarFile, path: str, arcname: str, info, seen: dict) -> None:
+        """One entry as Docker's archive writes it: the mode with its file-type bits (Go's
+        ``FileInfoHeader``), and a second name of a multiply-linked file as a hard link."""
+        ti = _FullModeTarInfo(arcname)
+        ti.mode = info.mode
         ti.mtime = info.mtime_ns / 1e9
         ti.uid, ti.gid = info.uid, info.gid
         if info.is_symlink:
@@ -204,8 +276,14 @@ class DockerLikeContainer:
             tar.addfile(ti)
             for name in self.sandbox.list_dir(path):
                 sub = posixpath.join(path, name)
-                self._add(tar, sub, f"{arcname}/{name}", self.sandbox.stat(sub, follow_symlinks=False))
+                self._add(tar, sub, f"{arcname}/{name}", self.sandbox.stat(sub, follow_symlinks=False), seen)
         elif info.is_file:
+            if info.nlink > 1 and info.ino in seen:
+                ti.type, ti.linkname = tarfile.LNKTYPE, seen[info.ino]
+                tar.addfile(ti)
+                return
+            if info.nlink > 1:
+                seen[info.ino] = arcname
             body = self.sandbox.read_file(path, follow_symlinks=False)
             ti.size = len(body)
             tar.addfile(ti, io.BytesIO(body))
@@ -228,8 +306,9 @@ class DockerLikeContainer:
 class _Images:
     """``client.images``: Docker image names -> NitroBox images (``ImageNotFound`` for unknown names)."""
 
-    def __init__(self, mapping: Mapping[str, Any] | None):
+    def __init__(self, mapping: Mapping[str, Any] | None, state_root: Any = None):
         self._map = dict(mapping or {})
+        self._state_root = state_root
 
     def get(self, name: str) -> Any:
         if name in self._map:
@@ -238,6 +317,12 @@ class _Images:
             return name
         if name == "host":
             return "host"
+        if isinstance(name, str) and name and not name.startswith(("/", ".")):
+            from neurips26.nitrobox import oci, runtime
+
+            img = oci.find_image(name, self._state_root or runtime.default_state_root())
+            if img is not None:  # imported with import_image / pulled with oci.pull
+                return img
         raise ImageNotFound(f"No such image: {name} (known: {sorted(self._map)}; map names with "
                             f"DockerLikeClient(images={{...}}))")
 
@@ -261,7 +346,7 @@ class _Api:
         c = self.client.containers.get(container if isinstance(container, str) else container.id)
         eid = uuid.uuid4().hex
         with self._lock:
-            self._execs[eid] = {"container": c, "cmd": _cmd_text(cmd), "env": _env_dict(environment),
+            self._execs[eid] = {"container": c, "cmd": c._cmd(cmd), "env": _env_dict(environment),
                                 "workdir": workdir, "user": user or None, "stream": None, "exit": None}
         return {"Id": eid}
 
@@ -297,7 +382,8 @@ class _Containers:
 
     def create(self, image: str = "host", command: Any = None, name: str | None = None,
                working_dir: str | None = None, environment: Mapping[str, str] | list | None = None,
-               mem_limit: Any = None, network_disabled: bool = True, user: str = "", **_: Any) -> DockerLikeContainer:
+               mem_limit: Any = None, network_disabled: bool = True, user: str = "", entrypoint: Any = None,
+               **_: Any) -> DockerLikeContainer:
         cfg = self.client.config
         img = self.client.images.get(image)  # ImageNotFound for a name nobody mapped: never a silent 'host'
         overrides: dict[str, Any] = {"image": img}
@@ -310,7 +396,7 @@ class _Containers:
             overrides["memory"] = mem_limit
         if name and name in self._by_id:
             raise APIError(f"Conflict. The container name {name!r} is already in use")
-        c = DockerLikeContainer(Sandbox(cfg, **overrides), name, self.client, image, command)
+        c = DockerLikeContainer(Sandbox(cfg, **overrides), name, self.client, image, command, entrypoint)
         self._by_id[c.id] = c
         if name:
             self._by_id[name] = c
@@ -349,12 +435,19 @@ class _Containers:
 
 
 class DockerLikeClient:
-    """``docker.from_env()`` stand-in; ``images`` maps Docker image names to NitroBox images."""
+    """``docker.from_env()`` stand-in; ``images`` maps Docker image names to NitroBox images
+    (imported images resolve by name). ``exec_semantics="docker"`` (default): commands run as Docker
+    runs them (a str is split, no shell, builtins are not commands, exit 126 for a missing
+    executable); ``"shell"``: a str command is a bash line (globs, ``&&``, ``$VAR``)."""
 
     def __init__(self, config: SandboxConfig | Mapping[str, Any] | None = None,
-                 images: Mapping[str, Any] | None = None):
+                 images: Mapping[str, Any] | None = None, exec_semantics: str = "docker"):
+        from neurips26.harness.validation import check_choice
+
+        check_choice(exec_semantics, "exec_semantics", ("docker", "shell"))
+        self.exec_semantics = exec_semantics  # "shell": str commands run through bash -c (a superset)
         self.config = SandboxConfig.from_any(config)
-        self.images = _Images(images)
+        self.images = _Images(images, self.config.state_root)
         self.containers = _Containers(self)
         self.api = _Api(self)
 

@@ -112,7 +112,7 @@ def _refuse(path: str, mode: int, want: str) -> OSError:
 
 
 def _st_text(st: os.stat_result) -> str:
-    return f"{st.st_mode} {st.st_size} {st.st_mtime_ns} {st.st_uid} {st.st_gid}"
+    return f"{st.st_mode} {st.st_size} {st.st_mtime_ns} {st.st_uid} {st.st_gid} {st.st_ino} {st.st_nlink}"
 
 
 def file_op(req: dict) -> tuple[str, list]:

@@ -665,9 +665,152 @@ class AgentDockerLiteBackend:
         shutil.rmtree(self.env_dir, ignore_errors=True)
 
 
+AUTHORS_CACHE = Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "neurips26" / "nitrobox-authors"
+
+
+def _python312() -> str | None:
+    """A CPython 3.12 on this machine: ``$NEURIPS26_NBX_PY312``, ``python3.12`` on PATH, or pyenv's."""
+    import glob
+
+    env = os.environ.get("NEURIPS26_NBX_PY312")
+    if env:
+        return env
+    exe = shutil.which("python3.12")
+    if exe and "/shims/" not in exe:  # a pyenv shim fails unless 3.12 is pyenv's global version
+        return exe
+    found = sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.12*" / "bin" / "python3.12")))
+    return found[-1] if found else None
+
+
+def fetch_authors(cache: Path | None = None, timeout: float = 900) -> str:
+    """A venv (CPython 3.12) with the authors' ``nitrobox==0.1.0`` from PyPI (``pip install``, the
+    ordinary client); returns its python. ``BackendUnavailable`` says why when it cannot be had."""
+    cache = Path(cache or AUTHORS_CACHE)
+    py = cache / "venv" / "bin" / "python"
+    if py.exists() and subprocess.run([str(py), "-c", "import nitrobox"], capture_output=True).returncode == 0:
+        return str(py)
+    base = _python312()
+    if base is None:
+        raise BackendUnavailable("the authors' nitrobox 0.1.0 wheel is cp312-only and no CPython 3.12 is "
+                                 "installed (python3.12 on PATH, pyenv, or $NEURIPS26_NBX_PY312)")
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run([base, "-m", "venv", str(cache / "venv")], check=True, capture_output=True, timeout=300)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "nitrobox==0.1.0"], check=True,
+                       capture_output=True, timeout=timeout)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        err = getattr(e, "stderr", b"") or b""
+        raise BackendUnavailable(f"installing nitrobox==0.1.0 into a {base} venv failed: "
+                                 f"{err.decode(errors='replace')[-300:]}") from None
+    return str(py)
+
+
+class AuthorsNitroboxBackend:
+    """The authors' ``nitrobox`` 0.1.0 (PyPI wheel, CPython 3.12) in a worker process
+    (``authors_worker.py``), same skeleton image + host ``/usr`` read-only + own netns as ours.
+    ``last_inner_s``: the last operation's time measured inside the worker (no pipe round trip);
+    ``microbench`` uses it in place of its outer timing."""
+
+    name = "nitrobox-0.1.0"
+
+    def __init__(self, state_root: str | None = None):
+        if os.geteuid() != 0:
+            raise BackendUnavailable("the authors' nitrobox is benched rootful here (root needed)")
+        py = fetch_authors()
+        root = runtime.ensure_state_root(state_root or runtime.default_state_root())
+        self.skel = host_image(str(root)).lower
+        self.env_dir = str(root / "authors-env")
+        worker = Path(__file__).with_name("authors_worker.py")
+        self.proc = subprocess.Popen([py, str(worker)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
+                                     env={**os.environ, "NBX_AUTHORS_ENV": self.env_dir, "PYTHONPATH": ""})
+        self.last_inner_s: float | None = None
+        self._lock = threading.Lock()
+        self.version = self._call("version")["version"]
+        self.delete(self.create())  # the first create prepares the authors' caches: not a sample
+
+    CALL_TIMEOUT = 120.0  # a call that does not return by then (a hung shell) abandons the worker
+
+    def _call(self, op: str, timeout: float | None = None, **kw) -> dict:
+        import select
+
+        with self._lock:
+            if self.proc.poll() is not None:
+                raise BackendUnavailable(f"the authors' nitrobox worker exited ({self.proc.returncode})")
+            self.proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
+            self.proc.stdin.flush()
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout or self.CALL_TIMEOUT)
+            if not ready:
+                self.abandon()
+                raise TimeoutError(f"authors' nitrobox: {op} did not return in {timeout or self.CALL_TIMEOUT:g} s "
+                                   f"(worker killed)")
+            line = self.proc.stdout.readline()
+        if not line:
+            raise BackendUnavailable("the authors' nitrobox worker closed its pipe")
+        rep = json.loads(line)
+        self.last_inner_s = rep.get("t")
+        if not rep.get("ok"):
+            raise RuntimeError(f"authors' nitrobox: {op}: {rep.get('error')}")
+        return rep
+
+    def create(self):
+        return self._call("create", image=self.skel, workdir=WORKDIR)["h"]
+
+    def exec(self, h, cmd, timeout=None):
+        rep = self._call("exec", h=h, cmd=cmd, timeout=None if timeout is None else timeout + 30.0)
+        return rep["code"], rep["out"]
+
+    def write_file(self, h, path, data):
+        self._call("write", h=h, path=path, b64=base64.b64encode(data).decode())
+
+    def read_file(self, h, path):
+        return base64.b64decode(self._call("read", h=h, path=path)["b64"])
+
+    def reset(self, h):
+        self._call("reset", h=h)
+        return h
+
+    def delete(self, h):
+        self._call("delete", h=h)
+
+    def lifecycles_per_s(self, c: int, total: int, execs: int = 5) -> float:
+        """The same loop as ``microbench.lifecycles_per_s``, run by a thread pool inside the worker."""
+        return self._call("lifecycles", timeout=600.0, image=self.skel, workdir=WORKDIR, c=c, total=total,
+                          execs=execs)["per_s"]
+
+    def abandon(self) -> None:
+        """A call that never returns (e.g. its ``read_file`` of a FIFO): kill the worker's session
+        (its sandboxes' shells included) and detach what it left mounted; the backend is unusable."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.proc.wait()
+        self._unmount_env()
+
+    def _unmount_env(self) -> None:
+        with open("/proc/self/mountinfo") as f:
+            left = [line.split()[4] for line in f if line.split()[4].startswith(self.env_dir + "/")]
+        for mnt in sorted(left, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+    def close(self):
+        try:
+            if self.proc.poll() is None:
+                self._call("quit", timeout=60.0)
+                self.proc.wait(30)
+        except Exception:  # noqa: BLE001
+            self.abandon()
+        self._unmount_env()  # never unlink through a mount (the host /usr is bound into its rootfs)
+        with open("/proc/self/mountinfo") as f:
+            if any(line.split()[4].startswith(self.env_dir + "/") for line in f):
+                return
+        shutil.rmtree(self.env_dir, ignore_errors=True)
+
+
 BACKENDS = {"nitrobox": NitroBackend, "bwrap": BwrapBackend, "unshare": NaiveUnshareBackend,
             "runc": RuncBackend, "podman": PodmanBackend, "docker": DockerBackend,
-            "agentdocker-lite": AgentDockerLiteBackend}
+            "agentdocker-lite": AgentDockerLiteBackend, "nitrobox-0.1.0": AuthorsNitroboxBackend}
 
 
 def make_backend(name: str, state_root: str | None = None, **kw: Any):

@@ -1,5 +1,7 @@
 """``neurips26 bench nitrobox``: NitroBox vs Docker (and the bwrap / unshare floors), side by side.
 
+Anchors: Docker (own dockerd), the authors' agentdocker-lite 0.0.3 and nitrobox 0.1.0 (CPython 3.12
+worker, see ``backends.AuthorsNitroboxBackend``), bwrap, runc, podman, an unshare floor.
 Medians and p90 of create, exec, write/read, reset, delete (visible and time-to-free), snapshot and
 branch; full lifecycles per second at c = 1, 8, 32; peak memory (PSS) per idle sandbox. Backends are
 interleaved per iteration on the same image. Targets (issue, reported here, never asserted in tests):
@@ -20,7 +22,7 @@ from neurips26.harness import BenchRow, RunContext
 from neurips26.nitrobox import microbench
 from neurips26.nitrobox.backends import open_backends
 
-REPS = {"nitrobox": 30, "agentdocker-lite": 15, "bwrap": 30, "unshare": 15, "runc": 10, "podman": 6, "docker": 10}
+REPS = {"nitrobox": 30, "agentdocker-lite": 15, "nitrobox-0.1.0": 15, "bwrap": 30, "unshare": 15, "runc": 10, "podman": 6, "docker": 10}
 TARGETS = {"create": 15.0, "reset": 30.0, "delete": 50.0}
 CONCURRENCY = (1, 8, 32)   # lifecycles/s measured at these c
 IDLE_N = 16                # sandboxes kept idle for the memory row
@@ -141,6 +143,10 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         for op in ("create", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete"):
             anchor_row(op, "agentdocker-lite", f"{op} median vs agentdocker-lite", med,
                        "the authors' earlier implementation (PyPI 0.0.3); issue target: faster on every step")
+        for op in ("create", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete"):
+            anchor_row(op, "nitrobox-0.1.0", f"{op} median vs nitrobox 0.1.0", med,
+                       "the authors' current release (PyPI wheel, CPython 3.12, in a worker process; "
+                       "its times measured inside the worker)")
         for anchor in ("podman", "runc"):
             for op in ("create", "exec_echo", "reset", "delete"):
                 anchor_row(op, anchor, f"{op} median vs {anchor}")
@@ -208,7 +214,28 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                 note = "; ".join(x for x in (note, f"docker: {err}") if x)
             rows.append(BenchRow(f"full lifecycles/s at c={c}", ours_lps, anc, "docker", "lifecycles/s",
                                  "higher", note))
-            ctx.log(f"nitrobox bench: c={c}: {ours_lps:.1f}/s vs docker {anc}")
+            adl, adl_err = None, why.get("agentdocker-lite", "")
+            if "agentdocker-lite" in backends:  # the authors' earlier implementation, same loop, same run
+                try:
+                    adl = microbench.lifecycles_per_s(backends["agentdocker-lite"], c, max(32, 2 * c))
+                except Exception as e:  # noqa: BLE001 - an anchor failing under load is a result too
+                    adl_err = f"agentdocker-lite failed at c={c}: {type(e).__name__}: {e}"
+            rows.append(BenchRow(f"full lifecycles/s at c={c} vs agentdocker-lite", ours_lps, adl,
+                                 "agentdocker-lite", "lifecycles/s", "higher",
+                                 "issue target: faster on every step" if adl is not None
+                                 else f"agentdocker-lite: {adl_err}"))
+            rel, rel_err = None, why.get("nitrobox-0.1.0", "")
+            if "nitrobox-0.1.0" in backends:
+                try:
+                    rel = microbench.lifecycles_per_s(backends["nitrobox-0.1.0"], c, max(32, 2 * c))
+                except Exception as e:  # noqa: BLE001 - an anchor failing under load is a result too
+                    rel_err = f"nitrobox 0.1.0 failed at c={c}: {type(e).__name__}: {str(e)[-200:]}"
+            rows.append(BenchRow(f"full lifecycles/s at c={c} vs nitrobox 0.1.0", ours_lps, rel,
+                                 "nitrobox-0.1.0", "lifecycles/s", "higher",
+                                 "the authors' current release, same loop in its worker" if rel is not None
+                                 else f"nitrobox-0.1.0: {rel_err}"))
+            ctx.log(f"nitrobox bench: c={c}: {ours_lps:.1f}/s vs docker {anc} vs agentdocker-lite {adl} "
+                    f"vs nitrobox-0.1.0 {rel}")
 
         # peak memory per idle sandbox ---------------------------------------------------------------
         from neurips26.nitrobox.backends import NitroBackend
@@ -216,7 +243,8 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         zy = NitroBackend(state_root=state_root, spawn_mode="zygote")
         cmax = concurrency[-1]
         zy_lps = microbench.lifecycles_per_s(zy, cmax, 2 * cmax)
-        rows.append(BenchRow(f"full lifecycles/s at c={cmax}, zygote spawner", zy_lps, rows[-1].anchor, "docker",
+        docker_cmax = next(r.anchor for r in rows if r.name == f"full lifecycles/s at c={cmax}")
+        rows.append(BenchRow(f"full lifecycles/s at c={cmax}, zygote spawner", zy_lps, docker_cmax, "docker",
                              "lifecycles/s", "higher", "spawn_mode='zygote' (forks from a tiny helper)"))
         mem_zy = _idle_memory_nitro(zy, idle_n)
         mem_ours = _idle_memory_nitro(nb, idle_n)

@@ -11,7 +11,7 @@ from neurips26.harness.cliutil import OneLineParser, run_main
 
 
 def _sandbox_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--image", default="host", help="'host' (default) or a rootfs directory")
+    p.add_argument("--image", default="host", help="'host' (default), an imported image name:tag, or a rootfs directory")
     p.add_argument("--memory", help="memory limit, e.g. 512m")
     p.add_argument("--pids", type=int, help="max processes")
     p.add_argument("--disk-limit", help="size of the per-sandbox tmpfs upper, e.g. 1g")
@@ -72,8 +72,13 @@ def _main(argv: list[str]) -> int:
             return 0
         if args.cmd == "exec":
             cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+            if not cmd:  # like `docker run IMAGE`: the imported image's Entrypoint + Cmd
+                from neurips26.nitrobox.oci import image_command
+
+                cmd = image_command(sb.image) or []
             if not cmd:
-                print("neurips26 nitrobox: error: exec needs a command (after --)", file=sys.stderr)
+                print("neurips26 nitrobox: error: exec needs a command (after --), or an image with "
+                      "an Entrypoint/Cmd", file=sys.stderr)
                 return 2
             try:
                 r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=args.timeout, merge_stderr=False,

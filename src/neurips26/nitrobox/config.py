@@ -44,7 +44,9 @@ class SandboxConfig:
     working_dir:  absolute path inside the sandbox; created in the upper layer, owned by the caller.
     env:          extra environment of the shell (keys without ``=``/NUL).
     network:      ``"none"`` (own netns with only ``lo``), ``"host"``, or ``"nat"`` (own netns with a
-                  user-mode NAT'd interface through slirp4netns: outbound access, DNS at 10.0.2.3).
+                  user-mode NAT'd interface ``tap0`` 10.0.2.100/24, gateway 10.0.2.2, DNS at 10.0.2.3:
+                  outbound access through pasta, or slirp4netns where pasta is not installed).
+    nat_backend:  ``"auto"`` (pasta if installed, else slirp4netns), ``"pasta"`` or ``"slirp4netns"``.
     ports:        ``nat`` only: ``{host_port: sandbox_port}`` TCP forwards on the host's 127.0.0.1.
     nat_host_loopback: ``nat`` only: let the sandbox reach the host's 127.0.0.1 as 10.0.2.2.
     mounts:       host paths into the sandbox: ``"src:dst[:ro|rw|cow]"`` or ``(src, dst, mode)``; ``ro``
@@ -74,6 +76,7 @@ class SandboxConfig:
     mounts: list = field(default_factory=list)
     devices: list = field(default_factory=list)
     nat_host_loopback: bool = False
+    nat_backend: str = "auto"
     memory: Any = None
     pids: int | None = None
     cpu: float | None = None
@@ -141,6 +144,7 @@ class SandboxConfig:
                 check_scalar(v, f"ports: {what}", int, min=1, max=65535)
         self.mounts = [parse_mount(x) for x in self.mounts]
         self.devices = [parse_device(x) for x in self.devices]
+        check_choice(self.nat_backend, "nat_backend", ("auto", "pasta", "slirp4netns"))
         if self.ports and self.network != "nat":
             raise ValueError(f"ports needs network='nat', got network={self.network!r}")
         mem = parse_size(self.memory, "memory")

@@ -22,13 +22,15 @@ from neurips26.nitrobox.execution import _AgentGone
 
 
 class FileInfo(tuple):
-    """``Sandbox.stat`` result: mode, size, mtime_ns, uid, gid (inside the sandbox), symlink target."""
+    """``Sandbox.stat`` result: mode, size, mtime_ns, uid, gid (inside the sandbox), symlink target,
+    inode and link count (hard links: ``get_archive`` writes the second name as a link)."""
 
     __slots__ = ()
-    _fields = ("mode", "size", "mtime_ns", "uid", "gid", "target")
+    _fields = ("mode", "size", "mtime_ns", "uid", "gid", "target", "ino", "nlink")
 
-    def __new__(cls, mode: int, size: int, mtime_ns: int, uid: int, gid: int, target: str = ""):
-        return super().__new__(cls, (mode, size, mtime_ns, uid, gid, target))
+    def __new__(cls, mode: int, size: int, mtime_ns: int, uid: int, gid: int, target: str = "",
+                ino: int = 0, nlink: int = 1):
+        return super().__new__(cls, (mode, size, mtime_ns, uid, gid, target, ino, nlink))
 
     mode = property(lambda self: self[0])
     size = property(lambda self: self[1])
@@ -36,6 +38,8 @@ class FileInfo(tuple):
     uid = property(lambda self: self[3])
     gid = property(lambda self: self[4])
     target = property(lambda self: self[5])
+    ino = property(lambda self: self[6])
+    nlink = property(lambda self: self[7])
 
     @property
     def is_dir(self) -> bool:
@@ -116,7 +120,7 @@ class FilesClient:
         """Type, mode, size, mtime and owner of ``path`` in the sandbox (``target`` for a symlink)."""
         p = self._abs(path)
         f, _ = self._fop({"op": "lstat", "path": p, "follow": bool(follow_symlinks)})
-        return FileInfo(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4]), " ".join(f[5:]))
+        return FileInfo(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4]), " ".join(f[7:]), int(f[5]), int(f[6]))
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644, mkdirs: bool = True,
                    mtime_ns: int | None = None, special: bool = False) -> None:

@@ -43,6 +43,21 @@ def _kill_processes_under(sdir: str) -> int:
     return n
 
 
+def _kill_pasta(pidfile: Path) -> None:
+    """network='nat' through pasta: its pid file names it; SIGKILL it if that pid is still a pasta."""
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        with open(f"/proc/{pid}/comm") as f:
+            comm = f.read().strip()
+    except (OSError, ValueError, IndexError):
+        return
+    if comm.startswith(("pasta", "passt")):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 CREATE_GRACE_S = 60.0  # a state dir without an owner file this young is being created, not leaked
 
 
@@ -65,6 +80,7 @@ def cleanup(state_root: str | None = None, dry_run: bool = False, trash: bool = 
             if dry_run:
                 continue
             _kill_processes_under(str(sdir))
+            _kill_pasta(sdir / "pasta.pid")
             try:
                 owner_pid = (sdir / "owner").read_text().split()[0]
             except (OSError, IndexError):

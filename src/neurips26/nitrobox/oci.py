@@ -13,8 +13,11 @@
 4. ``pull(ref)``: the OCI distribution API (manifest or index -> platform manifest, blobs checked
    against their digests, Bearer-token challenge), then the same import.
 Applied from the image config: ``Env`` (under the user's env), ``WorkingDir`` (replaces the default
-``/workspace``), ``User`` (the default user of execs; ``user="root"`` overrides). Handled: plain and
-gzip layers. Not implemented: zstd layers; ``Entrypoint``/``Cmd`` are stored, not run.
+``/workspace``), ``User`` (the default user of execs; ``user="root"`` overrides), ``Entrypoint`` +
+``Cmd`` (``image_command``: what ``containers.run(image)`` and ``nitrobox exec --image X`` run when
+no command is given; a given command replaces ``Cmd`` and is appended to ``Entrypoint``, as
+``docker run`` does). Layers: plain tar, gzip, and zstd (``+zstd`` media types; needs the
+``zstandard`` package, else an ``ImageError`` naming it).
 """
 
 from __future__ import annotations
@@ -126,10 +129,29 @@ def _inside(root: str, rel: str) -> str:
     return os.path.join(root, *parts) if parts else root
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _decompress(data: bytes) -> bytes:
+    """A layer blob as a plain tar: gzip and zstd are recognised by their magic bytes (media types
+    lie in the wild: docker save writes ``.tar`` names for any compression)."""
+    if data[:2] == b"\x1f\x8b":
+        return gzip.decompress(data)
+    if data[:4] == _ZSTD_MAGIC:
+        try:
+            import zstandard
+        except ImportError:
+            raise ImageError("a zstd-compressed layer needs the 'zstandard' package (pip install zstandard)") from None
+        out = io.BytesIO()
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as r:  # frames without a size
+            shutil.copyfileobj(r, out)
+        return out.getvalue()
+    return data
+
+
 def _extract_layer(data: bytes, dest: str) -> None:
     """Apply one layer tar into the empty directory ``dest`` (overlay whiteouts and opaque dirs)."""
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+    data = _decompress(data)
     root_owned = os.geteuid() == 0
     dirs = []
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -246,6 +268,35 @@ def image_env(image: Image) -> dict[str, str]:
     return out
 
 
+def image_command(image: Image, command: Any = None, entrypoint: Any = None) -> list[str] | None:
+    """The argv ``docker run IMAGE [COMMAND]`` runs: ``Entrypoint + (command or Cmd)``.
+
+    ``command``/``entrypoint`` (a list, or a str split like a shell would) override the image's
+    ``Cmd``/``Entrypoint``; ``entrypoint=""`` or ``[]`` clears it. ``None`` when there is nothing to run.
+    """
+    import shlex
+
+    def argv(x: Any, what: str) -> list[str] | None:
+        if x is None:
+            return None
+        if isinstance(x, str):
+            return shlex.split(x)
+        if isinstance(x, (list, tuple)) and all(isinstance(a, str) for a in x):
+            return list(x)
+        raise TypeError(f"{what} must be a str or a list of str, got {x!r}")
+
+    cfg = (image.config if image is not None else None) or {}
+    ep = argv(entrypoint, "entrypoint")
+    if ep is None:
+        ep = argv(cfg.get("Entrypoint"), "image Entrypoint") or []
+    cmd = argv(command, "command")
+    if cmd is None:
+        # docker: an overridden entrypoint drops the image's Cmd
+        cmd = [] if entrypoint is not None else (argv(cfg.get("Cmd"), "image Cmd") or [])
+    out = ep + cmd
+    return out or None
+
+
 # ------------------------------------------------------------------------- registry pull (OCI API)
 _ACCEPT = ", ".join(("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                      "application/vnd.docker.distribution.manifest.v2+json",
@@ -269,10 +320,12 @@ def _split_ref(ref: str) -> tuple[str, str, str]:
 class _Registry:
     """The few OCI distribution API calls a pull needs, with Bearer token auth (RFC 6750 challenge)."""
 
-    def __init__(self, host: str, insecure: bool | None = None, timeout: float = 60.0):
+    def __init__(self, host: str, insecure: bool | None = None, timeout: float = 60.0,
+                 auth: tuple[str, str] | None = None):
         local = host.split(":")[0] in ("localhost", "127.0.0.1", "::1")
         self.base = f"{'http' if (insecure if insecure is not None else local) else 'https'}://{host}"
         self.timeout = timeout
+        self.auth = auth
         self.token: str | None = None
 
     def get(self, path: str, accept: str | None = None) -> tuple[bytes, dict]:
@@ -297,7 +350,12 @@ class _Registry:
         raise ImageError(f"registry {self.base}: GET {path}: unauthorized")
 
     def _login(self, challenge: str) -> bool:
+        """The distribution token flow: the 401's ``WWW-Authenticate: Bearer realm=..,service=..,
+        scope=..`` -> GET realm?service=..&scope=.. (HTTP Basic with ``auth`` if given, else anonymous)
+        -> ``{"token"|"access_token": ...}``, sent as ``Authorization: Bearer`` on the retry."""
+        import base64
         import re
+        import urllib.error
         import urllib.parse
         import urllib.request
 
@@ -308,20 +366,33 @@ class _Registry:
         if not realm:
             return False
         url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=self.timeout) as r:
-            body = json.loads(r.read())
+        req = urllib.request.Request(url)
+        if self.auth is not None:
+            user, password = self.auth
+            req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                body = json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise ImageError(f"registry {self.base}: token endpoint {realm}: HTTP {e.code} {e.reason}") from None
+        except (urllib.error.URLError, ValueError) as e:
+            raise ImageError(f"registry {self.base}: token endpoint {realm}: {e}") from None
         self.token = body.get("token") or body.get("access_token")
         return bool(self.token)
 
 
 def pull(reference: str, name: str | None = None, state_root: str | os.PathLike | None = None,
-         insecure: bool | None = None, platform: str = "linux/amd64") -> Image:
+         insecure: bool | None = None, platform: str = "linux/amd64",
+         auth: tuple[str, str] | None = None) -> Image:
     """Pull ``host/repo:tag`` from an OCI registry (plain HTTP for localhost unless ``insecure=False``)
-    into the layer cache and import it as ``name`` (default: the reference). Digests are verified."""
+    into the layer cache and import it as ``name`` (default: the reference). Digests are verified.
+    ``auth=(user, password)``: credentials for the registry's token endpoint (anonymous otherwise)."""
     import tempfile
 
+    if auth is not None and not (isinstance(auth, tuple) and len(auth) == 2 and all(isinstance(a, str) for a in auth)):
+        raise ValueError(f"auth must be a (user, password) tuple of str, got {type(auth).__name__}")
     host, repo, tag = _split_ref(reference)
-    reg = _Registry(host, insecure)
+    reg = _Registry(host, insecure, auth=auth)
     body, headers = reg.get(f"/v2/{repo}/manifests/{tag}", _ACCEPT)
     man = json.loads(body)
     if "manifests" in man:  # an index: the entry for our platform

@@ -6,10 +6,18 @@ file contents come back as Ray objects. A node (or its actor) that dies surfaces
 ``SandboxLostError`` on every handle it held; ``pool.replace(handle)`` re-creates the sandbox on a
 live node (the lost one's state is gone: rollouts restart the episode), and ``acquire`` skips dead
 nodes. Ray is optional: this module imports it only when a pool is created.
+
+``AsyncRaySandboxPool`` is the same pool for asyncio rollout loops (verl / SkyRL style: many agents
+in flight, each acquire -> exec / file steps -> reward -> release): ``await pool.acquire()``,
+``await h.aexec(...)``, ``await h.awrite_file``/``aread_file``, ``pool.release(h)``, ``await
+pool.aclose()`` -- the shape of ``AsyncSandboxPool``. Nothing blocks the event loop: Ray object refs
+are awaited natively. The node actors are threaded (``max_concurrency``), so calls for different
+sandboxes on one node run side by side.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import uuid
@@ -89,6 +97,27 @@ class SandboxHandle:
     def release(self) -> None:
         self.pool.release(self)
 
+    async def _acall(self, method: str, *args: Any, timeout: float | None = None):
+        import ray
+
+        try:
+            ref = getattr(self._actor, method).remote(self.id, *args)
+            return await (ref if timeout is None else asyncio.wait_for(ref, timeout))
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+            self.pool._mark_dead(self.node)
+            raise SandboxLostError(f"sandbox {self.id} on node {self.node[:12]} is lost: {type(e).__name__}") from None
+
+    async def aexec(self, cmd: Any, timeout: float | None = None, **kw: Any):
+        """``exec`` awaited on the event loop (no thread held while the command runs)."""
+        return await self._acall("exec", cmd, dict(kw, timeout=timeout),
+                                 timeout=None if timeout is None else timeout + 60.0)
+
+    async def awrite_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        await self._acall("write_file", path, data.encode() if isinstance(data, str) else bytes(data), mode)
+
+    async def aread_file(self, path: str) -> bytes:
+        return await self._acall("read_file", path)
+
 
 class RaySandboxPool:
     """``per_node`` warm sandboxes on every live Ray node (``max_per_node`` at most)."""
@@ -106,7 +135,9 @@ class RaySandboxPool:
         self._lock = threading.Lock()
         self._actors: dict[str, Any] = {}
         self._dead: set[str] = set()
-        agent = ray.remote(num_cpus=0, max_restarts=0)(_NodeAgent)
+        # threaded actors: one node serves calls for its sandboxes concurrently (a sync actor would
+        # run one agent's exec at a time)
+        agent = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=max(4, 2 * max_per_node + 2))(_NodeAgent)
         for n in ray.nodes():
             if not n.get("Alive"):
                 continue
@@ -186,3 +217,69 @@ class RaySandboxPool:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class AsyncRaySandboxPool:
+    """``RaySandboxPool`` for asyncio rollout loops; the interface of ``AsyncSandboxPool``."""
+
+    def __init__(self, pool: RaySandboxPool):
+        self.pool = pool
+        self._pending: set = set()
+
+    @classmethod
+    async def create(cls, config: Mapping[str, Any] | None = None, per_node: int = 2,
+                     max_per_node: int | None = None, address: str | None = None) -> "AsyncRaySandboxPool":
+        return cls(await asyncio.to_thread(RaySandboxPool, config, per_node, max_per_node, address))
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.pool.nodes
+
+    async def acquire(self, timeout: float = 60.0, node: str | None = None) -> SandboxHandle:
+        """A sandbox on ``node`` or the next live node; waits (holding no thread) while every node's
+        pool is at ``max_per_node``; dead nodes are skipped, ``SandboxLostError`` if none is left."""
+        import ray
+
+        timeout = check_scalar(timeout, "timeout", float, min=0)
+        p = self.pool
+        for _ in range(len(p._actors)):
+            nid = node or next(p._rr)
+            if nid in p._dead:
+                if node is not None:
+                    raise SandboxLostError(f"node {nid[:12]} is dead")
+                continue
+            actor = p._actors[nid]
+            try:
+                hid = await asyncio.wait_for(actor.acquire.remote(timeout), timeout + 60.0)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                p._mark_dead(nid)
+                if node is not None:
+                    raise SandboxLostError(f"node {nid[:12]} is dead") from None
+                continue
+            return SandboxHandle(p, nid, actor, hid)
+        raise SandboxLostError("no live node left in the pool")
+
+    async def replace(self, handle: SandboxHandle, timeout: float = 60.0) -> SandboxHandle:
+        self.release(handle)
+        return await self.acquire(timeout)
+
+    def release(self, handle: SandboxHandle) -> None:
+        """Hand the sandbox back (reset on its node); returns at once, like ``AsyncSandboxPool``."""
+        if handle.node in self.pool._dead:
+            return
+        ref = handle._actor.release.remote(handle.id)
+        self._pending.add(ref)
+        if len(self._pending) > 256:  # forget refs of releases that are long done
+            import ray
+
+            done, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
+            self._pending.difference_update(done)
+
+    async def aclose(self) -> None:
+        if self._pending:
+            try:
+                await asyncio.wait_for(asyncio.gather(*self._pending, return_exceptions=True), 60.0)
+            except asyncio.TimeoutError:
+                pass
+            self._pending.clear()
+        await asyncio.to_thread(self.pool.close)

@@ -49,7 +49,7 @@ class _Proc:
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = None
         self.ctl: socket.socket | None = None  # the agent's control socket (SOCK_SEQPACKET)
-        self.net = None  # network="nat": (slirp4netns Popen, its exit-fd write end)
+        self.net = None  # network="nat": (slirp4netns Popen, its exit-fd write end) or (pasta Popen, None)
         self.disk_fd = self.disk_a_pid = None
         self.a_pidfd = None  # zygote mode: A is the zygote's child, tracked by pidfd
         self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
@@ -129,16 +129,24 @@ class _Proc:
             except OSError:
                 pass
             self.ctl = None
-        if self.net is not None:  # closing its exit fd stops slirp4netns; then reap it
+        self.stop_net()
+        self.b_pid = None
+
+    def stop_net(self) -> None:
+        """Stop the user-mode network helper: closing its exit fd stops slirp4netns, pasta gets
+        SIGTERM; then reap it (its forwarded host ports are free afterwards)."""
+        if self.net is not None:
             p, exit_w = self.net
             self.net = None
-            os.close(exit_w)
+            if exit_w is not None:
+                os.close(exit_w)
+            else:
+                p.terminate()
             try:
                 p.wait(5)
             except Exception:  # noqa: BLE001 - TimeoutExpired
                 p.kill()
                 p.wait()
-        self.b_pid = None
 
 
 def _finalize(proc: _Proc, cgroups: list, sdir: str, root: Path, layers: list, closed: list) -> None:
@@ -314,7 +322,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         return {
             "namespaces": ["user", "mnt", "pid", "ipc", "uts", "cgroup"]
             + (["net"] if self.config.network in ("none", "nat") else []),
-            "network": self.config.network + (" (slirp4netns: 10.0.2.100/24, gw 10.0.2.2, dns 10.0.2.3)"
+            "network": self.config.network + (f" ({self.nat_backend}: tap0 10.0.2.100/24, gw 10.0.2.2, dns 10.0.2.3)"
                                               if self.config.network == "nat" else ""),
             "uid_map": "0 0 65536" if not self.rootless else f"0 {os.geteuid()} 1",
             "rootless": self.rootless,
@@ -470,7 +478,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             proc.ctl = ctl
             ctl = None
             if cfg.network == "nat":
-                self._start_nat(b_pid, deadline)
+                # A unshared the sandbox's user and net namespaces and stays dumpable; B (pid 1) is
+                # not, so rootless callers cannot open /proc/<B>/ns/*
+                self._start_nat(proc.a_host_pid or b_pid, deadline)
             self._generation += 1
             self._shell_dead = False
         except BaseException:
@@ -482,7 +492,80 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             if ctl is not None:
                 ctl.close()
 
-    def _start_nat(self, b_pid: int, deadline: float) -> None:
+    @property
+    def nat_backend(self) -> str | None:
+        """``"pasta"`` or ``"slirp4netns"`` for ``network="nat"`` (``None`` otherwise)."""
+        import shutil
+
+        if self.config.network != "nat":
+            return None
+        if self.config.nat_backend != "auto":
+            return self.config.nat_backend
+        return "pasta" if shutil.which("pasta") else "slirp4netns"
+
+    def _start_nat(self, ns_pid: int, deadline: float) -> None:
+        """``ns_pid``: a process in the sandbox's user and net namespaces that we may open."""
+        b_pid = ns_pid
+        if self.nat_backend == "pasta":
+            self._start_pasta(b_pid, deadline)
+        else:
+            self._start_slirp(b_pid, deadline)
+
+    def _start_pasta(self, b_pid: int, deadline: float) -> None:
+        """network='nat' through pasta (passt's namespace mode, L4 sockets, no tap on the host side):
+        the same view as slirp4netns (``tap0`` 10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3
+        forwarded to the host's resolver); ``ports`` bound on the host's 127.0.0.1 only; no
+        forwarding of host-bound ports into or out of the sandbox (``-T/-U none``); the gateway
+        maps to the host's loopback only with ``nat_host_loopback``. pasta runs in the foreground
+        as our child (SIGTERM at teardown); its pid file in the state dir lets ``cleanup`` stop
+        one whose owner died."""
+        import shutil
+        import subprocess
+
+        exe = shutil.which("pasta")
+        if exe is None:
+            raise SandboxStartError("network='nat' with nat_backend='pasta' needs pasta (apt install passt)")
+        pidfile = self._dir / "pasta.pid"
+        try:
+            os.unlink(pidfile)
+        except FileNotFoundError:
+            pass
+        fwd = ",".join(f"{int(hp)}:{int(sp)}" for hp, sp in self.config.ports.items())
+        args = [exe, "--foreground", "--quiet", "--runas", f"{os.geteuid()}:{os.getegid()}", "--config-net",
+                "--ns-ifname", "tap0", "--address", "10.0.2.100", "--netmask", "24", "--gateway", "10.0.2.2",
+                "--dns-forward", "10.0.2.3", "--ipv4-only", "--no-dhcp", "--no-ra", "--no-ndp", "--no-dhcpv6",
+                "--tcp-ports", f"127.0.0.1/{fwd}" if fwd else "none", "--udp-ports", "none",
+                "--tcp-ns", "none", "--udp-ns", "none", "--pid", str(pidfile)]
+        if not self.config.nat_host_loopback:
+            args.append("--no-map-gw")
+        # pasta drops CAP_SYS_PTRACE before joining: hand it the namespaces as fds we opened (its own
+        # /proc/self/fd/N), not as /proc/<pid>/ns paths it might not be allowed to open
+        ns_fds = [os.open(f"/proc/{b_pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC) for ns in ("user", "net")]
+        args += ["--userns", f"/proc/self/fd/{ns_fds[0]}", "--netns", f"/proc/self/fd/{ns_fds[1]}"]
+        log = self._dir / "pasta.log"
+        try:
+            with open(log, "wb") as logf:  # a file, not a pipe nobody drains
+                p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf,
+                                     pass_fds=ns_fds)
+        finally:
+            for fd in ns_fds:
+                os.close(fd)
+        self._proc.net = (p, None)
+        while True:  # the pid file is written once the namespace side is configured and ports bound
+            if p.poll() is not None:
+                err = log.read_text(errors="replace")
+                err = " ".join(x for x in err.splitlines() if "syslog" not in x)[-300:]
+                raise SandboxStartError(f"sandbox {self.id}: pasta exited ({p.returncode}): {err}")
+            try:
+                if pidfile.read_text().strip():
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SandboxStartError(f"sandbox {self.id}: pasta did not come up")
+            time.sleep(0.002)
+
+    def _start_slirp(self, b_pid: int, deadline: float) -> None:
         """network='nat': slirp4netns on B's netns (tap0, 10.0.2.100/24), ports forwarded on 127.0.0.1.
 
         It stops when its exit fd closes (our ``_Proc.kill``, or the client's death)."""
@@ -598,6 +681,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             return None
         old = self._proc.detach()
         old.signal_kill()
+        if self.config.ports:
+            old.stop_net()  # the next tree's helper binds the same host ports
         return old
 
     def reset(self) -> None:
