@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -39,3 +40,35 @@ def sb(state_root):
     s.delete(wait=True)
 
 
+@pytest.fixture
+def registry(tmp_path):
+    """Debian's docker-registry (distribution 2.8) on loopback, filesystem storage in tmp: ``host:port``
+    (the registry-pull tests, and the Bearer-token proxy of the SWE-bench-style image test)."""
+    import shutil
+    import socket
+    import time
+
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        pytest.skip("docker-registry not installed (apt install docker-registry)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "registry.yml"
+    cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+                   f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
+    p = subprocess.Popen([exe, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            pytest.skip("docker-registry did not start")
+        yield f"127.0.0.1:{port}"
+    finally:
+        p.kill()
+        p.wait()

@@ -157,47 +157,6 @@ def test_oci_layout_import(state_root, tmp_path):
         assert sb.exec('echo $(</srv/x) "$GREETING"') == (0, "oci hi\n")
 
 
-def _free_port() -> int:
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-@pytest.fixture
-def registry(tmp_path):
-    """Debian's docker-registry (distribution 2.8) on loopback, filesystem storage in tmp."""
-    import shutil
-    import socket
-    import time
-
-    exe = shutil.which("docker-registry")
-    if exe is None:
-        pytest.skip("docker-registry not installed (apt install docker-registry)")
-    port = _free_port()
-    cfg = tmp_path / "registry.yml"
-    cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
-                   f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
-    p = subprocess.Popen([exe, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.skip("docker-registry did not start")
-        yield f"127.0.0.1:{port}"
-    finally:
-        p.kill()
-        p.wait()
-
-
 def _push(host: str, repo: str, tag: str, layers: list[bytes], env: list[str]) -> None:
     """Push through the OCI distribution API (monolithic blob uploads, then the manifest)."""
     import urllib.request

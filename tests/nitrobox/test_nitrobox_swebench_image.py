@@ -282,18 +282,8 @@ def test_entrypoint_and_cmd_are_honoured(state_root, layers, tmp_path):
 
 
 # ------------------------------------------------------------------ registry pull with Bearer token auth
-def _free_port() -> int:
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.fixture
-def token_registry(tmp_path):
+def token_registry(registry):
     """Debian's docker-registry on loopback (storage in tmp, no auth: the test pushes to it directly),
     fronted by a small token-auth proxy written here: every ``/v2/`` request without a valid Bearer
     token gets ``401`` + ``WWW-Authenticate: Bearer realm=<token endpoint>,service=..,scope=..``; the
@@ -301,22 +291,12 @@ def token_registry(tmp_path):
     checks the token covers the repository and relays to the registry. Yields (proxy, backend, log)."""
     import http.client
     import secrets
-    import shutil
-    import socket
     import threading
-    import time
     import urllib.parse
     from base64 import b64encode
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    exe = shutil.which("docker-registry")
-    if exe is None:
-        pytest.skip("docker-registry not installed (apt install docker-registry)")
-    bport = _free_port()
-    cfg = tmp_path / "registry.yml"
-    cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
-                   f"http:\n  addr: 127.0.0.1:{bport}\nlog:\n  level: error\n")
-    reg = subprocess.Popen([exe, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bport = int(registry.rsplit(":", 1)[1])
     log: list[tuple] = []
     tokens: dict[str, str] = {}
     good = "Basic " + b64encode(b"rl:s3cret").decode()
@@ -381,22 +361,11 @@ def token_registry(tmp_path):
     for t in threads:
         t.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", bport), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.skip("docker-registry did not start")
         yield f"127.0.0.1:{psrv.server_address[1]}", f"127.0.0.1:{bport}", log
     finally:
         for s in (tsrv, psrv):
             s.shutdown()
             s.server_close()
-        reg.kill()
-        reg.wait()
 
 
 def _push(host: str, repo: str, tag: str, layers: list[bytes]) -> None:
