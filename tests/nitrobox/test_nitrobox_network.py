@@ -62,8 +62,11 @@ def _nat_checks(state_root: str, listener: int, nat_backend: str) -> dict:
     """Runs as root, or as uid 65534 in a forked child (rootless): returns what was seen."""
     hp = _free_port()
     out = {}
+    # direct spawning, as the security module's rootless checks: "auto" picks the zygote in a big test
+    # process (RSS >= 256 MiB), and the zygote execs sys.executable, which uid 65534 cannot reach when the
+    # venv sits under a 0700 directory (a fresh-clone CI's mktemp -d)
     sb = Sandbox(state_root=state_root, network="nat", nat_host_loopback=True, ports={hp: 8000},
-                 nat_backend=nat_backend)
+                 nat_backend=nat_backend, spawn_mode="direct")
     try:
         out["features"] = sb.features["network"]
         out["ifaces"] = sb.exec("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; cat /etc/resolv.conf")
