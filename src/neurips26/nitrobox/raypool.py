@@ -163,22 +163,32 @@ class RaySandboxPool:
         """A sandbox on ``node`` or on the next live node (round robin); dead nodes are skipped."""
         import ray
 
+        for nid in self._nodes_to_try(node):
+            actor = self._actors[nid]
+            try:
+                hid = ray.get(actor.acquire.remote(timeout), timeout=timeout + 60.0)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                self._node_lost(nid, node)
+                continue
+            return SandboxHandle(self, nid, actor, hid)
+        raise SandboxLostError("no live node left in the pool")
+
+    def _nodes_to_try(self, node: str | None):
+        """The nodes an acquire tries in turn: ``node`` alone (``SandboxLostError`` once it is dead), or
+        one round robin over the live nodes."""
         for _ in range(len(self._actors)):
             nid = node or next(self._rr)
             if nid in self._dead:
                 if node is not None:
                     raise SandboxLostError(f"node {nid[:12]} is dead")
                 continue
-            actor = self._actors[nid]
-            try:
-                hid = ray.get(actor.acquire.remote(timeout), timeout=timeout + 60.0)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                self._mark_dead(nid)
-                if node is not None:
-                    raise SandboxLostError(f"node {nid[:12]} is dead") from None
-                continue
-            return SandboxHandle(self, nid, actor, hid)
-        raise SandboxLostError("no live node left in the pool")
+            yield nid
+
+    def _node_lost(self, nid: str, node: str | None) -> None:
+        """An acquire on ``nid`` found its actor gone: mark it dead; fatal when the caller asked for it."""
+        self._mark_dead(nid)
+        if node is not None:
+            raise SandboxLostError(f"node {nid[:12]} is dead") from None
 
     def replace(self, handle: SandboxHandle, timeout: float = 60.0) -> SandboxHandle:
         """A fresh sandbox on a live node, in place of a lost (or unwanted) one."""
@@ -242,19 +252,12 @@ class AsyncRaySandboxPool:
 
         timeout = check_scalar(timeout, "timeout", float, min=0)
         p = self.pool
-        for _ in range(len(p._actors)):
-            nid = node or next(p._rr)
-            if nid in p._dead:
-                if node is not None:
-                    raise SandboxLostError(f"node {nid[:12]} is dead")
-                continue
+        for nid in p._nodes_to_try(node):
             actor = p._actors[nid]
             try:
                 hid = await asyncio.wait_for(actor.acquire.remote(timeout), timeout + 60.0)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                p._mark_dead(nid)
-                if node is not None:
-                    raise SandboxLostError(f"node {nid[:12]} is dead") from None
+                p._node_lost(nid, node)
                 continue
             return SandboxHandle(p, nid, actor, hid)
         raise SandboxLostError("no live node left in the pool")
