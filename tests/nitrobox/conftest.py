@@ -72,3 +72,50 @@ def registry(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def _run_as_nobody(fn, *args):
+    """Fork, drop to uid/gid 65534 (setgroups([]), setresgid/setresuid, PR_SET_DUMPABLE=1), run ``fn``
+    and return its result, pickled back through a pipe; an exception in the child is an AssertionError
+    carrying its traceback."""
+    import ctypes
+    import encodings.idna  # noqa: F401 - getaddrinfo's lazy import: the uid-65534 child cannot read /root
+    import pickle
+    import traceback
+
+    from neurips26.nitrobox import seccomp_filter
+
+    seccomp_filter.program()  # compile before fork: the child imports nothing new
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+            out = ("ok", fn(*args))
+        except BaseException as e:  # noqa: BLE001
+            out = ("err", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        try:
+            os.write(w, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while b := os.read(r, 1 << 16):
+        chunks.append(b)
+    os.close(r)
+    os.waitpid(pid, 0)
+    kind, val = pickle.loads(b"".join(chunks))
+    if kind == "err":
+        raise AssertionError(val)
+    return val
+
+
+@pytest.fixture
+def as_nobody():
+    """``as_nobody(fn, *args)``: ``fn(*args)`` in a forked child running as uid/gid 65534 (the rootless
+    tests; needs root to drop)."""
+    return _run_as_nobody

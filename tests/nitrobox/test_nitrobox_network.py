@@ -90,46 +90,7 @@ def _nat_checks(state_root: str, listener: int, nat_backend: str) -> dict:
     return out
 
 
-def _run_as_nobody(fn, *args):
-    """Fork, drop to uid/gid 65534 (dumpable again), run ``fn``, return its result (pickled back)."""
-    import ctypes
-    import pickle
-    import traceback
-
-    from neurips26.nitrobox import seccomp_filter
-
-    import encodings.idna  # noqa: F401 - getaddrinfo's lazy import: the uid-65534 child cannot read /root
-
-    seccomp_filter.program()  # compile before fork: the child imports nothing new
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
-            out = ("ok", fn(*args))
-        except BaseException as e:  # noqa: BLE001
-            out = ("err", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-        try:
-            os.write(w, pickle.dumps(out))
-        finally:
-            os._exit(0)
-    os.close(w)
-    chunks = []
-    while b := os.read(r, 1 << 16):
-        chunks.append(b)
-    os.close(r)
-    os.waitpid(pid, 0)
-    kind, val = pickle.loads(b"".join(chunks))
-    if kind == "err":
-        raise AssertionError(val)
-    return val
-
-
-def test_nat_rootless(listener, nat_backend):
+def test_nat_rootless(listener, nat_backend, as_nobody):
     import subprocess
 
     if os.geteuid() != 0:
@@ -140,7 +101,7 @@ def test_nat_rootless(listener, nat_backend):
     root = f"/dev/shm/neurips26-nbx-test-nobody-net-{os.getpid()}"
     before = set(_slirps())
     try:
-        out = _run_as_nobody(_nat_checks, root, listener, nat_backend)
+        out = as_nobody(_nat_checks, root, listener, nat_backend)
     finally:
         subprocess.run(["rm", "-rf", root], check=False)
     assert out["features"].startswith(f"nat ({nat_backend}:")

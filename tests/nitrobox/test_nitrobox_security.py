@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
-import pickle
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
-import traceback
 
 import pytest
 
-from neurips26.nitrobox import Sandbox, maintenance, seccomp_filter
+from neurips26.nitrobox import Sandbox, maintenance
 from neurips26.nitrobox.diagnostics import support_problem, wait_until
 
 pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
@@ -142,40 +139,6 @@ def test_isolation_rootful(state_root, listener, sentinel, mode):
     _assert_isolated(_isolation_checks(state_root, listener, sentinel, mode))
 
 
-def run_as_nobody(fn, *args, timeout: float = 60):
-    """Fork, drop to uid/gid 65534 (setgroups([]), setresgid/setresuid, PR_SET_DUMPABLE=1), run fn."""
-    seccomp_filter.program()  # compile before fork: the child imports nothing new
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
-            out = ("ok", fn(*args))
-        except BaseException as e:  # noqa: BLE001
-            out = ("err", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-        try:
-            os.write(w, pickle.dumps(out))
-        finally:
-            os._exit(0)
-    os.close(w)
-    chunks = []
-    while True:
-        b = os.read(r, 1 << 16)
-        if not b:
-            break
-        chunks.append(b)
-    os.close(r)
-    os.waitpid(pid, 0)
-    kind, val = pickle.loads(b"".join(chunks))
-    if kind == "err":
-        raise AssertionError(val)
-    return val
-
-
 @pytest.fixture
 def nobody_root():
     root = f"/dev/shm/neurips26-nbx-test-nobody-{os.getpid()}"
@@ -184,8 +147,8 @@ def nobody_root():
 
 
 @needs_root
-def test_isolation_rootless(nobody_root, listener, sentinel):
-    res = run_as_nobody(_isolation_checks, nobody_root, listener, sentinel)
+def test_isolation_rootless(nobody_root, listener, sentinel, as_nobody):
+    res = as_nobody(_isolation_checks, nobody_root, listener, sentinel)
     _assert_isolated(res)
 
 
@@ -205,8 +168,8 @@ def _rootless_lifecycle(root: str) -> dict:
 
 
 @needs_root
-def test_rootless_lifecycle(nobody_root):
-    out = run_as_nobody(_rootless_lifecycle, nobody_root)
+def test_rootless_lifecycle(nobody_root, as_nobody):
+    out = as_nobody(_rootless_lifecycle, nobody_root)
     assert out["features"]["rootless"] and out["features"]["uid_map"] == "0 65534 1"
     assert out["id"].split()[:4] == ["0", "0", "65534", "1"]
     assert out["write"] == "x\ny\n"
@@ -352,8 +315,8 @@ def _rootless_channel_and_files(root: str) -> dict:
 
 
 @needs_root
-def test_exec_channel_and_files_rootless(nobody_root):
-    out = run_as_nobody(_rootless_channel_and_files, nobody_root)
+def test_exec_channel_and_files_rootless(nobody_root, as_nobody):
+    out = as_nobody(_rootless_channel_and_files, nobody_root)
     assert out["forge"] == (7, True) and out["next"] == (0, "hello\n")
     assert out["proc1"] == (5, False)
     assert out["stateful"] == (3, "/tmp\n")
