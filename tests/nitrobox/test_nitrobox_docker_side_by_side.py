@@ -1,6 +1,6 @@
 """Issue 28 item 5: one docker-py client script, run side by side on real Docker and on the adapter.
 
-``_script(client, image)`` is ordinary docker-py harness code (run / detach / exec_run with demux,
+``_script(client, image, upload)`` is ordinary docker-py harness code (run / detach / exec_run with demux,
 stream, environment, workdir, user / put_archive with modes, mtimes, a symlink and a hard link /
 get_archive of a file and a directory / the low-level ``client.api`` exec calls / the error types).
 It runs once against ``docker.DockerClient`` talking to a private ``dockerd`` (docker.io, started by
@@ -12,12 +12,9 @@ dockerd and ``import_image``-ed into NitroBox.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import io
 import json
-import os
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -34,103 +31,28 @@ TOOLS = ("bash", "cat", "tail", "sleep", "id", "stat", "ls", "readlink", "mkdir"
 TAG = "nbx/side-by-side:1"
 
 
-def _image_tar() -> bytes:
+def _image_tar(images) -> bytes:
     """A docker save (v1.2) tar: one layer with TOOLS and their ldd closure, /etc/passwd with nobody."""
-    exes = [f"/usr/bin/{t}" for t in TOOLS]
-    libs: set[str] = set()
-    r = subprocess.run(["ldd", *exes], capture_output=True, text=True)
-    for line in r.stdout.splitlines():
-        parts = line.split()
-        path = parts[2] if "=>" in parts and len(parts) > 2 else (parts[0] if parts else "")
-        if path.startswith("/") and not path.endswith(":"):
-            libs.add(path)
-    buf = io.BytesIO()
-    seen: set[str] = set()
-
-    def dirs(rel: str, tar: tarfile.TarFile) -> None:
-        parts = rel.split("/")
-        for i in range(1, len(parts)):
-            d = "/".join(parts[:i])
-            if d not in seen:
-                seen.add(d)
-                ti = tarfile.TarInfo(d)
-                ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000
-                tar.addfile(ti)
-
-    def owned(ti: tarfile.TarInfo) -> tarfile.TarInfo:
-        ti.uid = ti.gid = 0
-        ti.uname = ti.gname = "root"
-        return ti
-
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for link in ("bin", "lib", "lib64", "sbin"):
-            if os.path.islink("/" + link):
-                ti = tarfile.TarInfo(link)
-                ti.type, ti.linkname = tarfile.SYMTYPE, os.readlink("/" + link)
-                tar.addfile(ti)
-        for named in sorted(libs) + exes:
-            real = os.path.realpath(named)
-            rel = real.lstrip("/")
-            dirs(rel, tar)
-            if rel not in seen:
-                seen.add(rel)
-                tar.add(real, arcname=rel, filter=owned)
-            alias = os.path.join(os.path.realpath(os.path.dirname(named)), os.path.basename(named)).lstrip("/")
-            if alias != rel and alias not in seen:
-                seen.add(alias)
-                dirs(alias, tar)
-                ti = tarfile.TarInfo(alias)
-                ti.type, ti.linkname = tarfile.SYMTYPE, real
-                tar.addfile(ti)
-        ti = tarfile.TarInfo("usr/bin/sh")
-        ti.type, ti.linkname = tarfile.SYMTYPE, "bash"
-        tar.addfile(ti)
+    def build(w):
+        w.host_closure([f"/usr/bin/{t}" for t in TOOLS])
+        w.link("usr/bin/sh", "bash")
         for d, mode in (("etc", 0o755), ("tmp", 0o1777), ("root", 0o700), ("testbed", 0o755)):
-            ti = tarfile.TarInfo(d)
-            ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, mode, 1_700_000_000
-            tar.addfile(ti)
-        for name, data in (("etc/passwd", b"root:x:0:0:root:/root:/bin/bash\n"
-                                          b"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
-                           ("etc/group", b"root:x:0:\nnogroup:x:65534:\n")):
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), 0o644, 1_700_000_000
-            tar.addfile(ti, io.BytesIO(data))
-    layer = buf.getvalue()
-    config = json.dumps({"architecture": "amd64", "os": "linux",
-                         "config": {"Env": ["PATH=/usr/bin:/bin", "TASK=side-by-side"], "WorkingDir": "/testbed",
-                                    "Cmd": ["bash"]},
-                         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]}}
-                        ).encode()
-    cfg_name = hashlib.sha256(config).hexdigest() + ".json"
-    lname = hashlib.sha256(layer).hexdigest() + "/layer.tar"
-    manifest = json.dumps([{"Config": cfg_name, "RepoTags": [TAG], "Layers": [lname]}]).encode()
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in (("manifest.json", manifest), (cfg_name, config), (lname, layer)):
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            tar.addfile(ti, io.BytesIO(data))
-    return out.getvalue()
+            w.dir(d, mode)
+        w.file("etc/passwd", b"root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+        w.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+
+    config = {"Env": ["PATH=/usr/bin:/bin", "TASK=side-by-side"], "WorkingDir": "/testbed", "Cmd": ["bash"]}
+    return images.docker_save(None, [images.layer(build)], config, TAG)
 
 
-def _upload() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        ti = tarfile.TarInfo("pkg")
-        ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o750, 1_600_000_000
-        tar.addfile(ti)
-        for name, data, mode in (("pkg/run.sh", b"#!/bin/bash\necho ran \"$@\"\n", 0o755),
-                                 ("pkg/data.txt", b"payload\n", 0o640)):
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), mode, 1_600_000_123
-            tar.addfile(ti, io.BytesIO(data))
-        ti = tarfile.TarInfo("pkg/link")
-        ti.type, ti.linkname, ti.mtime = tarfile.SYMTYPE, "data.txt", 1_600_000_000
-        tar.addfile(ti)
-        ti = tarfile.TarInfo("pkg/hard.txt")
-        ti.type, ti.linkname, ti.mtime = tarfile.LNKTYPE, "pkg/data.txt", 1_600_000_123
-        tar.addfile(ti)
-    return buf.getvalue()
+def _upload(images) -> bytes:
+    def build(w):
+        w.dir("pkg", 0o750, mtime=1_600_000_000)
+        w.file("pkg/run.sh", b"#!/bin/bash\necho ran \"$@\"\n", 0o755, mtime=1_600_000_123)
+        w.file("pkg/data.txt", b"payload\n", 0o640, mtime=1_600_000_123)
+        w.link("pkg/link", "data.txt", mtime=1_600_000_000)
+        w.link("pkg/hard.txt", "pkg/data.txt", hard=True, mtime=1_600_000_123)
+    return images.layer(build)
 
 
 _TMP = Path(tempfile.mkdtemp(prefix="nbx-sxs-"))
@@ -149,7 +71,7 @@ def _swebench_docker_utils():
     return mod
 
 
-def _script(client, image: str) -> dict:
+def _script(client, image: str, upload: bytes) -> dict:
     """Harness-style docker-py code; returns what it saw (nothing backend-specific in here)."""
     import docker.errors
 
@@ -191,7 +113,7 @@ def _script(client, image: str) -> dict:
         seen["user"] = (r.exit_code, r.output)
         r = c.exec_run("cat /nope")
         seen["cat_missing"] = (r.exit_code, r.output)
-        seen["put"] = c.put_archive("/testbed", _upload())
+        seen["put"] = c.put_archive("/testbed", upload)
         r = c.exec_run(["bash", "-c", "cd /testbed/pkg && stat -c '%n %a %s %Y %F %h' run.sh data.txt hard.txt "
                         "&& readlink link && ./run.sh a b && stat -c '%a' ."])
         seen["after_put"] = (r.exit_code, r.output)
@@ -237,24 +159,24 @@ def dockerd(tmp_path_factory):
     d.stop()
 
 
-def test_same_script_same_observations_docker_and_adapter(dockerd, state_root, tmp_path):
+def test_same_script_same_observations_docker_and_adapter(dockerd, state_root, tmp_path, images):
     import docker
 
     from neurips26.nitrobox.adapters import DockerLikeClient
     from neurips26.nitrobox.oci import import_image
 
-    data = _image_tar()
+    data, upload = _image_tar(images), _upload(images)
     real = docker.DockerClient(base_url=dockerd.url, version="auto", timeout=120)
     try:
         real.images.load(data)
-        on_docker = _script(real, TAG)
+        on_docker = _script(real, TAG, upload)
     finally:
         real.close()
     (tmp_path / "img.tar").write_bytes(data)
     import_image(tmp_path / "img.tar", state_root=state_root)
     ours = DockerLikeClient({"state_root": state_root})
     try:
-        on_adapter = _script(ours, TAG)
+        on_adapter = _script(ours, TAG, upload)
     finally:
         ours.close()
     assert on_docker["run"] == b"hello side-by-side\n/testbed\n"          # the script itself is sane

@@ -14,13 +14,10 @@ Docker adapter.
 from __future__ import annotations
 
 import glob
-import hashlib
-import io
 import json
 import os
 import subprocess
 import sys
-import tarfile
 
 import pytest
 
@@ -48,171 +45,59 @@ pytestmark = [pytestmark, pytest.mark.skipif(not (os.path.exists(PY) and os.path
                                              reason="needs Debian's /usr/bin/python3.11 and /usr/lib/python3.11")]
 
 
-def _ldd(paths: list[str]) -> set[str]:
-    """The shared libraries ``paths`` load (as named by the loader, e.g. /lib/x86_64-linux-gnu/libc.so.6)."""
-    out: set[str] = set()
-    for chunk in range(0, len(paths), 32):
-        r = subprocess.run(["ldd", *paths[chunk:chunk + 32]], capture_output=True, text=True)
-        for line in r.stdout.splitlines():
-            parts = line.split()
-            path = parts[2] if "=>" in parts and len(parts) > 2 else (parts[0] if parts else "")
-            if path.startswith("/") and not path.endswith(":"):  # "file:" headers of a multi-file ldd
-                out.add(path)
-    return out
-
-
-def _add_dirs(tar: tarfile.TarFile, rel: str, seen: set) -> None:
-    parts = rel.split("/")
-    for i in range(1, len(parts)):
-        d = "/".join(parts[:i])
-        if d not in seen:
-            seen.add(d)
-            ti = tarfile.TarInfo(d)
-            ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000
-            tar.addfile(ti)
-
-
-def _root_owned(ti: tarfile.TarInfo) -> tarfile.TarInfo:
-    ti.uid = ti.gid = 0
-    ti.uname = ti.gname = "root"
-    return ti
-
-
-def _base_layer(path: str) -> None:
-    """Layer 1, the 'Debian' base: bash, python3.11 + stdlib, their libraries, /etc."""
-    dynload = sorted(glob.glob(f"{STDLIB}/lib-dynload/*.so"))
-    libs = _ldd(["/usr/bin/bash", PY] + dynload)
-    seen: set[str] = set()
-    with tarfile.open(path, "w") as tar:
-        for link in ("bin", "lib", "lib64", "sbin"):  # merged /usr, as on the host
-            if os.path.islink("/" + link):
-                ti = tarfile.TarInfo(link)
-                ti.type, ti.linkname = tarfile.SYMTYPE, os.readlink("/" + link)
-                tar.addfile(ti)
-        for named in sorted(libs):
-            real = os.path.realpath(named)
-            # the loader's name (through the /lib -> usr/lib symlink) and the real file under /usr
-            rel_real = real.lstrip("/")
-            _add_dirs(tar, rel_real, seen)
-            if rel_real not in seen:
-                seen.add(rel_real)
-                tar.add(real, arcname=rel_real, filter=_root_owned)
-            rel_named = os.path.join(os.path.realpath(os.path.dirname(named)), os.path.basename(named)).lstrip("/")
-            if rel_named != rel_real and rel_named not in seen:
-                seen.add(rel_named)
-                _add_dirs(tar, rel_named, seen)
-                ti = tarfile.TarInfo(rel_named)
-                ti.type, ti.linkname = tarfile.SYMTYPE, real
-                tar.addfile(ti)
-        for exe in ("usr/bin/bash", "usr/bin/python3.11"):
-            _add_dirs(tar, exe, seen)
-            tar.add("/" + exe, arcname=exe, filter=_root_owned)
+def _base_layer(images, path: str) -> None:
+    """Layer 1, the 'Debian' base: bash, python3.11 + stdlib, their libraries (and those of every
+    lib-dynload extension), /etc."""
+    def build(w):
+        # the lib-dynload extensions themselves come with the stdlib tree below; their libraries here
+        w.host_closure(["/usr/bin/bash", PY], libs_of=sorted(glob.glob(f"{STDLIB}/lib-dynload/*.so")))
         for name, target in (("usr/bin/sh", "bash"), ("usr/bin/python3", "python3.11")):
-            ti = tarfile.TarInfo(name)
-            ti.type, ti.linkname = tarfile.SYMTYPE, target
-            tar.addfile(ti)
-
-        def stdlib_filter(ti: tarfile.TarInfo):
-            rel = ti.name.split("/", 3)[3] if ti.name.count("/") >= 3 else ""
-            return None if rel.split("/")[0] in _SKIP_STDLIB else _root_owned(ti)
-
-        _add_dirs(tar, "usr/lib/python3.11/x", seen)
-        tar.add(STDLIB, arcname="usr/lib/python3.11", filter=stdlib_filter)
-        etc = {"etc/passwd": b"root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n",
-               "etc/group": b"root:x:0:\nnogroup:x:65534:\n",
-               "etc/os-release": b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm), assembled by the test"\nID=debian\n'}
-        for d in ("etc", "tmp", "root", "usr/lib/python3", "usr/lib/python3/dist-packages"):
-            if d not in seen:
-                seen.add(d)
-                ti = tarfile.TarInfo(d)
-                ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755, 1_700_000_000
-                tar.addfile(ti)
-        for name, data in etc.items():
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), 0o644, 1_700_000_000
-            tar.addfile(ti, io.BytesIO(data))
+            w.link(name, target)
+        w.host(STDLIB, "usr/lib/python3.11",
+               filter=lambda ti: (ti.name.split("/", 3)[3] if ti.name.count("/") >= 3 else "").split("/")[0]
+               not in _SKIP_STDLIB)
+        for d, mode in (("etc", 0o755), ("tmp", 0o1777), ("root", 0o755), ("usr/lib/python3", 0o755),
+                        ("usr/lib/python3/dist-packages", 0o755)):
+            w.dir(d, mode)
+        w.file("etc/passwd", b"root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n")
+        w.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+        w.file("etc/os-release", b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm), assembled by the test"\nID=debian\n')
+    images.layer(build, path)
 
 
-def _pytest_layer(path: str) -> None:
+def _pytest_layer(images, path: str) -> None:
     """Layer 2: pytest and its pure-Python dependencies, copied from the venv running this test."""
     site = os.path.dirname(os.path.dirname(pytest.__file__))
-    with tarfile.open(path, "w") as tar:
+
+    def build(w):
         for name in _PURE:
             src = os.path.join(site, name)
             if os.path.exists(src):
-                tar.add(src, arcname=f"usr/lib/python3/dist-packages/{name}", filter=_root_owned)
+                w.host(src, f"usr/lib/python3/dist-packages/{name}")
         for info in glob.glob(os.path.join(site, "pytest-*.dist-info")) + glob.glob(os.path.join(site, "pluggy-*.dist-info")):
-            tar.add(info, arcname=f"usr/lib/python3/dist-packages/{os.path.basename(info)}", filter=_root_owned)
+            w.host(info, f"usr/lib/python3/dist-packages/{os.path.basename(info)}")
+    images.layer(build, path)
 
 
-def _repo_layer() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+def _repo_layer(images) -> bytes:
+    def build(w):
         for d in ("testbed", "testbed/calc", "testbed/tests"):
-            ti = tarfile.TarInfo(d)
-            ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000
-            tar.addfile(ti)
+            w.dir(d)
         for name, data in REPO.items():
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), 0o644, 1_700_000_000
-            tar.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
+            w.file(name, data)
+    return images.layer(build)
 
 
 CONFIG = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8"],
           "WorkingDir": "/testbed", "Entrypoint": ["python3", "-m", "pytest"], "Cmd": ["-q", "tests"]}
 
 
-def _config_blob(layers: list[bytes]) -> bytes:
-    return json.dumps({"architecture": "amd64", "os": "linux", "config": CONFIG,
-                       "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(x).hexdigest()
-                                                                 for x in layers]}}).encode()
-
-
-def _write_docker_save(path, layers: list[bytes], tag: str) -> None:
-    config = _config_blob(layers)
-    cfg_name = hashlib.sha256(config).hexdigest() + ".json"
-    names = [f"{hashlib.sha256(x).hexdigest()}/layer.tar" for x in layers]
-    manifest = json.dumps([{"Config": cfg_name, "RepoTags": [tag], "Layers": names}]).encode()
-    with tarfile.open(path, "w") as tar:
-        for name, data in [("manifest.json", manifest), (cfg_name, config)] + list(zip(names, layers)):
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            tar.addfile(ti, io.BytesIO(data))
-
-
-def _layer_media(x: bytes) -> str:
-    base = "application/vnd.oci.image.layer.v1.tar"
-    return base + ("+gzip" if x[:2] == b"\x1f\x8b" else "+zstd" if x[:4] == b"\x28\xb5\x2f\xfd" else "")
-
-
-def _manifest(config: bytes, layers: list[bytes]) -> dict:
-    return {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                       "digest": "sha256:" + hashlib.sha256(config).hexdigest(), "size": len(config)},
-            "layers": [{"mediaType": _layer_media(x), "digest": "sha256:" + hashlib.sha256(x).hexdigest(),
-                        "size": len(x)} for x in layers]}
-
-
-def _write_oci_layout(d, layers: list[bytes], tag: str) -> None:
-    blobs = d / "blobs" / "sha256"
-    blobs.mkdir(parents=True)
-    config = _config_blob(layers)
-    man = json.dumps(_manifest(config, layers)).encode()
-    for data in [config, man] + layers:
-        (blobs / hashlib.sha256(data).hexdigest()).write_bytes(data)
-    (d / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
-        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + hashlib.sha256(man).hexdigest(),
-         "size": len(man), "annotations": {"org.opencontainers.image.ref.name": tag}}]}))
-    (d / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
-
-
 @pytest.fixture(scope="module")
-def layers(tmp_path_factory):
+def layers(tmp_path_factory, images):
     d = tmp_path_factory.mktemp("pyimg")
-    _base_layer(str(d / "base.tar"))
-    _pytest_layer(str(d / "pytest.tar"))
-    return [(d / "base.tar").read_bytes(), (d / "pytest.tar").read_bytes(), _repo_layer()]
+    _base_layer(images, str(d / "base.tar"))
+    _pytest_layer(images, str(d / "pytest.tar"))
+    return [(d / "base.tar").read_bytes(), (d / "pytest.tar").read_bytes(), _repo_layer(images)]
 
 
 def _swe_task(sb: Sandbox) -> None:
@@ -227,9 +112,9 @@ def _swe_task(sb: Sandbox) -> None:
     assert r.exit_code == 0 and "1 passed" in r.output, r.output
 
 
-def test_docker_save_image_runs_pytest(state_root, layers, tmp_path):
+def test_docker_save_image_runs_pytest(state_root, layers, tmp_path, images):
     p = tmp_path / "swe.tar"
-    _write_docker_save(p, layers, "swe/calc:1")
+    images.docker_save(p, layers, CONFIG, "swe/calc:1")
     img = import_image(p, state_root=state_root)
     assert len(img.below) == 2 and img.config["Entrypoint"] == ["python3", "-m", "pytest"]
     with Sandbox(state_root=state_root, image="swe/calc:1") as sb:
@@ -240,11 +125,11 @@ def test_docker_save_image_runs_pytest(state_root, layers, tmp_path):
 
 
 @pytest.mark.slow
-def test_oci_layout_with_zstd_layer_runs_pytest(state_root, layers, tmp_path):
+def test_oci_layout_with_zstd_layer_runs_pytest(state_root, layers, tmp_path, images):
     zstandard = pytest.importorskip("zstandard", reason="zstd layers need the zstandard package")
     z = zstandard.ZstdCompressor().compress(layers[2])
     assert z[:4] == b"\x28\xb5\x2f\xfd"
-    _write_oci_layout(tmp_path / "layout", layers[:2] + [z], "swe/calc-oci:1")
+    images.oci_layout(tmp_path / "layout", layers[:2] + [z], CONFIG, "swe/calc-oci:1")
     import_image(tmp_path / "layout", state_root=state_root)
     with Sandbox(state_root=state_root, image="swe/calc-oci:1") as sb:
         _swe_task(sb)
@@ -258,11 +143,11 @@ def test_zstd_without_zstandard_is_an_image_error(state_root, tmp_path, monkeypa
         oci._decompress(b"\x28\xb5\x2f\xfd" + b"\0" * 16)
 
 
-def test_entrypoint_and_cmd_are_honoured(state_root, layers, tmp_path):
+def test_entrypoint_and_cmd_are_honoured(state_root, layers, tmp_path, images):
     from neurips26.nitrobox.adapters import ContainerError, DockerLikeClient
 
     p = tmp_path / "swe.tar"
-    _write_docker_save(p, layers, "swe/calc:2")
+    images.docker_save(p, layers, CONFIG, "swe/calc:2")
     img = import_image(p, state_root=state_root)
     assert image_command(img) == ["python3", "-m", "pytest", "-q", "tests"]
     assert image_command(img, ["-x", "t.py"]) == ["python3", "-m", "pytest", "-x", "t.py"]   # replaces Cmd
@@ -368,35 +253,14 @@ def token_registry(registry):
             s.server_close()
 
 
-def _push(host: str, repo: str, tag: str, layers: list[bytes]) -> None:
-    """Push through the OCI distribution API (monolithic blob uploads, then the manifest)."""
-    import urllib.request
-
-    def blob(data: bytes) -> None:
-        dig = "sha256:" + hashlib.sha256(data).hexdigest()
-        r = urllib.request.urlopen(urllib.request.Request(f"http://{host}/v2/{repo}/blobs/uploads/", method="POST"))
-        loc = r.headers["Location"]
-        loc = loc if loc.startswith("http") else f"http://{host}{loc}"
-        sep = "&" if "?" in loc else "?"
-        urllib.request.urlopen(urllib.request.Request(f"{loc}{sep}digest={dig}", data=data, method="PUT",
-                                                      headers={"Content-Type": "application/octet-stream"}))
-
-    config = _config_blob(layers)
-    for x in [config] + layers:
-        blob(x)
-    urllib.request.urlopen(urllib.request.Request(
-        f"http://{host}/v2/{repo}/manifests/{tag}", data=json.dumps(_manifest(config, layers)).encode(),
-        method="PUT", headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}))
-
-
 @pytest.mark.slow
-def test_registry_pull_with_bearer_token_runs_pytest(state_root, layers, token_registry):
+def test_registry_pull_with_bearer_token_runs_pytest(state_root, layers, token_registry, images):
     import gzip
 
     from neurips26.nitrobox.oci import pull
 
     proxy, backend, log = token_registry
-    _push(backend, "swe/calc", "v1", layers[:2] + [gzip.compress(layers[2])])
+    images.push(backend, "swe/calc", "v1", layers[:2] + [gzip.compress(layers[2])], CONFIG)
     with pytest.raises(ImageError, match="token endpoint .*HTTP 401"):   # no credentials: refused
         pull(f"{proxy}/swe/calc:v1", state_root=state_root)
     assert log[0][0] == "registry" and log[0][2] == "none" and not log[0][3]
