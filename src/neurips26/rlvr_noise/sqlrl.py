@@ -205,6 +205,18 @@ class SQLConfig:
     lr: float = 2.0
     sft_steps: int = 1  # base EX ~0.4-0.6 on the test set (spec: ~0.4-0.5)
     sft_lr: float = 0.3
+    policy: str = "loglinear"  # "loglinear" (quick) | "mlp" (full: one tanh hidden layer per slot head)
+    hidden: int = 32           # MLP width
+    turns: int = 1             # 2 = multi-turn refinement: re-sample after an execution error / empty result
+
+    def __post_init__(self) -> None:
+        check_choice(self.policy, "policy", ("loglinear", "mlp"))
+        check_scalar(self.hidden, "hidden", int, min=1)
+        check_scalar(self.turns, "turns", int, min=1, max=2)
+        for name in ("n_train", "n_test", "n_sft", "k_instances", "steps", "batch"):
+            check_scalar(getattr(self, name), name, int, min=0 if name in ("steps", "k_instances") else 1)
+        check_scalar(self.group, "group", int, min=2)
+        check_scalar(self.noise, "noise", float, min=0, max=1, inclusive="left")
 
 
 def rq3(cfg: SQLConfig, seed: int, variants=("grpo", "pgfc")) -> dict:
