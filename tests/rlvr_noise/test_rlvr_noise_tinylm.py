@@ -111,17 +111,19 @@ def test_aggregations_differ_on_real_variable_length_sequences(one_thread):
 def test_sft_then_clean_grpo_learns(one_thread):
     """Smoke-size tinylm: SFT reproduces a prior with format failures and bugs, then RL on the clean labels
     raises both the training reward and the (sampled) accuracy above the SFT base."""
-    data = make_problems(32, 1, seed=0)
+    cfg = TinyLMConfig(steps=20, batch=8, group=8, sft_epochs=16, sft_samples=12, sft_batch=32, n_eval=8,
+                       device="cpu")
+    data = make_problems(16, 1, seed=0)
     pol = BanditPolicy(seed=0)
     f, b = problem_index(data.train)
-    m = build_model(SMALL, seed=0)
-    losses = sft(m, data.train, pol.skill_probs(f, b), pol.format_probs(), SMALL, seed=0)
-    assert losses[-1] < 0.6 * losses[0]
-    base = evaluate_lm(m, data.train, SMALL, seed=1)
+    m = build_model(cfg, seed=0)
+    losses = sft(m, data.train, pol.skill_probs(f, b), pol.format_probs(), cfg, seed=0)
+    assert losses[-1] < 0.4 * losses[0]
+    base = evaluate_lm(m, data.train, cfg, seed=1)
     assert 0.05 < base["p_malformed"] < 0.8          # the prior keeps format failures
-    curves = train_rl(m, data.train, [p.gold_label for p in data.train], VARIANTS["grpo"], SMALL, seed=2)
-    after = evaluate_lm(m, data.train, SMALL, seed=1)
+    curves = train_rl(m, data.train, [p.gold_label for p in data.train], VARIANTS["grpo"], cfg, seed=2)
+    after = evaluate_lm(m, data.train, cfg, seed=1)
     r = np.array(curves["reward"])
-    assert r[-10:].mean() > r[:10].mean() + 0.05, r
-    assert after["acc"] > base["acc"] + 0.04, (base, after)
+    assert r[-5:].mean() > r[:5].mean() + 0.05, r
+    assert after["acc"] > base["acc"] + 0.08, (base, after)
     assert after["p_malformed"] < base["p_malformed"]

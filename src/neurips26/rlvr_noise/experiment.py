@@ -71,7 +71,7 @@ CONFIGS = {
     "quick": Config(seeds=(0, 1, 2)),
     # the spec's full scale: tinylm (SFT then RL on token sequences), 300 steps x 64 prompts x G = 16,
     # 5 seeds; SQL with the MLP policy and 2-turn refinement. GPU-sized: hours per run on 2 CPU cores.
-    "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=20),
+    "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=40),
                    sql=SQLConfig(policy="mlp", turns=2, steps=188), seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
