@@ -69,6 +69,12 @@ CONFIGS = {
     ),
     # all verdicts of quick rest on these three seeds (paired standard errors)
     "quick": Config(seeds=(0, 1, 2)),
+    # tinylm at a size 2 CPU cores finish (~minutes per seed): the full pipeline on 80 problems, 30 RL steps
+    # x 8 prompts x G = 8 per condition; accuracy sampled (8 per problem) on the RL problems themselves
+    "mid": Config(n_train=80, n_test=40, policy="tinylm", seeds=(0, 1, 2),
+                  lm=TinyLMConfig(steps=30, batch=8, group=8, sft_epochs=24, sft_samples=12, n_eval=8,
+                                  max_eval=64, device="cpu"),
+                  sql=SQLConfig(policy="mlp", turns=2)),
     # the spec's full scale: tinylm (SFT then RL on token sequences), 300 steps x 64 prompts x G = 16,
     # 5 seeds; SQL with the MLP policy and 2-turn refinement. GPU-sized: hours per run on 2 CPU cores.
     "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=40),
