@@ -344,6 +344,11 @@ def _tinylm_row(smoke: bool) -> BenchRow:
     cfg = TinyLMConfig(batch=8, group=8, steps=steps, device="cpu")
     problems = make_problems(64, 1, seed=0).train
     labels = [p.gold_label for p in problems]
+    if smoke:   # the contract test: no ~10 s TRL trainer build (the bench and test_rlvr_noise_trl run it)
+        model = build_model(cfg, seed=0)
+        return compare(name, lambda: train_rl(model, problems, labels, VARIANTS["grpo"], cfg, seed=0), None,
+                       anchor_name=f"TRL {trl.__version__} GRPOTrainer", unit="s", rounds=1, warmup=0,
+                       missing="smoke scale (the TRL trainer runs in the full bench and the TRL loss test)")
     trainer = trl_grpo_trainer(problems, cfg, max_steps=steps * cfg.minibatches)
     model = build_model(cfg, seed=0)
     lengths = []
@@ -356,5 +361,6 @@ def _tinylm_row(smoke: bool) -> BenchRow:
     row = compare(name, ours, trainer.train, anchor_name=f"TRL {trl.__version__} GRPOTrainer", unit="s",
                   rounds=2 if smoke else 5)
     return dataclasses.replace(row, note=f"{steps} step(s) = {steps * cfg.minibatches} TRL optimizer steps, fresh-init models of one "
-                f"shape (mean completion length ours {np.mean(lengths):.1f} tokens); loss == TRL _compute_loss "
+                f"shape (mean completion length ours {np.mean(lengths):.1f} tokens; "
+                f"{steps * cfg.batch * cfg.group / row.ours:.0f} rollouts/s); loss == TRL _compute_loss "
                 f"for {'/'.join(check)}: max |diff| {worst:.1e} (needs <= 1e-6); {row.note}")
