@@ -127,3 +127,17 @@ def test_sft_then_clean_grpo_learns(one_thread):
     assert r[-5:].mean() > r[:5].mean() + 0.05, r
     assert after["acc"] > base["acc"] + 0.08, (base, after)
     assert after["p_malformed"] < base["p_malformed"]
+
+
+def test_kl_and_ppo_epochs_options_run_and_tis_dapo_paths(one_thread):
+    """The ASSUMPTION knobs are live: KL to a frozen SFT copy (beta > 0), 2 PPO epochs, TIS (bf16 sampler)
+    and DAPO (dynamic sampling, overlong shaping) on real sequences."""
+    probs = make_problems(8, 1, seed=4).train
+    labels = [p.gold_label for p in probs]
+    for variant, kw in (("grpo", dict(beta=0.1, ppo_epochs=2)), ("tis", {}), ("dapo", {})):
+        cfg = TinyLMConfig(steps=2, batch=4, group=4, device="cpu", **kw)
+        m = build_model(cfg, seed=4)
+        c = train_rl(m, probs, labels, VARIANTS[variant], cfg, seed=0)
+        assert len(c["reward"]) == 2 and all(k >= 0 for k in c["kept_groups"])
+    with pytest.raises(ValueError, match="beta"):
+        TinyLMConfig(beta=-0.1)

@@ -328,6 +328,16 @@ def trl_loss_check(cfg=None, n_seq: int = 16, seed: int = 0) -> dict:
                                                         torch.cat([prompt_mask, cmask], 1), L)[0]
         ours = float(policy_loss(logp, old, adv, cmask, ours_name, l_max=L).detach())
         out[lt] = {"ours": ours, "trl": theirs, "abs_diff": abs(ours - theirs)}
+    # the KL term (beta > 0; TRL's bias-corrected KL off, so both use the plain k3 estimator)
+    ref = cur + 0.2 * torch.randn(cur.shape, generator=g)
+    tr.loss_type, tr.beta, tr.epsilon_high = "grpo", 0.04, 0.2
+    tr.args.use_bias_correction_kl = False
+    theirs = float(tr._compute_loss(model, {**inputs, "ref_per_token_logps": ref}).detach())
+    logp = tr._get_per_token_logps_and_entropies(model, torch.cat([prompt_ids, comp], 1),
+                                                 torch.cat([prompt_mask, cmask], 1), L)[0]
+    ours = float(policy_loss(logp, old, adv, cmask, "grpo", l_max=L, ref_logp=ref, beta=0.04).detach())
+    out["grpo_kl"] = {"ours": ours, "trl": theirs, "abs_diff": abs(ours - theirs)}
+    tr.beta = 0.0
     return out
 
 

@@ -105,7 +105,9 @@ class TinyLMConfig:
     steps: int = 300
     batch: int = 64           # prompts per step
     group: int = 16           # G
-    minibatches: int = 2      # PPO: one epoch in this many Adam steps (later ones see rho != 1)
+    minibatches: int = 2      # PPO: each epoch in this many Adam steps (later ones see rho != 1)
+    ppo_epochs: int = 1
+    beta: float = 0.0         # KL coefficient (ASSUMPTION: 0); > 0 keeps a frozen copy of the SFT base as pi_ref
     lr: float = 2e-4          # RL (1e-3 degenerated to max-length outputs in a smoke run)
     n_eval: int = 8           # sampled completions per evaluation problem
     max_eval: int = 256       # evaluation problems (a seeded subset of the RL problems)
@@ -119,6 +121,8 @@ class TinyLMConfig:
         check_scalar(self.steps, "steps", int, min=0)
         check_scalar(self.group, "group", int, min=2)
         check_scalar(self.minibatches, "minibatches", int, min=1, max=self.batch)
+        check_scalar(self.ppo_epochs, "ppo_epochs", int, min=1)
+        check_scalar(self.beta, "beta", float, min=0)
         check_scalar(self.l_cache, "l_cache", int, min=1, max=self.l_max)
         check_scalar(self.lr, "lr", float, min=0, inclusive="neither")
         check_scalar(self.sft_lr, "sft_lr", float, min=0, inclusive="neither")
@@ -330,6 +334,11 @@ def train_rl(model, problems, labels, variant: Variant, cfg: TinyLMConfig, seed:
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     G, bf16 = cfg.group, variant.tis_cap is not None
+    ref_model = None
+    if cfg.beta > 0:
+        import copy
+
+        ref_model = copy.deepcopy(model).eval()
     curves = {"reward": [], "entropy": [], "length": [], "kept_groups": []}
     steps = range(cfg.steps) if progress is None else progress(range(cfg.steps))
     for _ in steps:
@@ -375,17 +384,18 @@ def train_rl(model, problems, labels, variant: Variant, cfg: TinyLMConfig, seed:
         prompts = prompts_all[np.repeat(idx, G)].to(dev)
         with torch.no_grad():
             old = completion_logp(model, prompts, tok)
+            ref = completion_logp(ref_model, prompts, tok) if ref_model is not None else None
         model.train()
-        ent_sum = 0.0
-        for mb in np.array_split(np.arange(len(idx)), min(cfg.minibatches, len(idx))):
+        mbs = np.array_split(np.arange(len(idx)), min(cfg.minibatches, len(idx)))
+        for mb in (m for _ep in range(cfg.ppo_epochs) for m in mbs):
             rows = torch.as_tensor(np.concatenate([np.arange(i * G, (i + 1) * G) for i in mb]), device=dev)
             logp = completion_logp(model, prompts[rows], tok[rows])
-            loss = policy_loss(logp, old[rows], A[rows], mask[rows], variant, sampler_logp=mu[rows], l_max=cfg.l_max)
+            loss = policy_loss(logp, old[rows], A[rows], mask[rows], variant, sampler_logp=mu[rows], l_max=cfg.l_max,
+                               ref_logp=None if ref is None else ref[rows], beta=cfg.beta)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            ent_sum += float(-(old[rows] * mask[rows]).sum())
-        curves["entropy"].append(ent_sum / float(mask.sum()))   # mean -log pi_old per sampled token
+        curves["entropy"].append(float(-(old * mask).sum() / mask.sum()))   # mean -log pi_old per sampled token
     return curves
 
 
