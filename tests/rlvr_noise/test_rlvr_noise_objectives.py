@@ -180,3 +180,25 @@ def test_check8_pass_at_k_vs_enumeration():
 
 def test_overlong_shaping():
     np.testing.assert_allclose(overlong_shaping([10, 16, 20, 24, 30], 24, 8), [0, 0, -0.5, -1, -1])
+
+
+def test_kl_penalty_k3():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    logp = torch.randn(4, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    old = logp.detach() + 0.1 * torch.randn(4, 5, generator=g, dtype=torch.float64)
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64)
+    mask = torch.ones(4, 5, dtype=torch.float64)
+    plain = policy_loss(logp, old, adv, mask, "grpo")
+    # pi_ref == pi_theta: k3 = 0 and its gradient is 0
+    same = policy_loss(logp, old, adv, mask, "grpo", ref_logp=logp.detach(), beta=0.1)
+    assert float(abs(same - plain)) < 1e-12
+    ref = logp.detach() + 0.3
+    k3 = (torch.exp(ref - logp) - (ref - logp) - 1).detach()
+    with_kl = policy_loss(logp, old, adv, mask, "grpo", ref_logp=ref, beta=0.1)
+    assert float(abs(with_kl - plain - 0.1 * (k3.sum(1) / 5).mean())) < 1e-12
+    with pytest.raises(ValueError, match="ref_logp"):
+        policy_loss(logp, old, adv, mask, "grpo", beta=0.1)
+    with pytest.raises(ValueError, match="beta"):
+        policy_loss(logp, old, adv, mask, "grpo", ref_logp=ref, beta=-1.0)

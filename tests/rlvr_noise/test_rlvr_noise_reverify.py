@@ -81,3 +81,35 @@ def test_bad_input(built):
         reverify(data.train, labels, oracle_miss=1.5)
     with pytest.raises(ValueError, match="multi_share"):
         make_problems(10, 10, multi_share=1.2)
+
+
+def _same(a, b):
+    return a.truly_noisy == b.truly_noisy and a.excluded == b.excluded and a.audit_rounds == b.audit_rounds
+
+
+def test_process_pool_map_equals_serial(built):
+    """Stages 1-3 through ``harness.parallel.map_tasks`` (spawned process pool): the same report as serial,
+    with oracle faults on (their draws are seeded per item, so chunking cannot change them)."""
+    data, labels = built
+    sub = dict(list(labels.items())[:240])
+    kw = dict(oracle_extra=0.2, oracle_miss=0.5, seed=3, chunk=60)
+    serial = reverify(data.train, sub, **kw)
+    pooled = reverify(data.train, sub, backend="process", workers=2, **kw)
+    assert _same(serial, pooled) and serial.excluded
+    assert _same(serial, reverify(data.train, sub, oracle_extra=0.2, oracle_miss=0.5, seed=3, chunk=7))
+    with pytest.raises(ValueError, match="backend"):
+        reverify(data.train, sub, backend="dask")
+
+
+@pytest.mark.slow
+def test_ray_data_map_batches_equals_serial(built):
+    pytest.importorskip("ray.data", reason="ray not installed")
+    import ray
+
+    data, labels = built
+    sub = dict(list(labels.items())[:120])
+    try:
+        assert _same(reverify(data.train, sub, oracle_extra=0.2, seed=4, chunk=40),
+                     reverify(data.train, sub, oracle_extra=0.2, seed=4, chunk=40, backend="ray_data"))
+    finally:
+        ray.shutdown()

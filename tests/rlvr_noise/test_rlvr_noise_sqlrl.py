@@ -73,3 +73,54 @@ def test_rq3_small_run_corrected_beats_original():
     assert r["grpo_corrected"]["train_reward"] > r["grpo_original"]["train_reward"]
     with pytest.raises(ValueError, match="variant"):
         rq3(SQLConfig(n_train=10, n_test=10, n_sft=10, k_instances=1, steps=1), 0, variants=("ppo",))
+
+
+def test_mlp_policy_gradient_matches_finite_difference():
+    from neurips26.rlvr_noise.sqlrl import SQLMLPPolicy
+
+    items = make_items(6, 4)
+    X = features(items)
+    pol = SQLMLPPolicy(seed=1, hidden=8)
+    rng = np.random.default_rng(1)
+    ch = pol.sample(X, rng)
+    w = rng.standard_normal(len(X))
+
+    def obj(p):
+        P = p.probs(X)
+        return sum(float(np.mean(w * np.log(P[k][np.arange(len(X)), ch[k]]))) for k in SLOTS)
+
+    new = pol.copy()
+    new.step(X, ch, w, lr=1.0)
+    for name, get in (("W1", lambda p: p.W1), ("b1", lambda p: p.b1), ("agg", lambda p: p.W["agg"])):
+        p2 = pol.copy()
+        arr = get(p2)
+        ij = (2, 3) if arr.ndim == 2 else (3,)
+        arr[ij] += 1e-6
+        fd = (obj(p2) - obj(pol)) / 1e-6
+        assert abs((get(new)[ij] - get(pol)[ij]) - fd) < 1e-4, name
+
+
+def test_two_turn_refinement_retries_exactly_the_failed_attempts(dbs):
+    from neurips26.rlvr_noise.sqlrl import FEATURE_DIM, rollout
+
+    items = make_items(40, 5)
+    X = features(items)
+    pol = SQLPolicy(seed=0, dim=FEATURE_DIM + 1)
+    pol.W["tag"][:] = 0.0
+    pol.W["tag"][-1] = [8.0, -8.0]     # the error flag switches the answer tags on
+    pol.W["tag"][0] = [-4.0, 4.0]      # without it: tags missing
+    chs, retry, sql = rollout(pol, X, items, dbs[0], 2, np.random.default_rng(0), greedy=True)
+    assert retry.all() and all(q is not None for q in sql)      # turn 1 malformed everywhere, turn 2 fixed
+    one, r1, sql1 = rollout(SQLPolicy(seed=0), X, items, dbs[0], 1, np.random.default_rng(0), greedy=True)
+    assert not r1.any() and len(one) == 1
+
+
+def test_rq3_mlp_two_turns_corrected_beats_original():
+    r = rq3(SQLConfig(n_train=200, n_test=100, n_sft=100, k_instances=1, steps=25, policy="mlp", turns=2),
+            seed=0)
+    assert r["grpo_corrected"]["ex"] > r["grpo_original"]["ex"]
+    assert 0.0 <= r["grpo_original"]["retry_share"] <= 1.0
+    with pytest.raises(ValueError, match="turns"):
+        SQLConfig(turns=3)
+    with pytest.raises(ValueError, match="policy"):
+        SQLConfig(policy="transformer")

@@ -14,6 +14,7 @@ from neurips26.rlvr_noise.objectives import (VARIANTS, Variant, advantages, get_
 from neurips26.rlvr_noise.reverify import ReverifyReport, clopper_pearson_upper, normalise, reverify
 from neurips26.rlvr_noise.sqlex import (SQLEvaluator, execution_accuracy, extract_answer, is_benign,
                                         is_single_select, make_university_db, sql_reward)
+from neurips26.rlvr_noise.tinylm import TinyLMConfig, build_model, evaluate_lm, sft, train_rl
 from neurips26.rlvr_noise.verifiers import (compute_score, format_reward, last_boxed, math_reward,
                                             raw_math_verify, trl_math_reward)
 
@@ -27,5 +28,6 @@ __all__ = [
     "ReverifyReport", "clopper_pearson_upper", "normalise", "reverify",
     "SQLEvaluator", "execution_accuracy", "extract_answer", "is_benign", "is_single_select",
     "make_university_db", "sql_reward",
+    "TinyLMConfig", "build_model", "evaluate_lm", "sft", "train_rl",
     "compute_score", "format_reward", "last_boxed", "math_reward", "raw_math_verify", "trl_math_reward",
 ]

@@ -150,6 +150,7 @@ class TrainConfig:
     group: int = 8  # G
     lr: float = 0.3
     minibatches: int = 2
+    ppo_epochs: int = 1  # passes over each batch (ASSUMPTION: 1, in ``minibatches`` steps)
 
     def __post_init__(self) -> None:
         check_scalar(self.steps, "steps", int, min=0)
@@ -157,6 +158,7 @@ class TrainConfig:
         check_scalar(self.group, "group", int, min=2)
         check_scalar(self.lr, "lr", float, min=0, inclusive="neither")
         check_scalar(self.minibatches, "minibatches", int, min=1, max=self.batch)
+        check_scalar(self.ppo_epochs, "ppo_epochs", int, min=1)
 
 
 def _sample(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -232,7 +234,8 @@ def train(
         pf_old = old.format_probs()
         pik_old = np.take_along_axis(pk_old_all, k, 1)
         pif_old = pf_old[f]
-        for mb in np.array_split(np.arange(len(idx)), min(cfg.minibatches, len(idx))):
+        mbs = np.array_split(np.arange(len(idx)), min(cfg.minibatches, len(idx)))
+        for mb in (m for _ep in range(cfg.ppo_epochs) for m in mbs):
             fm, bm = fam[idx[mb]], buck[idx[mb]]
             pk = policy.skill_probs(fm, bm)
             pf = policy.format_probs()

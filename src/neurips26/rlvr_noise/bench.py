@@ -8,11 +8,16 @@
 (c) SQL EX evaluations/s: our read-only, step-budgeted, result-cached evaluator vs a BIRD-style evaluator
     (a new connection per evaluation, gold re-executed, ``func_timeout``) on template queries with
     perturbations sampled with repeats (as an RL run repeats them); identical EX required. Target >= 3x.
-The tinylm-vs-TRL GRPOTrainer row is not built yet (no tinylm policy in this version).
+(d) one tinylm GRPO step (sample B x G, score, 2 Adam mini-batch steps) vs TRL's ``GRPOTrainer`` on a
+    ``GPT2LMHeadModel`` of the same shape (local ``GPT2Config``, the tinylm vocabulary as a local tokenizer),
+    same prompts and reward; target ours/TRL <= 1.0. The note carries the loss check: our ``policy_loss`` ==
+    TRL's ``_compute_loss`` for ``loss_type`` grpo / dr_grpo / dapo on identical tensors (1e-6). Skipped with
+    the reason without trl.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -102,6 +107,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         )
     )
     rows.append(_sql_row(ctx, smoke))
+    rows.append(_tinylm_row(smoke))
     rows.append(
         compare(
             "bandit rollouts/s",
@@ -212,3 +218,159 @@ def _sql_row(ctx: RunContext, smoke: bool) -> BenchRow:
         rounds=3 if smoke else 5,
         note=f"{len(pairs)} pairs, identical EX: {same}",
     )
+
+
+# ---- (b) tinylm vs TRL GRPOTrainer ------------------------------------------------------------------
+TRL_MISSING = "trl not installed (pip install trl==1.16.0: the tinylm-vs-GRPOTrainer row and loss check skip)"
+
+
+def hf_char_tokenizer():
+    """The tinylm vocabulary as a local ``PreTrainedTokenizerFast`` (no hub download): specials as added
+    tokens, the multi-char LaTeX tokens and single characters split out by one regex."""
+    import re
+
+    from tokenizers import Regex, Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    from neurips26.rlvr_noise.tinylm import MULTI_CHAR, SPECIALS, VOCAB
+
+    tok = Tokenizer(WordLevel({t: i for i, t in enumerate(VOCAB)}, unk_token="<pad>"))
+    pattern = "|".join(re.escape(t) for t in sorted(MULTI_CHAR, key=len, reverse=True)) + "|."
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
+                                 additional_special_tokens=list(SPECIALS[1:2] + SPECIALS[3:]))
+    return hf
+
+
+def trl_grpo_trainer(problems, cfg, loss_type: str = "grpo", max_steps: int = 2, out_dir=None, seed: int = 0):
+    """A TRL ``GRPOTrainer`` on a fresh ``GPT2LMHeadModel`` with tinylm's shape (local ``GPT2Config``) and
+    vocabulary, the same prompts (``<tag>text<ans>``) and ``math_reward`` through TRL's reward signature.
+
+    Batch shape mirrors one tinylm step: ``cfg.batch`` prompts x ``cfg.group`` completions generated once and
+    consumed in ``cfg.minibatches`` optimizer steps (steps_per_generation), so one tinylm step = that many TRL
+    optimizer steps."""
+    from datasets import Dataset
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from trl import GRPOConfig, GRPOTrainer
+
+    from neurips26.rlvr_noise.tinylm import ANS, EOS, PAD, VOCAB
+    from neurips26.rlvr_noise.verifiers import trl_math_reward
+
+    tok = hf_char_tokenizer()
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(VOCAB), n_positions=cfg.block_size, n_embd=cfg.n_embd,
+                                       n_layer=cfg.n_layer, n_head=cfg.n_head, bos_token_id=ANS,
+                                       eos_token_id=EOS, pad_token_id=PAD, resid_pdrop=0.0, embd_pdrop=0.0,
+                                       attn_pdrop=0.0))
+    ds = Dataset.from_dict({"prompt": [f"<{p.family}>{p.text}<ans>" for p in problems],
+                            "ground_truth": [p.gold_label for p in problems]})
+    n_seq = cfg.batch * cfg.group
+    args = GRPOConfig(
+        output_dir=str(out_dir or tempfile.mkdtemp(prefix="rlvr-trl-")), use_cpu=True, bf16=False, fp16=False,
+        report_to="none", save_strategy="no", logging_steps=10_000, disable_tqdm=True, seed=seed,
+        per_device_train_batch_size=n_seq // cfg.minibatches, gradient_accumulation_steps=1,
+        steps_per_generation=cfg.minibatches, num_generations=cfg.group, max_completion_length=cfg.l_max,
+        max_steps=max_steps, learning_rate=cfg.lr, beta=0.0, loss_type=loss_type, scale_rewards="group",
+        temperature=1.0, top_p=1.0, epsilon=0.2, epsilon_high=0.28 if loss_type == "dapo" else 0.2,
+        lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0, use_vllm=False,
+    )
+
+    def reward(completions, ground_truth=None, **kw):
+        return trl_math_reward(completions, ground_truth=ground_truth)
+
+    return GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok)
+
+
+TRL_LOSS_TYPES = {"grpo": "grpo", "dr_grpo": "dr_grpo", "dapo": "dapo"}   # TRL loss_type -> our variant
+
+
+def trl_loss_check(cfg=None, n_seq: int = 16, seed: int = 0) -> dict:
+    """|our loss - TRL's loss| for ``loss_type`` grpo / dr_grpo / dapo on identical tensors.
+
+    TRL's own ``GRPOTrainer._compute_loss`` runs on a batch of prompts + variable-length completions with
+    given advantages (TRL's Bessel std + 1e-4 standardisation of seeded rewards) and old log-probs perturbed
+    away from the current ones (so ratios != 1 and both clip sides act); ours is ``policy_loss`` on the per-token
+    log-probs TRL's ``_get_per_token_logps_and_entropies`` returns for the same batch."""
+    import torch
+
+    from neurips26.rlvr_noise.objectives import policy_loss
+    from neurips26.rlvr_noise.tinylm import EOS, PAD, TinyLMConfig, encode_prompts
+
+    cfg = cfg or TinyLMConfig(batch=4, group=4, device="cpu")
+    problems = make_problems(max(8, n_seq), 1, seed=seed).train[:n_seq]
+    tr = trl_grpo_trainer(problems, cfg, max_steps=1)
+    model = tr.model
+    model.eval()
+    g = torch.Generator().manual_seed(seed)
+    prompt_ids = encode_prompts(problems)
+    prompt_mask = (prompt_ids != PAD).long()
+    L = cfg.l_max
+    comp = torch.randint(3, int(model.config.vocab_size), (n_seq, L), generator=g)
+    lengths = torch.randint(1, L + 1, (n_seq,), generator=g)
+    cmask = (torch.arange(L)[None, :] < lengths[:, None]).long()
+    comp[torch.arange(n_seq), lengths - 1] = EOS
+    comp = torch.where(cmask.bool(), comp, torch.full_like(comp, PAD))
+    R = torch.randint(0, 2, (n_seq // cfg.group, cfg.group), generator=g).float()
+    adv = ((R - R.mean(1, keepdim=True)) / (R.std(1, keepdim=True) + 1e-4)).reshape(-1)
+    with torch.no_grad():
+        cur = tr._get_per_token_logps_and_entropies(model, torch.cat([prompt_ids, comp], 1),
+                                                       torch.cat([prompt_mask, cmask], 1), L)[0]
+    old = cur + 0.3 * torch.randn(cur.shape, generator=g)
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": comp,
+              "completion_mask": cmask, "advantages": adv, "old_per_token_logps": old,
+              "num_items_in_batch": cmask.sum()}
+    out = {}
+    for lt, ours_name in TRL_LOSS_TYPES.items():
+        tr.loss_type = lt
+        tr.epsilon_low, tr.epsilon_high = 0.2, (0.28 if lt == "dapo" else 0.2)
+        theirs = float(tr._compute_loss(model, inputs).detach())
+        logp = tr._get_per_token_logps_and_entropies(model, torch.cat([prompt_ids, comp], 1),
+                                                        torch.cat([prompt_mask, cmask], 1), L)[0]
+        ours = float(policy_loss(logp, old, adv, cmask, ours_name, l_max=L).detach())
+        out[lt] = {"ours": ours, "trl": theirs, "abs_diff": abs(ours - theirs)}
+    # the KL term (beta > 0; TRL's bias-corrected KL off, so both use the plain k3 estimator)
+    ref = cur + 0.2 * torch.randn(cur.shape, generator=g)
+    tr.loss_type, tr.beta, tr.epsilon_high = "grpo", 0.04, 0.2
+    tr.args.use_bias_correction_kl = False
+    theirs = float(tr._compute_loss(model, {**inputs, "ref_per_token_logps": ref}).detach())
+    logp = tr._get_per_token_logps_and_entropies(model, torch.cat([prompt_ids, comp], 1),
+                                                 torch.cat([prompt_mask, cmask], 1), L)[0]
+    ours = float(policy_loss(logp, old, adv, cmask, "grpo", l_max=L, ref_logp=ref, beta=0.04).detach())
+    out["grpo_kl"] = {"ours": ours, "trl": theirs, "abs_diff": abs(ours - theirs)}
+    tr.beta = 0.0
+    return out
+
+
+def _tinylm_row(smoke: bool) -> BenchRow:
+    from neurips26.rlvr_noise.tinylm import TinyLMConfig, build_model, train_rl
+
+    name = "tinylm GRPO step (8 prompts x G 8)"
+    try:
+        import trl
+    except ImportError:
+        return compare(name, lambda: None, None, anchor_name="TRL GRPOTrainer", unit="s", rounds=1,
+                       missing=TRL_MISSING)
+    steps = 1 if smoke else 2
+    cfg = TinyLMConfig(batch=8, group=8, steps=steps, device="cpu")
+    problems = make_problems(64, 1, seed=0).train
+    labels = [p.gold_label for p in problems]
+    if smoke:   # the contract test: no ~10 s TRL trainer build (the bench and test_rlvr_noise_trl run it)
+        model = build_model(cfg, seed=0)
+        return compare(name, lambda: train_rl(model, problems, labels, VARIANTS["grpo"], cfg, seed=0), None,
+                       anchor_name=f"TRL {trl.__version__} GRPOTrainer", unit="s", rounds=1, warmup=0,
+                       missing="smoke scale (the TRL trainer runs in the full bench and the TRL loss test)")
+    trainer = trl_grpo_trainer(problems, cfg, max_steps=steps * cfg.minibatches)
+    model = build_model(cfg, seed=0)
+    lengths = []
+
+    def ours():
+        lengths.append(np.mean(train_rl(model, problems, labels, VARIANTS["grpo"], cfg, seed=0)["length"]))
+
+    check = trl_loss_check()
+    worst = max(v["abs_diff"] for v in check.values())
+    row = compare(name, ours, trainer.train, anchor_name=f"TRL {trl.__version__} GRPOTrainer", unit="s",
+                  rounds=2 if smoke else 5)
+    return dataclasses.replace(row, note=f"{steps} step(s) = {steps * cfg.minibatches} TRL optimizer steps, fresh-init models of one "
+                f"shape (mean completion length ours {np.mean(lengths):.1f} tokens; "
+                f"{steps * cfg.batch * cfg.group / row.ours:.0f} rollouts/s); loss == TRL _compute_loss "
+                f"for {'/'.join(check)}: max |diff| {worst:.1e} (needs <= 1e-6); {row.note}")

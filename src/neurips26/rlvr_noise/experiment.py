@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neurips26.harness import INCONCLUSIVE, Claim, RunContext
+from neurips26.harness.validation import check_choice
 from neurips26.harness.paper import FAILS, HOLDS, fmt_se, judge, mean_se, paired, seed_values
 from neurips26.rlvr_noise.bandit import (
     BanditPolicy,
@@ -37,6 +38,7 @@ from neurips26.rlvr_noise.mathgen import construct_noisy_labels, label_is_correc
 from neurips26.rlvr_noise.objectives import VARIANTS
 from neurips26.rlvr_noise.sqlrl import SQLConfig, rq3
 from neurips26.rlvr_noise.reverify import reverify
+from neurips26.rlvr_noise.tinylm import TinyLMConfig
 
 
 @dataclass
@@ -51,8 +53,13 @@ class Config:
     rq2: tuple = ("grpo", "dr_grpo", "dapo", "sapo", "tis", "pgfc", "pgbc")
     sql: SQLConfig = field(default_factory=SQLConfig)
     sql_variants: tuple = ("grpo", "pgfc")
+    policy: str = "bandit"  # "bandit" (numpy, exact acc on fresh test problems) | "tinylm" (torch, sampled)
+    lm: TinyLMConfig = field(default_factory=TinyLMConfig)
     seeds: tuple = ()
     plots: bool = True
+
+    def __post_init__(self) -> None:
+        check_choice(self.policy, "policy", ("bandit", "tinylm"))
 
 
 CONFIGS = {
@@ -62,8 +69,16 @@ CONFIGS = {
     ),
     # all verdicts of quick rest on these three seeds (paired standard errors)
     "quick": Config(seeds=(0, 1, 2)),
-    # the spec's full scale is tinylm on a GPU (not built yet); here: the bandit at 300 steps, 5 seeds
-    "full": Config(train=TrainConfig(steps=300, batch=64, group=16, lr=1.0), seeds=(0, 1, 2, 3, 4)),
+    # tinylm at a size 2 CPU cores finish (~minutes per seed): the full pipeline on 80 problems, 30 RL steps
+    # x 8 prompts x G = 8 per condition; accuracy sampled (8 per problem) on the RL problems themselves
+    "mid": Config(n_train=80, n_test=40, policy="tinylm", seeds=(0, 1, 2),
+                  lm=TinyLMConfig(steps=30, batch=8, group=8, sft_epochs=24, sft_samples=12, n_eval=8,
+                                  max_eval=64, device="cpu"),
+                  sql=SQLConfig(policy="mlp", turns=2)),
+    # the spec's full scale: tinylm (SFT then RL on token sequences), 300 steps x 64 prompts x G = 16,
+    # 5 seeds; SQL with the MLP policy and 2-turn refinement. GPU-sized: hours per run on 2 CPU cores.
+    "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=40),
+                   sql=SQLConfig(policy="mlp", turns=2, steps=188), seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
 
@@ -111,22 +126,28 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     order = rng.permutation(len(tn))  # nested wrong-label subsets across shares
     gold = [p.gold_label for p in items]
     noisy = [rep.truly_noisy[i] for i in tn]
+    rand = [str(int(v)) for v in rng.integers(1, 1001, size=len(items))]
+    labs = {"clean": gold, "truly_noisy": noisy, "random": rand, "format": None}
+    sweep_labs = {}
+    for s in cfg.shares:
+        wrong = np.zeros(len(tn), bool)
+        wrong[order[: int(round(s * len(tn)))]] = True
+        sweep_labs[s] = [noisy[j] if wrong[j] else gold[j] for j in range(len(tn))]
+    contaminated = ([data.train[i] for i in ci], [labels[i] for i in ci])
+    train_seed = seed + 1
+    if cfg.policy == "tinylm":
+        return _run_tinylm(cfg, ctx, data, base, construction, items, labs, sweep_labs, contaminated, t0)
     T_clean, T_truly = reward_table(items, gold), reward_table(items, noisy)
     C_train = correct_table(items)
     tables = {
         "clean": T_clean,
         "truly_noisy": T_truly,
-        "random": reward_table(items, [str(int(v)) for v in rng.integers(1, 1001, size=len(items))]),
+        "random": reward_table(items, rand),
         "format": reward_table(items, None, kind="format"),
     }
-    sweep_tables = {}
-    for s in cfg.shares:
-        wrong = np.zeros(len(tn), bool)
-        wrong[order[: int(round(s * len(tn)))]] = True
-        sweep_tables[s] = np.where(wrong[:, None, None], T_truly, T_clean)
+    sweep_tables = {s: reward_table(items, sweep_labs[s]) for s in cfg.shares}
     t_tables = time.perf_counter()
 
-    train_seed = seed + 1
     rq1 = {"base": {**evaluate(base, tf, tb, C_test), "train_reward": None}}
 
     def run_one(table, f_, b_, variant="grpo", rho1=0.0, correct=None):
@@ -141,30 +162,35 @@ def run(cfg: Config, ctx: RunContext) -> dict:
 
     for name, T in tables.items():
         rq1[name] = run_one(T, fam[tn], buck[tn])
-    rq1["contaminated"] = run_one(
-        reward_table([data.train[i] for i in ci], [labels[i] for i in ci]), fam[ci], buck[ci]
-    )
+    rq1["contaminated"] = run_one(reward_table(*contaminated), fam[ci], buck[ci])
+    sweep, rq2 = _sweep_rq2(cfg, rq1, lambda s, v="grpo", rho1=0.0: run_one(
+        sweep_tables[s], fam[tn], buck[tn], v, rho1=rho1, correct=C_train))
+    t_train = time.perf_counter()
+    return _finish(cfg, ctx, seed, construction, rq1, sweep, rq2,
+                   {"build": t_build - t0, "tables": t_tables - t_build, "train": t_train - t_tables})
+
+
+def _sweep_rq2(cfg: Config, rq1: dict, run_share) -> tuple[dict, dict]:
+    """The noise sweep (0% = the clean run, 100% = the truly-noisy run) and RQ2 at 50% (GRPO = the sweep's
+    50% run); ``run_share(share, variant, rho1)`` trains one policy on the share's labels."""
     sweep = {}
     for s in cfg.shares:
-        r = (
-            rq1["clean"]
-            if s == 0.0
-            else rq1["truly_noisy"]
-            if s == 1.0
-            else run_one(sweep_tables[s], fam[tn], buck[tn])
-        )
+        r = rq1["clean"] if s == 0.0 else rq1["truly_noisy"] if s == 1.0 else run_share(s)
         sweep[_key(s)] = {"acc": r["acc"], "greedy_acc": r["greedy_acc"], "pass_at_k": r["pass_at_k"]}
     rq2 = {}
     for v in cfg.rq2:
         if v == "grpo":
             rq2[v] = {"acc": sweep["p50"]["acc"], "pass_at_k": sweep["p50"]["pass_at_k"]}
             continue
-        r = run_one(sweep_tables[0.5], fam[tn], buck[tn], v, rho1=0.5, correct=C_train)
+        r = run_share(0.5, v, 0.5)
         rq2[v] = {"acc": r["acc"], "pass_at_k": r["pass_at_k"], "train_reward": r["train_reward"]}
     rq2["clean"] = {"acc": rq1["clean"]["acc"]}
-    t_train = time.perf_counter()
+    return sweep, rq2
+
+
+def _finish(cfg: Config, ctx: RunContext, seed: int, construction, rq1, sweep, rq2, seconds: dict) -> dict:
+    t0 = time.perf_counter()
     sql = rq3(cfg.sql, seed, cfg.sql_variants)
-    t_sql = time.perf_counter()
     metrics = {
         "construction": construction,
         "rq1": rq1,
@@ -174,12 +200,51 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         ),
         "rq2": rq2,
         "rq3": sql,
-        "seconds": {"build": t_build - t0, "tables": t_tables - t_build, "train": t_train - t_tables,
-                    "sql": t_sql - t_train},
+        "seconds": {**seconds, "sql": time.perf_counter() - t0},
     }
     if cfg.plots:
         _plots(metrics, cfg, ctx)
     return metrics
+
+
+def _run_tinylm(cfg: Config, ctx: RunContext, data, base, construction, items, labs, sweep_labs, contaminated,
+                t0: float) -> dict:
+    """RQ1 / sweep / RQ2 with the tinylm policy: one SFT base per seed (all train problems, sampled from the
+    bandit's base distribution), every condition RL-trained from a copy of it with the same prompt order
+    and sampling generator; accuracy on a seeded subset of the RL problems (see ``tinylm``)."""
+    import copy
+
+    import torch
+
+    from neurips26.rlvr_noise.tinylm import build_model, evaluate_lm, sft, train_rl
+
+    seed, lm = ctx.seed, cfg.lm
+    torch.manual_seed(seed)
+    fam, buck = problem_index(data.train)
+    model = build_model(lm, seed=seed)
+    sft_loss = sft(model, data.train, base.skill_probs(fam, buck), base.format_probs(), lm, seed=seed)
+    t_build = time.perf_counter()
+    ev_rng = np.random.default_rng(seed + 20_011)
+    eval_items = [items[j] for j in sorted(ev_rng.permutation(len(items))[: lm.max_eval])]
+    rq1 = {"base": {**evaluate_lm(model, eval_items, lm, seed=seed + 3), "train_reward": None,
+                    "sft_loss": sft_loss[-1] if sft_loss else None}}
+
+    def run_lm(probs, labels, variant="grpo", rho1=0.0):
+        pol = copy.deepcopy(model)
+        curves = train_rl(pol, probs, labels, VARIANTS[variant], lm, seed=seed + 1, rho1=rho1,
+                          progress=lambda it: ctx.track(it, desc=f"tinylm {variant}"))
+        out = evaluate_lm(pol, eval_items, lm, seed=seed + 3)
+        out["train_reward"] = float(np.mean(curves["reward"][-5:])) if curves["reward"] else None
+        out["curves"] = {k: [float(x) for x in v] for k, v in curves.items()}
+        return out
+
+    for name, lab in labs.items():
+        rq1[name] = run_lm(items, lab)
+    rq1["contaminated"] = run_lm(*contaminated)
+    sweep, rq2 = _sweep_rq2(cfg, rq1, lambda s, v="grpo", rho1=0.0: run_lm(items, sweep_labs[s], v, rho1))
+    t_train = time.perf_counter()
+    return _finish(cfg, ctx, seed, construction, rq1, sweep, rq2,
+                   {"build": t_build - t0, "tables": 0.0, "train": t_train - t_build})
 
 
 def _construction(data, labels: dict, rep) -> dict:

@@ -11,6 +11,7 @@ Token t of response i in a group of size G; rho_{i,t} = exp(logp_{i,t} - old_log
   TIS       per-token term times stop_grad(min(pi_old / mu, C)), mu = the sampler's probabilities
   PGFC      A = R~ - (1 - rho1)     (no group normalisation; E[A | o] = (1 - rho0 - rho1)(R(o) - 1))
   PGBC      A = (R~ - rho0) / (1 - rho0 - rho1)   (E[A | R] = R)
+  KL        every per-token term minus beta * k3, k3 = pi_ref/pi - log(pi_ref/pi) - 1 (beta = 0 by default)
 
 ``token_grad_coef`` is the derivative of the per-token term with respect to logp, in numpy: the bandit's
 fast path, tested equal to autograd of ``policy_loss``.
@@ -151,17 +152,23 @@ def sapo_gate(ratio, tau):
 
 
 def policy_loss(logp, old_logp, adv, mask, variant: Variant | str = "grpo", sampler_logp=None,
-                l_max: int | None = None):
+                l_max: int | None = None, ref_logp=None, beta: float = 0.0):
     """The variant's loss L (to minimise) on [N, T] per-token log-probs; adv is [N] (one per response).
 
     logp:         log pi_theta (requires grad);   old_logp: log pi_old (detached)
     mask:         1 for completion tokens, 0 for padding; |o_i| = mask[i].sum()
     sampler_logp: log mu of the sampler (TIS only; default old_logp, so TIS == GRPO exactly)
     l_max:        the constant of Dr. GRPO's 1/(G L_max) (default: the padded length T)
+    ref_logp, beta: the KL penalty, per token term - beta * k3 with
+                  k3 = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1 (ASSUMPTION: beta = 0, the
+                  Spurious-Rewards config; then ref_logp is not needed)
     """
     import torch
 
     v = get_variant(variant) if isinstance(variant, str) else variant
+    beta = check_scalar(beta, "beta", float, min=0)
+    if beta > 0 and (ref_logp is None or ref_logp.shape != logp.shape):
+        raise ValueError(f"beta > 0 needs ref_logp of shape {tuple(logp.shape)}")
     if logp.shape != old_logp.shape or logp.shape != mask.shape or logp.ndim != 2:
         raise ValueError(f"logp, old_logp and mask must share one [N, T] shape, got {tuple(logp.shape)}, "
                          f"{tuple(old_logp.shape)}, {tuple(mask.shape)}")
@@ -179,6 +186,9 @@ def policy_loss(logp, old_logp, adv, mask, variant: Variant | str = "grpo", samp
     if v.tis_cap is not None:
         mu = old_logp if sampler_logp is None else sampler_logp
         term = term * torch.exp(old_logp - mu).clamp(max=v.tis_cap).detach()
+    if beta > 0:
+        d = ref_logp - logp
+        term = term - beta * (torch.exp(d) - d - 1.0)     # k3 estimator of KL(pi_theta || pi_ref)
     term = term * mask
     lengths = mask.sum(dim=1)
     n = logp.shape[0]

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from neurips26.harness.validation import check_scalar
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.rlvr_noise.mathgen import label_is_correct, render_value
 from neurips26.rlvr_noise.verifiers import answers_equal
 
@@ -105,36 +105,77 @@ class ReverifyReport:
                 "audit_rounds": self.audit_rounds}
 
 
+def screen_item(task: tuple) -> str | None:
+    """Stages 1-3 for one item: the exclusion reason, or None (a survivor).
+
+    task = (problem, index, label, oracle_extra, oracle_miss, seed); the oracle's fault draws come from a
+    generator seeded by (seed, index), so the result does not depend on how items are split over workers.
+    """
+    p, i, lab, oracle_extra, oracle_miss, seed = task
+    rng = np.random.default_rng([seed, i])
+    oracle = {s for s in sorted(p.truth) if s == p.gold or rng.random() >= oracle_miss}
+    if rng.random() < oracle_extra:
+        oracle.add(_spurious(p, lab, rng))
+    for s in sorted(oracle):
+        if answers_equal(render_value(s, 0), lab):
+            return "symbolic_equiv" if s == p.gold else ("multi_answer" if s in p.truth else "oracle_extra")
+    if any(judge_equal(lab, s) for s in oracle):
+        return "judge_equiv"
+    return None
+
+
+def screen_chunk(tasks: list) -> list:
+    """``screen_item`` over a chunk (one task of the process pool / one Ray Data batch)."""
+    return [screen_item(t) for t in tasks]
+
+
+def _ray_data_screen(chunks: list) -> list:
+    """Stages 1-3 as a Ray Data ``map_batches`` over the chunks (requires ray; started locally if needed)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ds = ray.data.from_items([{"k": k, "chunk": c} for k, c in enumerate(chunks)])
+
+    def fn(batch):
+        return {"k": list(batch["k"]), "out": [screen_chunk(list(c)) for c in batch["chunk"]]}
+
+    rows = sorted(ds.map_batches(fn, batch_size=1, batch_format="numpy").take_all(), key=lambda r: r["k"])
+    return [list(r["out"]) for r in rows]
+
+
 def reverify(problems, labels: dict, oracle_extra: float = 0.0, oracle_miss: float = 0.0,
              audit_n: int = 100, max_rounds: int = 2, seed: int = 0,
-             rules: tuple = AUDIT_RULES) -> ReverifyReport:
-    """Run the four stages on ``labels`` ({problem index: label}) and return the report."""
+             rules: tuple = AUDIT_RULES, backend: str = "serial", workers: int | None = None,
+             chunk: int = 256) -> ReverifyReport:
+    """Run the four stages on ``labels`` ({problem index: label}) and return the report.
+
+    backend: how stages 1-3 map over the items: ``harness.parallel.map_tasks``'s ``serial`` / ``process`` /
+    ``ray`` / ``auto``, or ``ray_data`` (Ray Data ``map_batches``); every backend gives the same report.
+    math-verify runs in each worker's main thread (process pool workers, Ray workers). In production the
+    oracle and judge stages are API calls: swap ``screen_item``'s two steps for them.
+    """
+    from neurips26.harness.parallel import map_tasks
+
     oracle_extra = check_scalar(oracle_extra, "oracle_extra", float, min=0, max=1)
     oracle_miss = check_scalar(oracle_miss, "oracle_miss", float, min=0, max=1)
     audit_n = check_scalar(audit_n, "audit_n", int, min=1)
     max_rounds = check_scalar(max_rounds, "max_rounds", int, min=0)
+    chunk = check_scalar(chunk, "chunk", int, min=1)
+    check_choice(backend, "backend", ("serial", "process", "ray", "auto", "ray_data"))
     if not labels:
         raise ValueError("labels must not be empty")
+    keys = sorted(labels)
+    tasks = [(problems[i], i, labels[i], oracle_extra, oracle_miss, seed) for i in keys]
+    chunks = [tasks[k:k + chunk] for k in range(0, len(tasks), chunk)]
+    if backend == "ray_data":
+        parts = _ray_data_screen(chunks)
+    else:
+        parts = map_tasks(screen_chunk, chunks, backend=backend, workers=workers, progress=False)
+    reasons = [r for part in parts for r in part]
+    excluded = {i: r for i, r in zip(keys, reasons) if r}
+    survivors = {i: labels[i] for i, r in zip(keys, reasons) if not r}
     rng = np.random.default_rng(seed)
-    excluded: dict = {}
-    survivors: dict = {}
-    for i in sorted(labels):
-        p, lab = problems[i], labels[i]
-        oracle = {s for s in p.truth if s == p.gold or rng.random() >= oracle_miss}
-        if rng.random() < oracle_extra:
-            oracle.add(_spurious(p, lab, rng))
-        reason = None
-        for s in sorted(oracle):
-            if answers_equal(render_value(s, 0), lab):
-                reason = "symbolic_equiv" if s == p.gold else (
-                    "multi_answer" if s in p.truth else "oracle_extra")
-                break
-        if reason is None and any(judge_equal(lab, s) for s in oracle):
-            reason = "judge_equiv"
-        if reason:
-            excluded[i] = reason
-        else:
-            survivors[i] = lab
     report = ReverifyReport(len(labels), survivors, excluded)
     active: list = []
     for rnd in range(max_rounds + 1):

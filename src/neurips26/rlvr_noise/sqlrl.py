@@ -1,7 +1,9 @@
 """RQ3: Text2SQL RL on the seeded university schema, original (noisy) vs corrected gold.
 
 Generator: 12 templates (4 aggregates x 3 filters) x 3 paraphrases; questions carry their literals.
-The policy is the spec's slot-factored ``sqlpolicy``, log-linear in question bag-of-words features:
+The policy is the spec's slot-factored ``sqlpolicy``, log-linear in question bag-of-words features (quick) or
+a one-hidden-layer MLP (full), optionally with 2-turn refinement (after missing tags, an execution error or an
+empty result, re-sample with an error-flag feature):
 slots [answer tags, aggregate, filter column, operator, gender conjunct, gender literal, join key],
 the numeric literal copied from the question. Noise is injected into 62% of the train gold SQL with the
 spec's six error types and weights; injected errors that are execution-equivalent on the original DB
@@ -11,6 +13,7 @@ on (so a wrong gold rewards exactly one wrong slot value); PGFC uses rho1 = the 
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +187,51 @@ class SQLPolicy:
         return c
 
 
+class SQLMLPPolicy(SQLPolicy):
+    """The full-scale ``sqlpolicy``: one shared tanh hidden layer, then one softmax head per slot.
+
+    h = tanh(X W1 + b1);  logits_slot = [h, 1] V_slot;  ``step`` back-propagates
+    mean_i weight_i * grad log pi(choice_i | x_i) through the heads and the hidden layer (numpy).
+    """
+
+    def __init__(self, seed: int = 0, dim: int = FEATURE_DIM, hidden: int = 32):
+        rng = np.random.default_rng(seed)
+        self.W1 = rng.standard_normal((dim, hidden)) / np.sqrt(dim)
+        self.b1 = np.zeros(hidden)
+        self.W = {k: 0.01 * rng.standard_normal((hidden + 1, len(v))) for k, v in SLOTS.items()}
+
+    def _hidden(self, X) -> np.ndarray:
+        h = np.tanh(X @ self.W1 + self.b1)
+        return np.hstack([h, np.ones((len(X), 1))])
+
+    def probs(self, X) -> dict:
+        return super().probs(self._hidden(X))
+
+    def step(self, X, choice: dict, weight, lr: float) -> None:
+        """Ascent on mean_i weight_i * sum_slots log pi(choice_i | x_i) (heads and hidden layer)."""
+        H = self._hidden(X)
+        P = super().probs(H)
+        dh = np.zeros((len(X), self.W1.shape[1]))
+        grads = {}
+        for k, p in P.items():
+            g = -p
+            g[np.arange(len(X)), choice[k]] += 1.0
+            g *= weight[:, None] / len(X)
+            grads[k] = H.T @ g
+            dh += g @ self.W[k][:-1].T
+        dpre = dh * (1.0 - H[:, :-1] ** 2)
+        for k, gk in grads.items():
+            self.W[k] += lr * gk
+        self.W1 += lr * X.T @ dpre
+        self.b1 += lr * dpre.sum(0)
+
+    def copy(self) -> "SQLMLPPolicy":
+        c = SQLMLPPolicy.__new__(SQLMLPPolicy)
+        c.W1, c.b1 = self.W1.copy(), self.b1.copy()
+        c.W = {k: v.copy() for k, v in self.W.items()}
+        return c
+
+
 def _slots_of(choice: dict, i: int) -> dict:
     return {k: SLOTS[k][int(choice[k][i])] for k in SLOTS}
 
@@ -205,10 +253,59 @@ class SQLConfig:
     lr: float = 2.0
     sft_steps: int = 1  # base EX ~0.4-0.6 on the test set (spec: ~0.4-0.5)
     sft_lr: float = 0.3
+    policy: str = "loglinear"  # "loglinear" (quick) | "mlp" (full: one tanh hidden layer per slot head)
+    hidden: int = 32           # MLP width
+    turns: int = 1             # 2 = multi-turn refinement: re-sample after an execution error / empty result
+
+    def __post_init__(self) -> None:
+        check_choice(self.policy, "policy", ("loglinear", "mlp"))
+        check_scalar(self.hidden, "hidden", int, min=1)
+        check_scalar(self.turns, "turns", int, min=1, max=2)
+        for name in ("n_train", "n_test", "n_sft", "k_instances", "steps", "batch"):
+            check_scalar(getattr(self, name), name, int, min=0 if name in ("steps", "k_instances") else 1)
+        check_scalar(self.group, "group", int, min=2)
+        check_scalar(self.noise, "noise", float, min=0, max=1, inclusive="left")
+
+
+def _needs_retry(ev: SQLEvaluator, sql: str | None) -> bool:
+    """The refinement trigger: missing answer tags, an execution error, or an empty / NULL result."""
+    if sql is None:
+        return True
+    try:
+        rows = ev.execute(sql)
+    except sqlite3.Error:
+        return True
+    return not rows or rows == frozenset({(None,)})
+
+
+def _with_flag(X, flag) -> np.ndarray:
+    return np.hstack([X, np.asarray(flag, dtype=float)[:, None]])
+
+
+def rollout(pol, X, items, ev: SQLEvaluator, turns: int, rng, greedy: bool = False):
+    """One attempt, and with ``turns = 2`` a second one (error-flag feature on) where the first needs a retry.
+
+    Returns (choices per turn, rows that took turn 2, the final SQL per row or None if the tags are missing).
+    """
+    flag = np.zeros(len(X))
+    XX = _with_flag(X, flag) if turns == 2 else X
+    ch1 = pol.sample(XX, rng, greedy)
+    sql = [None if ch1["tag"][j] == 1 else render({**_slots_of(ch1, j), "tag": "no"}, it)
+           for j, it in enumerate(items)]
+    if turns == 1:
+        return [ch1], np.zeros(len(X), bool), sql
+    retry = np.array([_needs_retry(ev, q) for q in sql])
+    ch2 = pol.sample(_with_flag(X, np.ones(len(X))), rng, greedy)
+    for j in np.flatnonzero(retry):
+        sql[j] = None if ch2["tag"][j] == 1 else render({**_slots_of(ch2, j), "tag": "no"}, items[j])
+    return [ch1, ch2], retry, sql
 
 
 def rq3(cfg: SQLConfig, seed: int, variants=("grpo", "pgfc")) -> dict:
-    """Base (SFT) then RL with original vs corrected gold for each variant; test EX (greedy, corrected)."""
+    """Base (SFT) then RL with original vs corrected gold for each variant; test EX (greedy, corrected).
+
+    ``cfg.policy``: log-linear (quick) or MLP (full); ``cfg.turns = 2``: multi-turn refinement (the reward is
+    on the final answer; the policy-gradient weight applies to both turns' choices of a trajectory)."""
     for v in variants:
         check_choice(v, "variant", ("grpo", "pgfc"))
     tmp = Path(tempfile.mkdtemp(prefix="rlvr-sql-"))
@@ -224,17 +321,20 @@ def rq3(cfg: SQLConfig, seed: int, variants=("grpo", "pgfc")) -> dict:
     injected = [i for i, k in enumerate(kinds) if k]
     benign = [i for i in injected if is_benign(gold_sql["original"][i], gold_sql["corrected"][i], evs)]
     rng = np.random.default_rng(seed + 2)
-    base = SQLPolicy(seed)
+    dim = FEATURE_DIM + (cfg.turns == 2)
+    base = SQLMLPPolicy(seed, dim, cfg.hidden) if cfg.policy == "mlp" else SQLPolicy(seed, dim)
     Xs = features(sft)
+    sft_idx = _idx([it.slots for it in sft])
     for _ in range(cfg.sft_steps):
-        base.step(Xs, _idx([it.slots for it in sft]), np.ones(len(sft)), cfg.sft_lr)
+        for flag in ((0.0,) if cfg.turns == 1 else (0.0, 1.0)):
+            XX = Xs if cfg.turns == 1 else _with_flag(Xs, np.full(len(Xs), flag))
+            base.step(XX, sft_idx, np.ones(len(sft)), cfg.sft_lr)
     Xtr, Xte = features(train), features(test)
     test_gold = [render({**it.slots, "tag": "no"}, it) for it in test]
 
     def ex_test(pol) -> float:
-        ch = pol.sample(Xte, rng, greedy=True)
-        return float(np.mean([ev.ex(render({**_slots_of(ch, i), "tag": "no"}, it), test_gold[i])
-                              if _slots_of(ch, i)["tag"] == "yes" else 0 for i, it in enumerate(test)]))
+        _, _, sql = rollout(pol, Xte, test, ev, cfg.turns, rng, greedy=True)
+        return float(np.mean([0 if q is None else ev.ex(q, test_gold[i]) for i, q in enumerate(sql)]))
 
     out = {"base": {"ex": ex_test(base)}, "injected_share": len(injected) / len(train),
            "benign_share_of_injected": len(benign) / max(1, len(injected))}
@@ -245,22 +345,27 @@ def rq3(cfg: SQLConfig, seed: int, variants=("grpo", "pgfc")) -> dict:
         for arm in ("original", "corrected"):
             pol = base.copy()
             srng = np.random.default_rng(uniforms.integers(2**31))
-            rew_curve = []
+            rew_curve, retry_curve = [], []
             for b in batches:
                 idx = np.repeat(b, cfg.group)
                 X = Xtr[idx]
-                ch = pol.sample(X, srng)
-                R = np.array([
-                    -1.0 if ch["tag"][j] == 1 else
-                    float(ev.ex(render({**_slots_of(ch, j), "tag": "no"}, train[i]), gold_sql[arm][i]))
-                    for j, i in enumerate(idx)]).reshape(cfg.batch, cfg.group)
+                chs, retry, sql = rollout(pol, X, [train[i] for i in idx], ev, cfg.turns, srng)
+                R = np.array([-1.0 if q is None else float(ev.ex(q, gold_sql[arm][i]))
+                              for q, i in zip(sql, idx)]).reshape(cfg.batch, cfg.group)
                 if v == "grpo":
                     A = group_advantages(R)
                 else:
                     A = pgfc_advantages(R.clip(0, 1), rho1=cfg.noise) - (R < 0)
-                pol.step(X, ch, A.reshape(-1), cfg.lr)
+                A = A.reshape(-1)
+                if cfg.turns == 1:
+                    pol.step(X, chs[0], A, cfg.lr)
+                else:   # both turns of each trajectory (turn 2 only where it was taken)
+                    pol.step(_with_flag(X, np.zeros(len(X))), chs[0], A, cfg.lr)
+                    pol.step(_with_flag(X, np.ones(len(X))), chs[1], A * retry, cfg.lr)
                 rew_curve.append(float(R.mean()))
-            out[f"{v}_{arm}"] = {"ex": ex_test(pol), "train_reward": float(np.mean(rew_curve[-5:]))}
+                retry_curve.append(float(retry.mean()))
+            out[f"{v}_{arm}"] = {"ex": ex_test(pol), "train_reward": float(np.mean(rew_curve[-5:])),
+                                 "retry_share": float(np.mean(retry_curve[-5:]))}
     for e in evs:
         e.close()
     return out
