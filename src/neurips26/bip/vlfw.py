@@ -116,7 +116,7 @@ def protocol3_detector(real_images, virtual_images, epochs: int = 3, lr: float =
     trained on a random half of each set and scored on the other half. Returns (AUC/EER metrics,
     test scores, test labels with virtual = True). AUC near 0.5 = virtual images look real to it.
     ``also``: {name: images} scored by the trained CNN; metrics["also"][name] = the share it calls
-    positive (the second set's class)."""
+    positive (the second set's class) at the test split's equal-error operating point."""
     import torch
     import torch.nn.functional as F
 
@@ -145,8 +145,12 @@ def protocol3_detector(real_images, virtual_images, epochs: int = 3, lr: float =
     net.eval()
     with torch.no_grad():
         s = net.features(x[te])[:, 0].numpy().astype(float)
-        extra = {k: float((net.features(check_images(v, k))[:, 0] > 0).float().mean())
-                 for k, v in (also or {}).items()}
+        extra = {k: net.features(check_images(v, k))[:, 0].numpy() for k, v in (also or {}).items()}
     pos = y[te].numpy().astype(bool)
     auc, eer = auc_eer(s, pos)
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, thr = roc_curve(pos, s)
+    t = thr[int(np.argmin(np.abs(fpr - (1 - tpr))))]
+    extra = {k: float((v >= t).mean()) for k, v in extra.items()}
     return {"auc": auc, "eer": eer, "n_test": int(te.numel()), "also": extra}, s, pos
