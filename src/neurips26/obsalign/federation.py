@@ -269,12 +269,20 @@ def source_accuracy(bench: ObsBench, models: list[ObsModel], guid: list[Guidance
     return out
 
 
-def unimodal_accuracy(bench: ObsBench, models: list[ObsModel], guid: list[Guidance | None]) -> np.ndarray:
-    """``acc(m, c)`` (K, C) on the unimodal tests, averaged over the sources with ``m`` in ``O_s``."""
+def unimodal_accuracy(bench: ObsBench, models: list[ObsModel], guid: list[Guidance | None],
+                      split: str = "test") -> np.ndarray:
+    """``acc(m, c)`` (K, C) on the unimodal tests, averaged over the sources with ``m`` in ``O_s``.
+
+    ``split="val"`` uses the generator's unimodal validation sets (tuning only; never the test sets).
+    """
+    check_choice(split, "split", ("test", "val"))
+    sets = bench.unimodal_test if split == "test" else bench.unimodal_val
+    if sets is None:
+        raise ValueError("split='val' needs a bench with unimodal_val (make_obsbench builds one)")
     K, C = bench.n_modalities, bench.n_classes
     acc = np.full((K, C), np.nan)
     for m in range(K):
-        xs, y = bench.unimodal_test[m]
+        xs, y = sets[m]
         per = []
         for src, model, g in zip(bench.sources, models, guid):
             if m not in src.spec.modalities:
