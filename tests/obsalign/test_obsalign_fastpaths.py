@@ -83,10 +83,10 @@ def test_vectorised_kappa_neg_and_softmax_equal_loops():
 
 # ---- the local loss: batched imputation and transfer == the per-pair loops of the spec ---------------
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from neurips26.obsalign.model import Guidance, ObsModel, local_loss  # noqa: E402
+from neurips26.obsalign.model import Guidance, ObsModel, local_loss
 
 
 def _loop_imputed_h(model, z, mask, modalities, g, p):

@@ -29,8 +29,9 @@ from neurips26.obsalign.federation import (
     source_accuracy,
     unimodal_accuracy,
 )
-from neurips26.obsalign.obsbench import (MODALITIES, SourceSpec, full_blind, full_sources, make_obsbench,
-                                         quick_sources)
+from neurips26.obsalign.obsbench import (FULL_ETAS, FULL_LABEL_FRACTIONS, MODALITIES, SCARCE_LABEL_FRACTION,
+                                         SourceSpec, full_blind, full_sources, make_obsbench, quick_sources)
+from neurips26.obsalign.semireal import make_digits_tri, make_healthcare
 
 PHEN_GAIN = 0.02  # AlwaysAlign - NoAlign on the label-scarce modality (audio), >= 2 pp
 PHEN_NT_CELL = 0.10  # AlwaysAlign's worst non-alignable cell NT(m, c) >= 10 pp (mean over seeds)
@@ -46,7 +47,7 @@ CENTRALISED = "centralised"  # pooled-data reference (reported, not a baseline O
 VOLATILE_METRICS = ("seconds.*",)
 
 
-QUICK_LABEL_FRACTION = 0.02  # label fraction of s2, s3 where the sweep shows the phenomenon (spec: 0.1)
+QUICK_LABEL_FRACTION = SCARCE_LABEL_FRACTION  # s2, s3: where the sweep shows the phenomenon (spec: 0.1)
 
 
 @dataclass
@@ -69,6 +70,45 @@ class DataConfig:
         check_scalar(self.eta, "eta", float, min=0, max=1)
 
 
+@dataclass(frozen=True)
+class ThresholdPoint:
+    """One point of ObsAlign's threshold sweep (chosen per seed on validation, never on test)."""
+
+    tau_lo: float = 0.1
+    n0: float = 5.0
+    tau_hi: float = 0.5
+    kappa: float = 1.0
+    exponents: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)   # a_B, a_S, a_K, a_U
+
+    def apply(self, fed: FedConfig, method):
+        """(FedConfig, Method) with this point's thresholds."""
+        return (replace(fed, tau_lo=self.tau_lo, tau_hi=self.tau_hi, kappa=self.kappa),
+                replace(method, omega=replace(method.omega, n0=self.n0, exponents=self.exponents)))
+
+
+def _points(sweep) -> tuple[ThresholdPoint, ...]:
+    """Sweep entries as ``ThresholdPoint``s; a pair ``(tau_lo, n0)`` is accepted as shorthand."""
+    out = []
+    for i, p in enumerate(sweep):
+        if isinstance(p, ThresholdPoint):
+            out.append(p)
+        elif isinstance(p, tuple) and len(p) == 2:
+            out.append(ThresholdPoint(float(p[0]), float(p[1])))
+        else:
+            raise TypeError(f"sweep[{i}] must be a ThresholdPoint or a (tau_lo, n0) pair, got {p!r}")
+    return tuple(out)
+
+
+QUICK_SWEEP = ((0.1, 5.0), (0.05, 5.0), (0.2, 5.0), (0.1, 2.0))
+# full: (tau_lo, n0) x tau_hi x kappa x the a_K / a_U exponents, one at a time around the default
+FULL_SWEEP = (
+    *QUICK_SWEEP, (0.1, 10.0),
+    ThresholdPoint(tau_hi=0.3), ThresholdPoint(tau_hi=0.7), ThresholdPoint(kappa=0.5), ThresholdPoint(kappa=2.0),
+    ThresholdPoint(exponents=(1.0, 1.0, 2.0, 1.0)), ThresholdPoint(exponents=(1.0, 1.0, 1.0, 0.5)),
+)
+SEMIREAL = ("digits_tri", "breast_cancer", "wine")
+
+
 @dataclass
 class ExperimentConfig:
     data: DataConfig = field(default_factory=DataConfig)
@@ -76,10 +116,24 @@ class ExperimentConfig:
     methods: tuple[str, ...] = ("local", "noalign", "alwaysalign", "obsalign")
     seeds: tuple[int, ...] = (0, 1, 2)
     threads: int = 1
-    # ObsAlign's (tau_lo, n_0) chosen per seed on the validation split (mean per-source accuracy);
+    # ObsAlign's thresholds chosen per seed on the validation split (mean per-source accuracy);
     # the first entry is the spec's default and wins ties. Empty: the default only.
-    sweep: tuple[tuple[float, float], ...] = (
-        (0.1, 5.0), (0.05, 5.0), (0.2, 5.0), (0.1, 2.0))
+    sweep: tuple = QUICK_SWEEP
+    # further benchmarks run with the same methods (results under metrics["extra"]); the claims read
+    # the primary one (data, fed above):
+    grid: tuple[tuple[float, float], ...] = ()   # more (eta, label_fraction) points of the ObsBench layout
+    regimes: tuple[str, ...] = ()                # more regimes ("vlm") at the primary data point
+    semireal: tuple[str, ...] = ()               # among SEMIREAL
+
+    def __post_init__(self) -> None:
+        self.sweep = _points(self.sweep)
+        for r in self.regimes:
+            check_choice(r, "regimes", ("encoder", "vlm"))
+        for b in self.semireal:
+            check_choice(b, "semireal", SEMIREAL)
+        for i, pt in enumerate(self.grid):
+            if len(pt) != 2:
+                raise ValueError(f"grid[{i}] must be an (eta, label_fraction) pair, got {pt!r}")
 
 
 CONFIGS = {
@@ -90,7 +144,9 @@ CONFIGS = {
     "quick": ExperimentConfig(),
     "full": ExperimentConfig(
         DataConfig(n_classes=24, layout="full", label_fraction=0.1, eta=0.3),
-        fed=FedConfig(rounds=50), methods=(*METHODS, CENTRALISED), seeds=tuple(range(10))
+        fed=FedConfig(rounds=50), methods=(*METHODS, CENTRALISED), seeds=tuple(range(10)), sweep=FULL_SWEEP,
+        grid=tuple((e, lf) for e in FULL_ETAS for lf in FULL_LABEL_FRACTIONS if (e, lf) != (0.3, 0.1)),
+        regimes=("vlm",), semireal=SEMIREAL,
     ),
 }
 
@@ -102,23 +158,53 @@ def _sources(data: DataConfig, seed: int) -> list[SourceSpec]:
     return quick_sources(data.label_fraction, data.eta, data.size_scale)
 
 
+def _obsbench(data: DataConfig, fed: FedConfig, seed: int):
+    return make_obsbench(seed, _sources(data, seed), data.n_classes,
+                         blind=full_blind(data.n_classes) if data.layout == "full" else None,
+                         unimodal_per_class=data.unimodal_per_class, regime=fed.regime, d_vlm=fed.d)
+
+
+def _semireal(name: str, seed: int, fed: FedConfig):
+    if fed.regime != "encoder":
+        raise ValueError("the semi-real benchmarks run in the encoder regime")
+    return make_digits_tri(seed) if name == "digits_tri" else make_healthcare(seed, name)
+
+
 def run(cfg: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
     torch.set_num_threads(cfg.threads)
-    bench = make_obsbench(
-        ctx.seed,
-        _sources(cfg.data, ctx.seed),
-        cfg.data.n_classes,
-        blind=full_blind(cfg.data.n_classes) if cfg.data.layout == "full" else None,
-        unimodal_per_class=cfg.data.unimodal_per_class,
-        regime=cfg.fed.regime,
-        d_vlm=cfg.fed.d,
-    )
+    out = evaluate_methods(_obsbench(cfg.data, cfg.fed, ctx.seed), cfg, ctx)
+    _plot(ctx, out["methods"], cfg.methods)
+    if "omega" in out and 0 < out["n_alignable"] < out["n_relations"]:
+        _plot_roc(ctx, np.ravel(out["alignable"]), np.ravel(out["omega"]), out["omega_auroc"])
+    extra = []
+    for eta, lf in cfg.grid:
+        data = replace(cfg.data, eta=eta, label_fraction=lf)
+        extra.append({"bench": "obsbench", "regime": cfg.fed.regime, "eta": eta, "label_fraction": lf,
+                      **evaluate_methods(_obsbench(data, cfg.fed, ctx.seed), cfg, ctx)})
+    for regime in cfg.regimes:
+        fed = replace(cfg.fed, regime=regime)
+        c2 = replace(cfg, fed=fed)
+        extra.append({"bench": "obsbench", "regime": regime, "eta": cfg.data.eta,
+                      "label_fraction": cfg.data.label_fraction,
+                      **evaluate_methods(_obsbench(cfg.data, fed, ctx.seed), c2, ctx)})
+    for name in cfg.semireal:
+        b = _semireal(name, ctx.seed, cfg.fed)
+        names = tuple(f"m{m}" for m in range(b.n_modalities))   # feature groups, not image/text/audio
+        extra.append({"bench": name, "regime": "encoder", **evaluate_methods(b, cfg, ctx, names)})
+    if extra:
+        out["extra"] = extra
+    return out
+
+
+def evaluate_methods(bench, cfg: ExperimentConfig, ctx: RunContext,
+                     names: tuple[str, ...] = MODALITIES) -> dict[str, Any]:
+    """Every method of ``cfg`` on ``bench``: accuracies, NT per cell/relation, omega and its AUROC."""
     K, C = bench.n_modalities, bench.n_classes
     methods: dict[str, Any] = {}
     acc: dict[str, np.ndarray] = {}
     seconds: dict[str, float] = {}
     omega = None
-    sweep: list[dict[str, float]] = []
+    sweep: list[dict[str, Any]] = []
     for name in ctx.track(cfg.methods, desc="methods"):
         t0 = time.perf_counter()
         if name == "obsalign" and cfg.sweep:
@@ -136,7 +222,7 @@ def run(cfg: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
             "worst_acc": float(np.min(src)),
             "global_mean_acc": float(np.mean(gsrc)),
             "unimodal_mean": float(np.nanmean(acc[name])),
-            "unimodal": {MODALITIES[m]: float(np.nanmean(acc[name][m])) for m in range(K)},
+            "unimodal": {names[m]: float(np.nanmean(acc[name][m])) for m in range(K)},
             "round_acc": res.round_acc,
         }
         if name == "obsalign":
@@ -144,18 +230,19 @@ def run(cfg: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
         ctx.log(f"seed {ctx.seed} {name}: mean acc {methods[name]['mean_acc']:.3f} ({seconds[name]:.1f} s)")
     align = bench.alignable
     iu = [(m, m2) for m in range(K) for m2 in range(m + 1, K)]
-    rel_align = np.array([[align[m, m2, c] for c in range(C)] for m, m2 in iu])  # (3, C)
+    rel_align = np.array([[align[m, m2, c] for c in range(C)] for m, m2 in iu])  # (pairs, C)
     cell_nonalign = np.array(
         [[any(not align[m, m2, c] for m2 in range(K) if m2 != m) for c in range(C)] for m in range(K)]
     )
+    mean_or_none = lambda a: float(np.nanmean(a)) if np.isfinite(a).any() else None  # noqa: E731
     if "noalign" in acc:
         for name in cfg.methods:
             nt = acc["noalign"] - acc[name]  # NT(m, c)
             nt_rel = np.array([[0.5 * (nt[m, c] + nt[m2, c]) for c in range(C)] for m, m2 in iu])
             methods[name]["nt_cells"] = np.nan_to_num(nt).tolist()
-            methods[name]["nt_nonalign"] = float(np.nanmean(nt_rel[~rel_align]))
-            methods[name]["gain_align"] = float(np.nanmean(-nt_rel[rel_align]))
-            methods[name]["frac_nt_gt2pp_nonalign"] = float(np.nanmean(nt_rel[~rel_align] > 0.02))
+            methods[name]["nt_nonalign"] = mean_or_none(nt_rel[~rel_align])
+            methods[name]["gain_align"] = mean_or_none(-nt_rel[rel_align])
+            methods[name]["frac_nt_gt2pp_nonalign"] = mean_or_none((nt_rel[~rel_align] > 0.02).astype(float))
     out: dict[str, Any] = {
         "sweep": sweep,
         "methods": methods,
@@ -171,23 +258,18 @@ def run(cfg: ExperimentConfig, ctx: RunContext) -> dict[str, Any]:
         scores = np.array([[omega[m, m2, c] for c in range(C)] for m, m2 in iu])
         out["omega"] = scores.tolist()
         y = rel_align.ravel()
-        out["omega_auroc"] = float(roc_auc_score(y, scores.ravel())) if 0 < y.sum() < y.size else float("nan")
-    _plot(ctx, methods, cfg.methods)
-    if omega is not None and 0 < rel_align.sum() < rel_align.size:
-        _plot_roc(ctx, rel_align.ravel(), np.array(out["omega"]).ravel(), out["omega_auroc"])
+        out["omega_auroc"] = float(roc_auc_score(y, scores.ravel())) if 0 < y.sum() < y.size else None
     return out
 
 
 def _tuned_obsalign(bench, cfg: ExperimentConfig, seed: int):
-    """Run ObsAlign at every (tau_lo, n_0) of the sweep; keep the best on validation (never test)."""
-    base = METHODS["obsalign"]
-    best, best_val, rows = None, -1.0, []
-    for tau_lo, n0 in cfg.sweep:
-        fed = replace(cfg.fed, tau_lo=tau_lo)
-        method = replace(base, omega=replace(base.omega, n0=n0))
+    """Run ObsAlign at every point of the sweep; keep the best on validation (never test)."""
+    best, best_val, rows, chosen = None, -1.0, [], 0
+    for pt in _points(cfg.sweep):
+        fed, method = pt.apply(cfg.fed, METHODS["obsalign"])
         res = run_federation(bench, method, fed, seed=seed)
         val = float(np.mean(source_accuracy(bench, res.models, res.guidance, split="val")))
-        rows.append({"tau_lo": tau_lo, "n0": n0, "val_mean_acc": val})
+        rows.append({**asdict(pt), "val_mean_acc": val})
         if val > best_val:
             best, best_val, chosen = res, val, len(rows) - 1
     for i, r in enumerate(rows):
@@ -337,7 +419,7 @@ def omega_auroc(m: Mapping[str, Any]) -> tuple[str, str]:
     from sklearn.metrics import roc_auc_score
 
     runs = _runs(m)
-    vals = [r["omega_auroc"] for r in runs]
+    vals = [r["omega_auroc"] for r in runs if r.get("omega_auroc") is not None]
     y = np.concatenate([np.ravel(r["alignable"]) for r in runs])
     s = np.concatenate([np.ravel(r["omega"]) for r in runs])
     pooled_auc = float(roc_auc_score(y, s)) if 0 < y.sum() < y.size else float("nan")

@@ -89,6 +89,7 @@ class ObsBench:
 
 QUICK_LABEL_FRACTION = 0.1   # the spec's label fraction of the label-scarce sources s2, s3
 QUICK_ETA = 0.6              # the spec's noisy-correspondence rate of s1
+SCARCE_LABEL_FRACTION = 0.02  # s2/s3 label fraction where the validation sweep shows the phenomenon
 
 
 def quick_sources(label_fraction: float = QUICK_LABEL_FRACTION, eta: float = QUICK_ETA,
