@@ -150,8 +150,8 @@ def source_sketch(model: ObsModel, split: Split, modalities: tuple[int, ...], g:
                   cfg: FedConfig, rng: np.random.Generator | None = None) -> Sketch:
     """Sketch with labels, or confident pseudo-labels (max prob >= threshold) for unlabelled samples."""
     x, mask, y = tensors(split)
-    z, logits, _, _ = forward(model, x, mask, modalities, g)
-    prob = torch.softmax(logits, dim=1)
+    z, logits, _, p0 = forward(model, x, mask, modalities, g)
+    prob = p0 if g is None or g.transfer is None else torch.softmax(logits, dim=1)   # no imputation: same
     conf, arg = prob.max(dim=1)
     cls = torch.where(y >= 0, y, torch.where(conf >= cfg.pseudo_threshold, arg, torch.full_like(y, -1)))
     zs = [z[m].numpy().astype(float) if m in z else None for m in range(model.K)]

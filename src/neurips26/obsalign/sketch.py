@@ -57,8 +57,7 @@ def build_sketch(z: list[np.ndarray], mask: np.ndarray, cls: np.ndarray, modalit
         sel = mask[:, m] & counted
         c_sel, z_sel = cls[sel], zm[sel]
         k = np.bincount(c_sel, minlength=C).astype(float)             # n_s(m, c)
-        sums = np.zeros((C, d))
-        np.add.at(sums, c_sel, z_sel)
+        sums = np.eye(C)[c_sel].T @ z_sel                              # sum of z^m per class
         counts[m] = k
         proto[m] = sums / np.maximum(k, 1)[:, None]                   # mu_s(m, c) = mean z^m
         dev = np.sum((z_sel - proto[m, c_sel]) ** 2, axis=1)          # ||z - mu_s(m, c)||^2
