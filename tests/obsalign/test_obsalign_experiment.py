@@ -69,7 +69,8 @@ def test_thresholds_are_in_the_statements():
     assert set(ex.CONFIGS) >= {"smoke", "quick", "full"}
     q = ex.CONFIGS["quick"]
     got = (q.fed.d, q.fed.rounds, q.fed.epochs, q.fed.lr, q.fed.batch, len(q.seeds))
-    assert got == (32, 12, 2, 3e-3, 64, 3)
+    assert got == (32, 12, 2, 3e-3, 64, 5)
+    assert q.data.label_fraction == ex.QUICK_LABEL_FRACTION == 0.02   # the swept setting (spec: 0.1)
 
 
 def test_sweep_chooses_on_validation_only():
