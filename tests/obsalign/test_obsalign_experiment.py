@@ -58,6 +58,12 @@ def test_negative_transfer_fails_when_nt_too_large_or_gain_lost():
     assert _verdicts(_metrics(**{**GOOD, "obs_acc": 0.7}))["best_overall"] == "fails"
 
 
+def test_negative_transfer_ratio_undefined_when_alwaysalign_has_no_mean_nt():
+    m = _metrics(**{**GOOD, "aa_nt": -0.01, "obs_nt": -0.1})     # ObsAlign "below a third" of nothing
+    c = next(c for c in ex.CLAIMS if c.id == "negative_transfer").evaluate(m)
+    assert c.verdict == "inconclusive" and "it is" in c.measured
+
+
 def test_one_seed_is_inconclusive():
     m = SeedMetrics([0], [_seed(**GOOD)])
     assert set(_verdicts(m).values()) == {"inconclusive"}

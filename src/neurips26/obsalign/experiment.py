@@ -404,13 +404,18 @@ def negative_transfer(m: Mapping[str, Any]) -> tuple[str, str]:
     aa_gain = float(np.mean([r["methods"]["alwaysalign"]["gain_align"] for r in runs]))
     if aa_gain <= 0:
         v2 = INCONCLUSIVE
+    aa_nt_mean = float(np.mean([r["methods"]["alwaysalign"]["nt_nonalign"] for r in runs]))
+    no_harm = aa_nt_mean <= 0   # AlwaysAlign shows no mean NT to reduce: the ratio is undefined
+    if no_harm:
+        v1 = INCONCLUSIVE
     v = FAILS if FAILS in (v1, v2) else (HOLDS if v1 == v2 == HOLDS else INCONCLUSIVE)
     obs_nt = mean_se([r["methods"]["obsalign"]["nt_nonalign"] for r in runs])
     aa_nt = mean_se([r["methods"]["alwaysalign"]["nt_nonalign"] for r in runs])
     obs_g = mean_se([r["methods"]["obsalign"]["gain_align"] for r in runs])
     return v, (
         f"NT non-alignable: ObsAlign {fmt_se(*obs_nt)} vs AlwaysAlign {fmt_se(*aa_nt)} "
-        f"(needs <= {NT_RATIO:.2f}x); gain alignable: ObsAlign {fmt_se(*obs_g)} vs AlwaysAlign "
+        f"(needs <= {NT_RATIO:.2f}x; undefined if AlwaysAlign's <= 0{': it is' if no_harm else ''}); "
+        f"gain alignable: ObsAlign {fmt_se(*obs_g)} vs AlwaysAlign "
         f"{aa_gain:.3g} (needs >= {KEEP_GAIN:g}x; undefined if AlwaysAlign's <= 0)"
     )
 
