@@ -58,6 +58,12 @@ def test_negative_transfer_fails_when_nt_too_large_or_gain_lost():
     assert _verdicts(_metrics(**{**GOOD, "obs_acc": 0.7}))["best_overall"] == "fails"
 
 
+def test_negative_transfer_ratio_undefined_when_alwaysalign_has_no_mean_nt():
+    m = _metrics(**{**GOOD, "aa_nt": -0.01, "obs_nt": -0.1})     # ObsAlign "below a third" of nothing
+    c = next(c for c in ex.CLAIMS if c.id == "negative_transfer").evaluate(m)
+    assert c.verdict == "inconclusive" and "it is" in c.measured
+
+
 def test_one_seed_is_inconclusive():
     m = SeedMetrics([0], [_seed(**GOOD)])
     assert set(_verdicts(m).values()) == {"inconclusive"}
@@ -69,7 +75,8 @@ def test_thresholds_are_in_the_statements():
     assert set(ex.CONFIGS) >= {"smoke", "quick", "full"}
     q = ex.CONFIGS["quick"]
     got = (q.fed.d, q.fed.rounds, q.fed.epochs, q.fed.lr, q.fed.batch, len(q.seeds))
-    assert got == (32, 12, 2, 3e-3, 64, 3)
+    assert got == (32, 12, 2, 3e-3, 64, 5)
+    assert q.data.label_fraction == ex.QUICK_LABEL_FRACTION == 0.02   # the swept setting (spec: 0.1)
 
 
 def test_sweep_chooses_on_validation_only():
@@ -91,15 +98,34 @@ def test_full_config_wires_the_full_layout_fedprox_and_centralised():
     full = ex.CONFIGS["full"]
     assert full.data.layout == "full" and full.data.n_classes == 24 and full.fed.rounds == 50
     assert {"fedprox", "centralised", "protoimpute", "obsalign"} <= set(full.methods)
+    assert set(ex.METHODS) <= set(full.methods)                 # every baseline and ablation
     specs = ex._sources(full.data, 0)
     assert len(specs) == 12 and all(s.class_weights is not None for s in specs)
     assert "fedprox" in ex.BASELINES and ex.CENTRALISED not in ex.BASELINES
+    # the whole eta x label-fraction grid (primary point + 8 more), the VLM regime, both semi-real sets
+    pts = {(full.data.eta, full.data.label_fraction), *full.grid}
+    assert pts == {(e, lf) for e in ex.FULL_ETAS for lf in ex.FULL_LABEL_FRACTIONS}
+    assert full.regimes == ("vlm",) and set(full.semireal) == set(ex.SEMIREAL)
+    assert len(full.sweep) > len(ex.CONFIGS["quick"].sweep) and full.sweep[0] == ex.ThresholdPoint()
     with pytest.raises(ValueError, match="layout"):
         ex.DataConfig(layout="nope")
+    with pytest.raises(ValueError, match="semireal"):
+        ex.ExperimentConfig(semireal=("mnist",))
+    with pytest.raises(TypeError, match="sweep"):
+        ex.ExperimentConfig(sweep=((0.1, 5.0, 3.0),))
+
+
+def test_threshold_point_sets_the_thresholds_it_names():
+    pt = ex.ThresholdPoint(tau_lo=0.2, n0=3.0, tau_hi=0.6, kappa=2.0, exponents=(1.0, 0.5, 2.0, 1.0))
+    fed, method = pt.apply(ex.FedConfig(), ex.METHODS["obsalign"])
+    assert (fed.tau_lo, fed.tau_hi, fed.kappa) == (0.2, 0.6, 2.0)
+    assert method.omega.n0 == 3.0 and method.omega.exponents == (1.0, 0.5, 2.0, 1.0)
+    assert method.align == "omega" and ex.METHODS["obsalign"].omega.n0 == 5.0    # original untouched
+    assert ex.ExperimentConfig(sweep=((0.2, 3.0),)).sweep == (ex.ThresholdPoint(0.2, 3.0),)
 
 
 @pytest.mark.slow
-def test_full_layout_runs_end_to_end_at_tiny_size(tmp_path):
+def test_full_run_end_to_end_at_toy_size(tmp_path):
     from dataclasses import replace
 
     from neurips26.harness.run import run_paper
@@ -107,9 +133,18 @@ def test_full_layout_runs_end_to_end_at_tiny_size(tmp_path):
 
     full = ex.CONFIGS["full"]
     tiny = replace(full, data=replace(full.data, size_scale=0.1, unimodal_per_class=2),
-                   fed=FedConfig(rounds=2, epochs=1, warmup=1), seeds=(0,), sweep=(),
-                   methods=("noalign", "fedprox", "centralised", "obsalign"))
+                   fed=FedConfig(rounds=2, epochs=1, warmup=1), seeds=(0,),
+                   sweep=(ex.ThresholdPoint(), ex.ThresholdPoint(tau_hi=0.3, exponents=(1.0, 1.0, 2.0, 1.0))),
+                   methods=("noalign", "fedprox", "alwaysalign", "obsalign", "centralised"),
+                   grid=((0.0, 0.05),), regimes=("vlm",), semireal=("wine",))
     res = run_paper("obsalign", config=tiny, seed=0, out=tmp_path, progress=False)
     m = res["metrics"]
-    assert set(m["methods"]) == {"noalign", "fedprox", "centralised", "obsalign"}
+    assert set(m["methods"]) == set(tiny.methods)
     assert np.array(m["omega"]).shape == (3, 24)
+    assert [len(r) for r in (m["sweep"],)] == [2] and sum(r["chosen"] for r in m["sweep"]) == 1
+    got = [(e["bench"], e["regime"], e.get("eta"), e.get("label_fraction")) for e in m["extra"]]
+    assert got == [("obsbench", "encoder", 0.0, 0.05), ("obsbench", "vlm", 0.3, 0.1), ("wine", "encoder", None, None)]
+    for e in m["extra"]:
+        assert set(e["methods"]) == set(tiny.methods)
+    assert m["extra"][2]["omega_auroc"] is None                   # no blindness ground truth on wine
+    assert set(m["extra"][2]["methods"]["noalign"]["unimodal"]) == {"m0", "m1"}

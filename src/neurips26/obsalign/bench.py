@@ -24,7 +24,7 @@ from neurips26.obsalign.federation import (
     train_epochs,
 )
 from neurips26.obsalign.model import ObsModel
-from neurips26.obsalign.obsbench import SourceSpec, make_obsbench, quick_sources
+from neurips26.obsalign.obsbench import SCARCE_LABEL_FRACTION, make_obsbench, quick_sources
 from neurips26.obsalign.observability import ObservabilityTracker, kappa_neg, reliability
 from neurips26.obsalign.sketch import pool
 
@@ -39,20 +39,9 @@ def _n_params(model: ObsModel, modalities) -> int:
 def bench(ctx: RunContext) -> list[BenchRow]:
     sz = SIZES["smoke" if ctx.scale == "smoke" else "quick"]
     torch.set_num_threads(1)
-    specs = [
-        SourceSpec(
-            s.modalities,
-            s.classes,
-            max(int(s.n * sz["scale"]), 20),
-            s.label_fraction,
-            s.eta,
-            s.delta,
-            s.missing,
-        )
-        for s in quick_sources()
-    ]
+    specs = quick_sources(SCARCE_LABEL_FRACTION, scale=sz["scale"])   # the quick run's layout
     bench_ = make_obsbench(0, specs, unimodal_per_class=5)
-    cfg = FedConfig(epochs=1)
+    cfg = FedConfig()   # the quick run's d, E = 2 local epochs, batch
     K, C = bench_.n_modalities, bench_.n_classes
     torch.manual_seed(0)
     models = [ObsModel(bench_.dims, C, cfg.d) for _ in bench_.sources]
@@ -116,7 +105,8 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         for m, st in zip(models, new):
             m.load_state_dict(st)
 
-    shape = f"{len(models)} sources, {int(sizes.sum())} training samples, 1 local epoch, d={cfg.d}, 1 thread"
+    shape = (f"{len(models)} sources, {int(sizes.sum())} training samples, {cfg.epochs} local epochs, d={cfg.d}, "
+             "1 thread")
     r = sz["rounds"]
     rows = [
         compare(

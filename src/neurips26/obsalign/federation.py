@@ -150,8 +150,8 @@ def source_sketch(model: ObsModel, split: Split, modalities: tuple[int, ...], g:
                   cfg: FedConfig, rng: np.random.Generator | None = None) -> Sketch:
     """Sketch with labels, or confident pseudo-labels (max prob >= threshold) for unlabelled samples."""
     x, mask, y = tensors(split)
-    z, logits, _, _ = forward(model, x, mask, modalities, g)
-    prob = torch.softmax(logits, dim=1)
+    z, logits, _, p0 = forward(model, x, mask, modalities, g)
+    prob = p0 if g is None or g.transfer is None else torch.softmax(logits, dim=1)   # no imputation: same
     conf, arg = prob.max(dim=1)
     cls = torch.where(y >= 0, y, torch.where(conf >= cfg.pseudo_threshold, arg, torch.full_like(y, -1)))
     zs = [z[m].numpy().astype(float) if m in z else None for m in range(model.K)]
@@ -269,12 +269,20 @@ def source_accuracy(bench: ObsBench, models: list[ObsModel], guid: list[Guidance
     return out
 
 
-def unimodal_accuracy(bench: ObsBench, models: list[ObsModel], guid: list[Guidance | None]) -> np.ndarray:
-    """``acc(m, c)`` (K, C) on the unimodal tests, averaged over the sources with ``m`` in ``O_s``."""
+def unimodal_accuracy(bench: ObsBench, models: list[ObsModel], guid: list[Guidance | None],
+                      split: str = "test") -> np.ndarray:
+    """``acc(m, c)`` (K, C) on the unimodal tests, averaged over the sources with ``m`` in ``O_s``.
+
+    ``split="val"`` uses the generator's unimodal validation sets (tuning only; never the test sets).
+    """
+    check_choice(split, "split", ("test", "val"))
+    sets = bench.unimodal_test if split == "test" else bench.unimodal_val
+    if sets is None:
+        raise ValueError("split='val' needs a bench with unimodal_val (make_obsbench builds one)")
     K, C = bench.n_modalities, bench.n_classes
     acc = np.full((K, C), np.nan)
     for m in range(K):
-        xs, y = bench.unimodal_test[m]
+        xs, y = sets[m]
         per = []
         for src, model, g in zip(bench.sources, models, guid):
             if m not in src.spec.modalities:

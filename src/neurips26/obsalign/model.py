@@ -55,6 +55,9 @@ class Guidance:
     align: torch.Tensor | None = None    # (K, K, C) InfoNCE weights (omega c_s 1[omega >= tau_lo]) or None
     transfer: torch.Tensor | None = None  # (K, K, C) transfer / imputation weights or None
 
+    def __post_init__(self) -> None:
+        self.mu_unit = F.normalize(self.mu, dim=-1)   # mu(m', c) / ||mu(m', c)|| (0 where unobserved)
+
 
 def forward(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, modalities: tuple[int, ...],
             g: Guidance | None, y_obs: torch.Tensor | None = None):
@@ -73,12 +76,16 @@ def forward(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, modaliti
             p = torch.where(lab[:, None], F.one_hot(y_obs.clamp(min=0), model.C).to(p0.dtype), p0)
     h = h0
     if g is not None and g.transfer is not None:
-        for m2 in range(model.K):
-            missing = ~mask[:, m2]
-            T = torch.stack([torch.where(mask[:, m:m + 1], g.transfer[m, m2][None, :],
-                                         torch.zeros(()).to(p.dtype)) for m in modalities]).amax(dim=0)
-            lam = (p * T).sum(dim=1) * missing.to(p.dtype)
-            h = h + lam[:, None] * (p @ g.mu[m2])
+        with torch.no_grad():   # a constant of the parameters: p is detached, mu and the weights broadcast
+            mods = list(modalities)
+            obs = mask[:, mods]                                                    # (n, k)
+            # T[i, m', c] = max_{m in O_i} w_tr(m, m', c)
+            T = torch.where(obs[:, :, None, None], g.transfer[mods][None], 0.0).amax(dim=1)   # (n, K, C)
+            lam = (p[:, None, :] * T).sum(dim=-1) * (~mask).to(p.dtype)           # lambda_{m'} (n, K)
+            # z~^{m'} = sum_c p(c|x) mu(m', c), added with weight lambda_{m'} for each missing m'
+            n, K, C = T.shape
+            imp = (lam[:, :, None] * p[:, None, :]).reshape(n, K * C) @ g.mu.reshape(K * C, -1)
+        h = h0 + imp
     return z, model.logits(h), chat, p0
 
 
@@ -109,14 +116,16 @@ def local_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_obs
                              + F.cross_entropy(sim.T, tgt, reduction="none"))
                 loss = loss + lam_al * (g.align[m, m2, chat[idx]] * nce).sum() / n
     if g.transfer is not None:
-        for m2 in range(model.K):
-            target = F.normalize(g.mu[m2][chat], dim=1)
-            for m in modalities:
-                if m == m2:
-                    continue
-                sel = (mask[:, m] & ~mask[:, m2]).to(target.dtype)
-                w = g.transfer[m, m2, chat] * sel
-                loss = loss + lam_tr * (w * (1 - (z[m] * target).sum(dim=1))).sum() / n
+        # L_trans = sum_i sum_{m in O_i} sum_{m' not in O_i} w_tr(m, m', c_i) (1 - cos(z^m_i, mu(m', c_i))) / n
+        #         = [sum w - sum_{i, m} z^m_i . t^m_i] / n,  t^m_i = sum_{m'} w_tr(m, m', c_i) mu(m', c_i)/||mu||
+        # (w and the unit prototypes carry no gradient, so t is computed once, outside autograd)
+        mods = list(modalities)
+        with torch.no_grad():
+            sel = mask[:, mods].T[:, None, :] & ~mask.T[None, :, :]                 # (k, K, n): m seen, m' not
+            w = g.transfer[mods][:, :, chat] * sel.to(g.mu.dtype)                   # (k, K, n)
+            t = (w[..., None] * g.mu_unit[:, chat][None]).sum(dim=1)                # (k, n, d)
+        dots = sum((z[m] * t[j]).sum() for j, m in enumerate(mods))
+        loss = loss + lam_tr * (w.sum() - dots) / n
     return loss
 
 

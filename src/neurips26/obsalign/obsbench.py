@@ -72,6 +72,7 @@ class ObsBench:
     blind: tuple[frozenset[int], ...]
     unimodal_test: list[tuple[np.ndarray, np.ndarray]]   # per modality: (x, y) over all classes
     alignable: np.ndarray = field(default=None)          # (K, K, C) bool, symmetric, evaluation only
+    unimodal_val: list[tuple[np.ndarray, np.ndarray]] | None = None  # like unimodal_test, for tuning only
 
     @property
     def n_modalities(self) -> int:
@@ -86,13 +87,23 @@ class ObsBench:
         return h.hexdigest()
 
 
-def quick_sources() -> list[SourceSpec]:
-    """The quick layout of the spec (s0..s4)."""
-    return [SourceSpec((0, 1), None, 400),
-            SourceSpec((0, 1), tuple(range(6)), 300, eta=0.6),
-            SourceSpec((0, 2), None, 400, label_fraction=0.1),
-            SourceSpec((1, 2), tuple(range(3, 12)), 300, label_fraction=0.1, delta=0.5),
-            SourceSpec((0,), None, 200)]
+QUICK_LABEL_FRACTION = 0.1   # the spec's label fraction of the label-scarce sources s2, s3
+QUICK_ETA = 0.6              # the spec's noisy-correspondence rate of s1
+SCARCE_LABEL_FRACTION = 0.02  # s2/s3 label fraction where the validation sweep shows the phenomenon
+
+
+def quick_sources(label_fraction: float = QUICK_LABEL_FRACTION, eta: float = QUICK_ETA,
+                  scale: float = 1.0) -> list[SourceSpec]:
+    """The quick layout of the spec (s0..s4); ``label_fraction`` of s2/s3, ``eta`` of s1, sizes x ``scale``."""
+    label_fraction = check_scalar(label_fraction, "label_fraction", float, min=0, max=1)
+    eta = check_scalar(eta, "eta", float, min=0, max=1)
+    scale = check_scalar(scale, "scale", float, min=0, inclusive="neither")
+    n = lambda k: max(int(k * scale), 20)  # noqa: E731
+    return [SourceSpec((0, 1), None, n(400)),
+            SourceSpec((0, 1), tuple(range(6)), n(300), eta=eta),
+            SourceSpec((0, 2), None, n(400), label_fraction=label_fraction),
+            SourceSpec((1, 2), tuple(range(3, 12)), n(300), label_fraction=label_fraction, delta=0.5),
+            SourceSpec((0,), None, n(200))]
 
 
 def quick_blind() -> tuple[frozenset[int], ...]:
@@ -254,7 +265,11 @@ def make_obsbench(seed: int = 0, sources: list[SourceSpec] | None = None, n_clas
     for m in range(K):
         y = np.repeat(np.arange(n_classes), unimodal_per_class)
         uni.append((world.emit(y, rng.normal(size=(len(y), LATENT)), m, rng), y))
-    bench = ObsBench(built, n_classes, out_dims, blind, uni)
+    val = []   # drawn after the test sets, so a seed's training and test data do not depend on it
+    for m in range(K):
+        y = np.repeat(np.arange(n_classes), unimodal_per_class)
+        val.append((world.emit(y, rng.normal(size=(len(y), LATENT)), m, rng), y))
+    bench = ObsBench(built, n_classes, out_dims, blind, uni, unimodal_val=val)
     bench.alignable = ground_truth_alignable(bench)
     return bench
 

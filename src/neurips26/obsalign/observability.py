@@ -58,15 +58,17 @@ def kappa_neg(p: Pooled) -> np.ndarray:
     """Symmetrised wrong-class prototype agreement ``kappa_neg(m, m', c)`` (K, K, C)."""
     K, C, _ = p.mu.shape
     out = np.zeros((K, K, C))
+    off = ~np.eye(C, dtype=bool)
     for m in range(K):
         for m2 in range(K):
             if m == m2:
                 continue
             cos = _cos_matrix(p.mu[m], p.mu[m2])          # [c, c'] = cos(mu(m,c), mu(m2,c'))
-            for c in range(C):
-                t1 = [cos[c, c2] for c2 in range(C) if c2 != c and p.n[m2, c2] > 0]
-                t2 = [cos[c2, c] for c2 in range(C) if c2 != c and p.n[m, c2] > 0]
-                out[m, m2, c] = 0.5 * ((np.mean(t1) if t1 else 0.0) + (np.mean(t2) if t2 else 0.0))
+            m1 = off & (p.n[m2] > 0)[None, :]              # [c, c']: c' != c observed in m2
+            m2_ = off & (p.n[m] > 0)[:, None]              # [c', c]: c' != c observed in m
+            t1 = np.divide((cos * m1).sum(axis=1), m1.sum(axis=1), out=np.zeros(C), where=m1.any(axis=1))
+            t2 = np.divide((cos * m2_).sum(axis=0), m2_.sum(axis=0), out=np.zeros(C), where=m2_.any(axis=0))
+            out[m, m2] = 0.5 * (t1 + t2)
     return out
 
 
@@ -103,14 +105,9 @@ def signals(p: Pooled, prm: OmegaParams = OmegaParams()) -> dict[str, np.ndarray
 def _softmax_diag(cos: np.ndarray, valid: np.ndarray, tau: float) -> np.ndarray:
     """``softmax_{c'}(cos[c, c'] / tau)[c]`` over the valid (observed) c'; 0 where c itself is not valid."""
     logits = np.where(valid[None, :], cos / tau, -np.inf)
-    out = np.zeros(len(cos))
-    for c in range(len(cos)):
-        if not valid[c]:
-            continue
-        row = logits[c] - logits[c].max()
-        e = np.exp(row)
-        out[c] = e[c] / e.sum()
-    return out
+    logits = np.where(valid[:, None], logits, 0.0)                 # rows of invalid c: unused, kept finite
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return np.where(valid, np.diag(e) / e.sum(axis=1), 0.0)
 
 
 def omega_raw(sig: dict[str, np.ndarray], prm: OmegaParams = OmegaParams()) -> np.ndarray:

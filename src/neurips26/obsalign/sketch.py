@@ -51,26 +51,27 @@ def build_sketch(z: list[np.ndarray], mask: np.ndarray, cls: np.ndarray, modalit
     disp = np.zeros((K, C))
     pc = np.zeros((K, K, C))
     pk = np.zeros((K, K, C))
+    counted = cls >= 0
     for m in modalities:
         zm = np.asarray(z[m], dtype=float)
-        for c in range(C):
-            sel = mask[:, m] & (cls == c)
-            k = int(sel.sum())
-            if k:
-                counts[m, c] = k
-                proto[m, c] = zm[sel].mean(axis=0)
-                disp[m, c] = np.mean(np.sum((zm[sel] - proto[m, c]) ** 2, axis=1))
+        sel = mask[:, m] & counted
+        c_sel, z_sel = cls[sel], zm[sel]
+        k = np.bincount(c_sel, minlength=C).astype(float)             # n_s(m, c)
+        sums = np.eye(C)[c_sel].T @ z_sel                              # sum of z^m per class
+        counts[m] = k
+        proto[m] = sums / np.maximum(k, 1)[:, None]                   # mu_s(m, c) = mean z^m
+        dev = np.sum((z_sel - proto[m, c_sel]) ** 2, axis=1)          # ||z - mu_s(m, c)||^2
+        disp[m] = np.bincount(c_sel, weights=dev, minlength=C) / np.maximum(k, 1)   # v_s(m, c)
     for i, m in enumerate(modalities):
         for m2 in modalities[i + 1:]:
             za, zb = np.asarray(z[m], float), np.asarray(z[m2], float)
             norms = np.linalg.norm(za, axis=1) * np.linalg.norm(zb, axis=1)
             cos = np.sum(za * zb, axis=1) / np.maximum(norms, 1e-12)
-            for c in range(C):
-                sel = mask[:, m] & mask[:, m2] & (cls == c)
-                k = int(sel.sum())
-                if k:
-                    pc[m, m2, c] = pc[m2, m, c] = k
-                    pk[m, m2, c] = pk[m2, m, c] = cos[sel].mean()
+            sel = mask[:, m] & mask[:, m2] & counted
+            k = np.bincount(cls[sel], minlength=C).astype(float)      # n_s(m, m', c)
+            kap = np.bincount(cls[sel], weights=cos[sel], minlength=C) / np.maximum(k, 1)  # kappa_s
+            pc[m, m2] = pc[m2, m] = k
+            pk[m, m2] = pk[m2, m] = kap
     if noise_std > 0:
         rng = rng if rng is not None else np.random.default_rng()
         has = counts > 0

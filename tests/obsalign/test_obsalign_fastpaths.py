@@ -1,0 +1,154 @@
+"""The vectorised sketch, kappa_neg and prototype-softmax equal the spec's loops written out plainly."""
+
+import numpy as np
+
+from neurips26.obsalign.observability import _softmax_diag, kappa_neg
+from neurips26.obsalign.sketch import build_sketch, pool
+
+K, C, D = 3, 6, 5
+
+
+def _loop_sketch(z, mask, cls, modalities):
+    counts, proto, disp = np.zeros((K, C)), np.zeros((K, C, D)), np.zeros((K, C))
+    pc, pk = np.zeros((K, K, C)), np.zeros((K, K, C))
+    for m in modalities:
+        for c in range(C):
+            sel = mask[:, m] & (cls == c)
+            if sel.any():
+                counts[m, c] = sel.sum()
+                proto[m, c] = z[m][sel].mean(axis=0)
+                disp[m, c] = np.mean(np.sum((z[m][sel] - proto[m, c]) ** 2, axis=1))
+    for i, m in enumerate(modalities):
+        for m2 in modalities[i + 1:]:
+            cos = np.sum(z[m] * z[m2], axis=1) / (np.linalg.norm(z[m], axis=1) * np.linalg.norm(z[m2], axis=1))
+            for c in range(C):
+                sel = mask[:, m] & mask[:, m2] & (cls == c)
+                if sel.any():
+                    pc[m, m2, c] = pc[m2, m, c] = sel.sum()
+                    pk[m, m2, c] = pk[m2, m, c] = cos[sel].mean()
+    return counts, proto, disp, pc, pk
+
+
+def _loop_kneg(p):
+    out = np.zeros((K, K, C))
+    for m in range(K):
+        for m2 in range(K):
+            if m == m2:
+                continue
+            a = p.mu[m] / np.maximum(np.linalg.norm(p.mu[m], axis=1, keepdims=True), 1e-12)
+            b = p.mu[m2] / np.maximum(np.linalg.norm(p.mu[m2], axis=1, keepdims=True), 1e-12)
+            cos = a @ b.T
+            for c in range(C):
+                t1 = [cos[c, c2] for c2 in range(C) if c2 != c and p.n[m2, c2] > 0]
+                t2 = [cos[c2, c] for c2 in range(C) if c2 != c and p.n[m, c2] > 0]
+                out[m, m2, c] = 0.5 * ((np.mean(t1) if t1 else 0.0) + (np.mean(t2) if t2 else 0.0))
+    return out
+
+
+def _data(rng, n, mods):
+    z = [rng.normal(size=(n, D)) for _ in range(K)]
+    z = [x / np.linalg.norm(x, axis=1, keepdims=True) for x in z]
+    mask = np.zeros((n, K), bool)
+    mask[:, list(mods)] = rng.random((n, len(mods))) < 0.8
+    mask[~mask.any(axis=1), mods[0]] = True
+    cls = rng.integers(-1, C - 2, size=n)        # -1 (not counted) and two classes never seen
+    return z, mask, cls
+
+
+def test_vectorised_sketch_equals_loops():
+    rng = np.random.default_rng(0)
+    for mods in ((0, 1, 2), (0, 2), (1,)):
+        z, mask, cls = _data(rng, 90, mods)
+        sk = build_sketch(z, mask, cls, mods, C)
+        ref = _loop_sketch(z, mask, cls, mods)
+        for got, want in zip((sk.counts, sk.proto, sk.disp, sk.pair_counts, sk.pair_cons), ref):
+            np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_vectorised_kappa_neg_and_softmax_equal_loops():
+    rng = np.random.default_rng(1)
+    p = pool([build_sketch(*_data(rng, 80, mods), mods, C) for mods in ((0, 1), (1, 2), (0, 2))])
+    assert (p.n == 0).any()                     # unobserved classes exercise the masks
+    np.testing.assert_allclose(kappa_neg(p), _loop_kneg(p), atol=1e-12)
+    cos = rng.uniform(-1, 1, size=(C, C))
+    valid = np.array([True, False, True, True, False, True])
+    got = _softmax_diag(cos, valid, 0.1)
+    for c in range(C):
+        if valid[c]:
+            e = np.exp(cos[c, valid] / 0.1)
+            assert np.isclose(got[c], np.exp(cos[c, c] / 0.1) / e.sum())
+        else:
+            assert got[c] == 0.0
+
+
+# ---- the local loss: batched imputation and transfer == the per-pair loops of the spec ---------------
+
+import torch
+import torch.nn.functional as F
+
+from neurips26.obsalign.model import Guidance, ObsModel, local_loss
+
+
+def _loop_imputed_h(model, z, mask, modalities, g, p):
+    h = sum(mask[:, m:m + 1].float() * z[m] for m in modalities)
+    for m2 in range(model.K):
+        T = torch.stack([torch.where(mask[:, m:m + 1], g.transfer[m, m2][None, :], torch.zeros(()))
+                         for m in modalities]).amax(dim=0)
+        lam = (p * T).sum(dim=1) * (~mask[:, m2]).float()
+        h = h + lam[:, None] * (p @ g.mu[m2])
+    return h
+
+
+def _loop_loss(model, x, mask, y, modalities, g, tau=0.1):
+    z = model.embed(x, modalities)
+    h0 = sum(mask[:, m:m + 1].float() * z[m] for m in modalities)
+    with torch.no_grad():
+        p0 = torch.softmax(model.logits(h0), dim=1)
+        lab = y >= 0
+        chat = torch.where(lab, y, p0.argmax(dim=1))
+        p = torch.where(lab[:, None], F.one_hot(y.clamp(min=0), model.C).float(), p0)
+    logits = model.logits(_loop_imputed_h(model, z, mask, modalities, g, p))
+    n = len(y)
+    loss = F.cross_entropy(logits[lab], y[lab], reduction="sum") / n
+    for m in modalities:
+        sel = lab & mask[:, m]
+        loss = loss + F.cross_entropy(model.logits(z[m][sel]), y[sel], reduction="sum") / n
+    for i, m in enumerate(modalities):
+        for m2 in modalities[i + 1:]:
+            idx = torch.nonzero(mask[:, m] & mask[:, m2]).squeeze(1)
+            sim = z[m][idx] @ z[m2][idx].T / tau
+            tgt = torch.arange(len(idx))
+            nce = 0.5 * (F.cross_entropy(sim, tgt, reduction="none") + F.cross_entropy(sim.T, tgt, reduction="none"))
+            loss = loss + (g.align[m, m2, chat[idx]] * nce).sum() / n
+    for m2 in range(model.K):
+        target = F.normalize(g.mu[m2][chat], dim=1)
+        for m in modalities:
+            if m != m2:
+                w = g.transfer[m, m2, chat] * (mask[:, m] & ~mask[:, m2]).float()
+                loss = loss + (w * (1 - (z[m] * target).sum(dim=1))).sum() / n
+    return loss
+
+
+def test_batched_loss_equals_per_pair_loops_in_value_and_gradient():
+    torch.manual_seed(0)
+    dims, Cm, n = (7, 5, 4), 4, 30
+    model = ObsModel(dims, Cm, d=6)
+    mods = (0, 2)
+    x = [torch.randn(n, dm) for dm in dims]
+    mask = torch.zeros(n, 3, dtype=torch.bool)
+    mask[:, 0] = torch.rand(n) < 0.7
+    mask[:, 2] = ~mask[:, 0] | (torch.rand(n) < 0.6)
+    y = torch.randint(-1, Cm, (n,))
+    y[:3] = torch.tensor([0, 1, 2])
+    w = torch.rand(3, 3, Cm) * (1 - torch.eye(3))[:, :, None]
+    g = Guidance(torch.randn(3, Cm, 6), align=torch.rand(3, 3, Cm), transfer=w)
+    fast = local_loss(model, x, mask, y, mods, g)
+    gf = torch.autograd.grad(fast, list(model.parameters()), allow_unused=True)
+    ref = _loop_loss(model, x, mask, y, mods, g)
+    gr = torch.autograd.grad(ref, list(model.parameters()), allow_unused=True)
+    assert torch.allclose(fast, ref, atol=1e-6)
+    for a, b in zip(gf, gr):
+        assert (a is None) == (b is None) or torch.allclose(a if a is not None else torch.zeros_like(b),
+                                                            b if b is not None else torch.zeros_like(a))
+        if a is not None and b is not None:
+            assert torch.allclose(a, b, atol=1e-6)
