@@ -60,21 +60,32 @@ class HybridViT(nn.Module):
         self.head = nn.Linear(dim, n_classes)
         self.dim = dim
 
-    def features(self, x: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
-        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, dim) LayerNorm-ed pooled features.
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, tokens, dim): the frozen conv stem + positions.
+
+        Nothing here is ever adapted (adapters sit on q/v inside the blocks), so the CIL loop embeds a
+        task's images once and trains every epoch from these tokens (``encode``).
+        """
+        if x.ndim == 3:
+            x = x[:, None]
+        return self.stem(x).flatten(2).transpose(1, 2) + self.pos
+
+    def encode(self, t: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
+        """Tokens from ``embed`` -> (N, dim) LayerNorm-ed pooled features (blocks, mean pool, norm).
 
         prompts: optional (N, P, dim) tokens prepended before the blocks (L2P); the features are
         then the mean of the prompt tokens' outputs.
         """
-        if x.ndim == 3:
-            x = x[:, None]
-        t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
         if prompts is not None:
             t = torch.cat([prompts, t], 1)
         for blk in self.blocks:
             t = blk(t)
         pooled = t[:, :prompts.shape[1]].mean(1) if prompts is not None else t.mean(1)
         return self.norm(pooled)
+
+    def features(self, x: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, dim) features: ``encode(embed(x), prompts)``."""
+        return self.encode(self.embed(x), prompts)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

@@ -95,11 +95,13 @@ class CILModel(nn.Module):
         self.rows.append(nn.Parameter(torch.randn(len(classes), dim, generator=generator) * 0.02))
         self.classes.append(list(classes))
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
+    def features(self, x: torch.Tensor, embedded: bool = False) -> torch.Tensor:
+        """Pooled features of images ``x``, or of tokens from ``backbone.embed`` when ``embedded``."""
+        run = self.backbone.encode if embedded else self.backbone.features
         if self.scope is None or not self.layers[0].adapters:
-            return self.backbone.features(x)
+            return run(x)
         with self.scope:
-            return self.backbone.features(x)
+            return run(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits over all seen classes, in the order of ``seen_classes``."""
@@ -116,6 +118,18 @@ class CILModel(nn.Module):
         return sum(layer.stored_params() for layer in self.layers)
 
 
+@torch.no_grad()
+def embed_frozen(backbone: nn.Module, xs: torch.Tensor, batch: int = 512) -> tuple[torch.Tensor, bool]:
+    """``(backbone.embed(xs), True)`` when the backbone has a frozen ``embed`` (the stem), else ``(xs, False)``.
+
+    The stem carries no adapter and runs in eval mode, so its tokens are computed once per task instead
+    of once per epoch (a ~10-20% cheaper training step at the quick size; same model, same maths).
+    """
+    if not hasattr(backbone, "embed") or not hasattr(backbone, "encode"):
+        return xs, False
+    return torch.cat([backbone.embed(xs[i:i + batch]) for i in range(0, len(xs), batch)]), True
+
+
 def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSettings,
                generator: torch.Generator) -> None:
     """Train the current task (the last class set of ``model``) on ``(x, y)``; CE over its logits only."""
@@ -126,7 +140,7 @@ def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSet
     if bad:
         raise ValueError(f"labels {bad[:5]} lie outside the current task's classes {cur}")
     local = {c: i for i, c in enumerate(cur)}
-    xs = torch.from_numpy(x)
+    xs, embedded = embed_frozen(model.backbone, torch.from_numpy(x))
     ys = torch.tensor([local[int(c)] for c in y])
     adapter_params = [p for layer in model.layers for p in layer.parameters() if p.requires_grad]
     groups = [{"params": [model.rows[-1]], "lr": settings.lr_rows}]
@@ -138,7 +152,7 @@ def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSet
         perm = torch.randperm(len(xs), generator=generator)
         for i in range(0, len(xs), settings.batch):
             idx = perm[i:i + settings.batch]
-            logits = model.features(xs[idx]) @ model.rows[-1].T
+            logits = model.features(xs[idx], embedded) @ model.rows[-1].T
             loss = nn.functional.cross_entropy(logits, ys[idx])
             if settings.hier_penalty:
                 loss = loss + settings.hier_penalty * sum(layer.hier_penalty() for layer in model.layers)
