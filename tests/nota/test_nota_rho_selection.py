@@ -41,6 +41,11 @@ def test_quick_selects_rho_for_the_global_methods_only():
     assert c.select_rho == RHO_GRID and c.rho in RHO_GRID and 0 < c.val_frac < 1
     assert set(GLOBAL_METHODS) == {"nota", "lora_gn", "hnota"}
     assert CONFIGS["smoke"].cil.select_rho == ()          # smoke stays seconds
+    assert CONFIGS["quick"].seeds == (0, 1, 2)             # spec check 11: 3-seed statistics
+    assert {"coda", "ease"} <= set(c.methods) and c.select_seed == 0 and c.select_epochs == 1
+    full = CONFIGS["full"]
+    assert full.data.n_tasks == (4, 6, 12) and full.data.cross_domain and full.cil.sweep_n == (2, 3)
+    assert {"inflora", "l2p", "coda", "ease", "joint"} <= set(full.cil.methods)
 
 
 def test_rho_max_defaults_above_a_large_rho():

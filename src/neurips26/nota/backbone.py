@@ -25,10 +25,15 @@ class Attention(nn.Module):
         self.heads = heads
         self.q, self.k, self.v, self.proj = (nn.Linear(dim, dim) for _ in range(4))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, prefix: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Self-attention; ``prefix=(pk, pv)`` ((N, P, d) each) is prepended to the projected keys and values
+        (prefix-tuning, CODA-Prompt): ``softmax(q [pk; k]^T / sqrt(d_h)) [pv; v]``."""
         b, n, d = x.shape
         h = self.heads
-        q, k, v = (f(x).reshape(b, n, h, d // h).transpose(1, 2) for f in (self.q, self.k, self.v))
+        q, k, v = (f(x) for f in (self.q, self.k, self.v))
+        if prefix is not None:
+            k, v = torch.cat([prefix[0], k], 1), torch.cat([prefix[1], v], 1)
+        q, k, v = (z.reshape(b, z.shape[1], h, d // h).transpose(1, 2) for z in (q, k, v))
         o = nn.functional.scaled_dot_product_attention(q, k, v)
         return self.proj(o.transpose(1, 2).reshape(b, n, d))
 
@@ -40,8 +45,8 @@ class Block(nn.Module):
         self.attn = Attention(dim, heads)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.n1(x))
+    def forward(self, x: torch.Tensor, prefix: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        x = x + self.attn(self.n1(x), prefix)
         return x + self.mlp(self.n2(x))
 
 
@@ -70,16 +75,19 @@ class HybridViT(nn.Module):
             x = x[:, None]
         return self.stem(x).flatten(2).transpose(1, 2) + self.pos
 
-    def encode(self, t: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
+    def encode(self, t: torch.Tensor, prompts: torch.Tensor | None = None,
+               prefixes: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
         """Tokens from ``embed`` -> (N, dim) LayerNorm-ed pooled features (blocks, mean pool, norm).
 
         prompts: optional (N, P, dim) tokens prepended before the blocks (L2P); the features are
-        then the mean of the prompt tokens' outputs.
+        then the mean of the prompt tokens' outputs. prefixes: {block index: (pk, pv)} prefix keys and
+        values for those blocks' attention (CODA-Prompt).
         """
         if prompts is not None:
             t = torch.cat([prompts, t], 1)
-        for blk in self.blocks:
-            t = blk(t)
+        prefixes = prefixes or {}
+        for b, blk in enumerate(self.blocks):
+            t = blk(t, prefixes.get(b))
         pooled = t[:, :prompts.shape[1]].mean(1) if prompts is not None else t.mean(1)
         return self.norm(pooled)
 

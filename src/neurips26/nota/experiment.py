@@ -26,8 +26,11 @@ from neurips26.harness.validation import check_scalar
 from neurips26.nota.backbone import PretrainConfig, pretrain
 from neurips26.nota.cil import TrainSettings, run_cil
 from neurips26.nota.data import cache_dir, digits, synth_glyphs
+from neurips26.nota.coda import run_coda
+from neurips26.nota.ease import run_ease
 from neurips26.nota.inflora import run_inflora
 from neurips26.nota.l2p import run_l2p
+from neurips26.nota.mpo import balanced_factors
 
 K_SE = 2.0              # a paired A_last difference inside 2 s.e. over seeds is inconclusive
 MARGIN = 0.0            # "global >= plain": the paired mean difference must exceed 0
@@ -37,6 +40,8 @@ ADAPTER_FLOOR = 0.25
 RHO_GRID = (0.05, 0.1, 0.2, 0.4)   # quick finding: MPO-plain's total update reaches ~0.25 ||W0||
 GLOBAL_METHODS = ("lora_gn", "nota", "hnota")
 GRID = ("seq_lora", "lora_plain", "sd_lora", "lora_gn", "mpo_plain", "mpo_tw", "nota", "hnota", "ncm")
+BASELINES = ("inflora", "l2p", "coda", "ease", "joint")     # full: all; quick: GRID + CODA-Prompt, EASE
+QUICK_METHODS = GRID + ("coda", "ease")
 
 
 @dataclass
@@ -62,6 +67,7 @@ class CILConfig:
     sweep_rho: tuple[float, ...] = ()       # NoTA A_last at each rho (gamma = rho ||W0||), main T
     sweep_bond: tuple[int, ...] = ()
     sweep_eps_rel: tuple[float, ...] = ()
+    sweep_n: tuple[int, ...] = ()           # number of MPO cores n (balanced factors of d on both sides)
     # rho of each global-rule method (NoTA, LoRA-GN, H-NoTA) selected by that method's own A_last on a
     # validation split held out of the CIL *training* images (never test); () keeps ``rho`` fixed
     select_rho: tuple[float, ...] = ()
@@ -85,12 +91,12 @@ CONFIGS = {
                     DataConfig(cil_classes=tuple(range(4, 8)), n_tasks=(2,), train_per_class=12,
                                test_per_class=6),
                     CILConfig(epochs=1, batch=16, bond=2, rank=1), seeds=(0,)),
-    "quick": Config(cil=CILConfig(select_rho=RHO_GRID), seeds=(0, 1, 2)),
+    "quick": Config(cil=CILConfig(methods=QUICK_METHODS, select_rho=RHO_GRID), seeds=(0, 1, 2)),
     "full": Config(PretrainConfig(dim=192, depth=6, heads=8, n_stem=2, per_class=1000, epochs=10),
                    DataConfig(n_tasks=(4, 6, 12), cross_domain=True),
-                   CILConfig(methods=GRID + ("inflora", "l2p", "joint"), epochs=10, select_rho=RHO_GRID,
+                   CILConfig(methods=GRID + BASELINES, epochs=10, select_rho=RHO_GRID,
                              sweep_rho=(0.01, 0.02, 0.05, 0.1, 0.2), sweep_bond=(2, 4, 8),
-                             sweep_eps_rel=(1e-6, 1e-3, 1e-1)),
+                             sweep_eps_rel=(1e-6, 1e-3, 1e-1), sweep_n=(2, 3)),
                    seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
@@ -132,10 +138,11 @@ def run(cfg: Config, ctx: RunContext) -> dict:
             kw = {} if m == "ncm" else dict(rho=rhos[m], bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
             r = _run_method(backbone, m, tasks, train, test, settings, ctx.seed, kw)
             r.pop("model")
+            r.pop("losses", None)
             out["seconds"][f"T{n_tasks}_{m}"] = time.perf_counter() - t1
             res[m] = r
         out["by_T"][str(n_tasks)] = res
-    out["sweep"] = _sweeps(cfg, ctx, backbone, train, test, settings)
+    out["sweep"] = _sweeps(cfg, ctx, backbone, train, test, settings, rhos.get("nota", c.rho))
     if d.cross_domain:
         out["digits"] = _cross_domain(cfg, ctx, settings, rhos)
     out["T_main"] = str(d.n_tasks[0] if 6 not in d.n_tasks else 6)
@@ -220,21 +227,32 @@ def _run_method(backbone, method: str, tasks, train, test, settings: TrainSettin
                 kw: dict) -> dict:
     if method == "l2p":
         return run_l2p(backbone, tasks, train, test, settings, seed=seed)
+    if method == "coda":       # 4 components per task, fewer when T * 4 would exceed the key dimension
+        comps = max(1, min(4, backbone.dim // len(tasks)))
+        return run_coda(backbone, tasks, train, test, settings, seed=seed, components=comps)
+    if method == "ease":
+        return run_ease(backbone, tasks, train, test, settings, seed=seed)
     if method == "inflora":
         return run_inflora(backbone, tasks, train, test, settings, seed=seed, rank=kw["rank"])
     return run_cil(backbone, method, tasks, train, test, settings, seed=seed, **kw)
 
 
-def _sweeps(cfg: Config, ctx: RunContext, backbone, train, test, settings: TrainSettings) -> dict:
-    """NoTA's A_last over rho, bond and eps_rel (one knob at a time, the others at their defaults)."""
+def _sweeps(cfg: Config, ctx: RunContext, backbone, train, test, settings: TrainSettings, rho: float) -> dict:
+    """NoTA's A_last over rho, bond, eps_rel and the number of cores n (one knob at a time, the others at
+    the run's values: NoTA's selected rho). ``params`` holds the adapter parameters per task of each point."""
     c, n_tasks = cfg.cil, (6 if 6 in cfg.data.n_tasks else cfg.data.n_tasks[0])
     tasks = task_split(cfg.data.cil_classes, n_tasks, ctx.seed)
-    base = dict(rho=c.rho, bond=c.bond, eps_rel=c.eps_rel)
-    out: dict[str, dict[str, float]] = {}
-    for knob, values in (("rho", c.sweep_rho), ("bond", c.sweep_bond), ("eps_rel", c.sweep_eps_rel)):
-        for v in values:
-            r = run_cil(backbone, "nota", tasks, train, test, settings, seed=ctx.seed, **{**base, knob: v})
-            out.setdefault(knob, {})[str(v)] = r["A_last"]
+    base = dict(rho=rho, bond=c.bond, eps_rel=c.eps_rel)
+    dim = cfg.pretrain.dim
+    out: dict[str, dict[str, Any]] = {}
+    knobs = [("rho", v, {"rho": v}) for v in c.sweep_rho] + [("bond", v, {"bond": v}) for v in c.sweep_bond]
+    knobs += [("eps_rel", v, {"eps_rel": v}) for v in c.sweep_eps_rel]
+    knobs += [("n", v, {"out_factors": balanced_factors(dim, v), "in_factors": balanced_factors(dim, v)})
+              for v in c.sweep_n]
+    for knob, v, kw in knobs:
+        r = run_cil(backbone, "nota", tasks, train, test, settings, seed=ctx.seed, **{**base, **kw})
+        out.setdefault(knob, {})[str(v)] = r["A_last"]
+        out.setdefault("params", {}).setdefault(knob, {})[str(v)] = r["trainable_per_task"]
     return out
 
 
@@ -252,6 +270,7 @@ def _cross_domain(cfg: Config, ctx: RunContext, settings: TrainSettings, rhos: M
         kw = {} if m == "ncm" else dict(rho=rhos[m], bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
         r = _run_method(backbone, m, tasks, (xtr, ytr), (xte, yte), settings, ctx.seed, kw)
         r.pop("model")
+        r.pop("losses", None)
         res[m] = r
     return res
 
@@ -318,7 +337,7 @@ def check_drift_grows(m: Mapping[str, Any]) -> tuple[str, str]:
 
 def check_floors(m: Mapping[str, Any]) -> tuple[str, str]:
     ncm = min(seed_values(m, _path(m, "ncm")))
-    adapters = [k for k in get_path(m, f"by_T.{m['T_main']}") if k not in ("ncm", "seq_lora")]
+    adapters = [k for k in get_path(m, f"by_T.{m['T_main']}") if k in GRID and k not in ("ncm", "seq_lora")]
     worst = min(min(seed_values(m, _path(m, k))) for k in adapters)
     ok = ncm >= NCM_FLOOR and worst >= ADAPTER_FLOOR
     return (HOLDS if ok else FAILS), (f"NCM A_last {100 * ncm:.1f}% (>= {100 * NCM_FLOOR:.0f}), worst "
