@@ -91,7 +91,7 @@ def test_each_global_method_selects_its_own_rho_once_and_caches_it(tmp_path, mon
     monkeypatch.setattr(ex, "select_rho", lambda *a, **k: calls.append(k["method"]) or real(*a, **k))
     out = ex.selected_rhos(cfg, bb, train, st, seed=0)
     assert set(out) == {"nota", "lora_gn"} and sorted(calls) == ["lora_gn", "nota"]   # not mpo_plain
-    for m, v in out.items():
+    for v in out.values():
         assert v["rho"] in (0.05, 0.4) and v["seed"] == 0
         assert v["val_A_last"][str(v["rho"])] == max(v["val_A_last"].values())
     want = real(bb, ex.task_split(cfg.data.cil_classes, 2, 0), train, dataclasses.replace(st, epochs=1), 0,
