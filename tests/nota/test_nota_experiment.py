@@ -74,12 +74,18 @@ def test_tiny_full_shaped_run_has_every_experiment(tmp_path, monkeypatch):
         s, pretrain=dataclasses.replace(s.pretrain, per_class=2),
         data=dataclasses.replace(s.data, n_tasks=(1, 2), cross_domain=True),
         cil=dataclasses.replace(s.cil, methods=("nota", "mpo_tw", "lora_gn", "sd_lora", "ncm", "joint",
-                                                "inflora", "l2p"), sweep_rho=(0.1,), sweep_bond=(1,)),
+                                                "inflora", "l2p", "coda", "ease"), sweep_rho=(0.1,),
+                                sweep_bond=(1,), sweep_n=(1, 2), select_rho=(0.05, 0.2)),
         seeds=(0, 1))
     r = run_paper("nota", config=cfg, out=tmp_path / "run", progress=False)
     ids = {c["id"]: c for c in r["claims"]}
     assert "T=2" in ids["gap_grows_with_T"]["measured"]        # computed, not "one sequence length"
     m = r["metrics"]
-    assert set(m["digits"]) == {"nota", "mpo_tw", "lora_gn", "sd_lora", "ncm", "joint", "inflora", "l2p"}
-    assert set(m["sweep"]) == {"rho", "bond"} and "0.1" in m["sweep"]["rho"]
+    assert set(m["digits"]) == {"nota", "mpo_tw", "lora_gn", "sd_lora", "ncm", "joint", "inflora", "l2p",
+                                "coda", "ease"}
+    assert set(m["sweep"]) == {"rho", "bond", "n", "params"} and "0.1" in m["sweep"]["rho"]
+    assert m["sweep"]["params"]["n"] == {"1": 2 * 16 * 16, "2": 2 * (4 * 4 * 2 + 2 * 4 * 4)}   # q, v; bond 2
+    assert set(m["rho_selection"]) == {"nota", "lora_gn"}               # one selection per global method
+    assert all(v["rho"] in (0.05, 0.2) for v in m["rho_selection"].values())
+    assert len(m["by_T"]["2"]["ease"]["A_t"]) == 2 and "losses" not in m["by_T"]["2"]["coda"]
     assert len(m["digits"]["nota"]["A_t"]) == 5 and len(m["by_T"]["2"]["joint"]["A_t"]) == 1

@@ -110,3 +110,16 @@ def test_mpo_bad_inputs():
         mpo.apply(random_cores((4, 4), (4, 4), 2), torch.randn(3, 15, dtype=torch.float64))
     with pytest.raises(ValueError, match="mods"):
         mpo.contract(random_cores((4, 4), (4, 4), 2), mods=[])
+
+
+def test_balanced_factors_for_the_n_sweep():
+    import math
+    from neurips26.nota.mpo import balanced_factors
+    assert balanced_factors(64, 3) == (4, 4, 4) and balanced_factors(64, 2) == (8, 8)
+    assert balanced_factors(192, 3) == (8, 6, 4) and balanced_factors(192, 2) == (16, 12)
+    for d in (16, 64, 96, 192):
+        for n in (1, 2, 3, 4):
+            f = balanced_factors(d, n)
+            assert len(f) == n and math.prod(f) == d and list(f) == sorted(f, reverse=True)
+    with pytest.raises(ValueError, match="n"):
+        balanced_factors(64, 0)

@@ -41,6 +41,11 @@ def test_quick_selects_rho_for_the_global_methods_only():
     assert c.select_rho == RHO_GRID and c.rho in RHO_GRID and 0 < c.val_frac < 1
     assert set(GLOBAL_METHODS) == {"nota", "lora_gn", "hnota"}
     assert CONFIGS["smoke"].cil.select_rho == ()          # smoke stays seconds
+    assert CONFIGS["quick"].seeds == (0, 1, 2)             # spec check 11: 3-seed statistics
+    assert {"coda", "ease"} <= set(c.methods) and c.select_seed == 0 and c.select_epochs == 1
+    full = CONFIGS["full"]
+    assert full.data.n_tasks == (4, 6, 12) and full.data.cross_domain and full.cil.sweep_n == (2, 3)
+    assert {"inflora", "l2p", "coda", "ease", "joint"} <= set(full.cil.methods)
 
 
 def test_rho_max_defaults_above_a_large_rho():
@@ -68,3 +73,32 @@ def test_global_rule_gradient_is_the_projected_closed_form():
     radial = float((s.grad * sd).sum())
     assert abs(radial - gamma * float((sd * up).sum()) * eps ** 2 / r ** 3) < 1e-12
     assert abs(radial) < 1e-9 * float(s.grad.norm() * sd.norm())
+
+
+def test_each_global_method_selects_its_own_rho_once_and_caches_it(tmp_path, monkeypatch):
+    """Per-method selection on the validation split, shared by every seed (select_seed), cached by hash."""
+    import dataclasses
+    from neurips26.nota import experiment as ex
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path / "cache"))
+    s = CONFIGS["smoke"]
+    cfg = dataclasses.replace(s, cil=dataclasses.replace(s.cil, methods=("nota", "lora_gn", "mpo_plain"),
+                                                         select_rho=(0.05, 0.4)))
+    bb, _ = pretrain(cfg.pretrain)
+    train = synth_glyphs(cfg.data.cil_classes, cfg.data.train_per_class, seed=10)
+    st = TrainSettings(epochs=1, batch=16)
+    calls = []
+    real = ex.select_rho
+    monkeypatch.setattr(ex, "select_rho", lambda *a, **k: calls.append(k["method"]) or real(*a, **k))
+    out = ex.selected_rhos(cfg, bb, train, st, seed=0)
+    assert set(out) == {"nota", "lora_gn"} and sorted(calls) == ["lora_gn", "nota"]   # not mpo_plain
+    for v in out.values():
+        assert v["rho"] in (0.05, 0.4) and v["seed"] == 0
+        assert v["val_A_last"][str(v["rho"])] == max(v["val_A_last"].values())
+    want = real(bb, ex.task_split(cfg.data.cil_classes, 2, 0), train, dataclasses.replace(st, epochs=1), 0,
+                (0.05, 0.4), cfg.cil.val_frac, method="lora_gn", bond=2, rank=1, eps_rel=1e-3)
+    assert (out["lora_gn"]["rho"], out["lora_gn"]["val_A_last"]) == want              # LoRA-GN's own runs
+    assert ex.selected_rhos(cfg, bb, train, st, seed=2) == out and len(calls) == 2      # seed 2: cached
+    per_seed = dataclasses.replace(cfg, cil=dataclasses.replace(cfg.cil, select_seed=None))
+    assert ex.selected_rhos(per_seed, bb, train, st, seed=1)["nota"]["seed"] == 1 and len(calls) == 4
+    with pytest.raises(ValueError, match="global-rule"):
+        real(bb, [[4, 5]], train, st, 0, (0.1,), method="sd_lora")

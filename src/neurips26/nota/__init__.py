@@ -10,12 +10,15 @@ from neurips26.nota.adapters import AdaptedLinear, LoRAAdapter, MPOAdapter, atta
 from neurips26.nota.backbone import HybridViT, PretrainConfig, pretrain
 from neurips26.nota.cil import (METHODS, CILModel, TrainSettings, check_tasks, cil_metrics, load_adapters,
                                 predict, run_cil, run_ncm, save_adapters, train_task)
+from neurips26.nota.coda import CODAPrompt, run_coda
 from neurips26.nota.data import CHARSET, check_images, digits, synth_glyphs
-from neurips26.nota.mpo import apply, bond_dims, contract, n_params, tt_svd
+from neurips26.nota.ease import EASE, run_ease
+from neurips26.nota.mpo import apply, balanced_factors, bond_dims, contract, n_params, tt_svd
 
 __all__ = ["RULES", "accumulate", "bound_global", "bound_plain", "bound_taskwise", "drifts",
            "global_drift_exact",
            "global_normalize", "AdaptedLinear", "LoRAAdapter", "MPOAdapter", "attach_adapters", "HybridViT",
            "PretrainConfig", "pretrain", "METHODS", "CILModel", "TrainSettings", "check_tasks", "cil_metrics",
            "load_adapters", "predict", "run_cil", "run_ncm", "save_adapters", "train_task", "CHARSET",
-           "check_images", "digits", "synth_glyphs", "apply", "bond_dims", "contract", "n_params", "tt_svd"]
+           "check_images", "digits", "synth_glyphs", "apply", "bond_dims", "contract", "n_params", "tt_svd",
+           "CODAPrompt", "run_coda", "EASE", "run_ease", "balanced_factors"]

@@ -25,10 +25,15 @@ class Attention(nn.Module):
         self.heads = heads
         self.q, self.k, self.v, self.proj = (nn.Linear(dim, dim) for _ in range(4))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, prefix: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Self-attention; ``prefix=(pk, pv)`` ((N, P, d) each) is prepended to the projected keys and values
+        (prefix-tuning, CODA-Prompt): ``softmax(q [pk; k]^T / sqrt(d_h)) [pv; v]``."""
         b, n, d = x.shape
         h = self.heads
-        q, k, v = (f(x).reshape(b, n, h, d // h).transpose(1, 2) for f in (self.q, self.k, self.v))
+        q, k, v = (f(x) for f in (self.q, self.k, self.v))
+        if prefix is not None:
+            k, v = torch.cat([prefix[0], k], 1), torch.cat([prefix[1], v], 1)
+        q, k, v = (z.reshape(b, z.shape[1], h, d // h).transpose(1, 2) for z in (q, k, v))
         o = nn.functional.scaled_dot_product_attention(q, k, v)
         return self.proj(o.transpose(1, 2).reshape(b, n, d))
 
@@ -40,8 +45,8 @@ class Block(nn.Module):
         self.attn = Attention(dim, heads)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.n1(x))
+    def forward(self, x: torch.Tensor, prefix: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        x = x + self.attn(self.n1(x), prefix)
         return x + self.mlp(self.n2(x))
 
 
@@ -60,21 +65,35 @@ class HybridViT(nn.Module):
         self.head = nn.Linear(dim, n_classes)
         self.dim = dim
 
-    def features(self, x: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
-        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, dim) LayerNorm-ed pooled features.
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, tokens, dim): the frozen conv stem + positions.
 
-        prompts: optional (N, P, dim) tokens prepended before the blocks (L2P); the features are
-        then the mean of the prompt tokens' outputs.
+        Nothing here is ever adapted (adapters sit on q/v inside the blocks), so the CIL loop embeds a
+        task's images once and trains every epoch from these tokens (``encode``).
         """
         if x.ndim == 3:
             x = x[:, None]
-        t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
+        return self.stem(x).flatten(2).transpose(1, 2) + self.pos
+
+    def encode(self, t: torch.Tensor, prompts: torch.Tensor | None = None,
+               prefixes: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
+        """Tokens from ``embed`` -> (N, dim) LayerNorm-ed pooled features (blocks, mean pool, norm).
+
+        prompts: optional (N, P, dim) tokens prepended before the blocks (L2P); the features are
+        then the mean of the prompt tokens' outputs. prefixes: {block index: (pk, pv)} prefix keys and
+        values for those blocks' attention (CODA-Prompt).
+        """
         if prompts is not None:
             t = torch.cat([prompts, t], 1)
-        for blk in self.blocks:
-            t = blk(t)
+        prefixes = prefixes or {}
+        for b, blk in enumerate(self.blocks):
+            t = blk(t, prefixes.get(b))
         pooled = t[:, :prompts.shape[1]].mean(1) if prompts is not None else t.mean(1)
         return self.norm(pooled)
+
+    def features(self, x: torch.Tensor, prompts: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, 32, 32) or (N, 1, 32, 32) images -> (N, dim) features: ``encode(embed(x), prompts)``."""
+        return self.encode(self.embed(x), prompts)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

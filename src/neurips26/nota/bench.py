@@ -12,6 +12,8 @@ from neurips26.harness.run import RunContext
 from neurips26.nota.accumulation import global_normalize
 from neurips26.nota.backbone import HybridViT
 from neurips26.nota.cil import CILModel
+from neurips26.nota.coda import CODAPrompt
+from neurips26.nota.ease import EASE
 from neurips26.nota.l2p import L2P
 
 SIZES = {
@@ -35,6 +37,27 @@ def _model(sz: dict, method: str, tasks: int, seed: int = 0) -> CILModel:
             for lay in m.layers:
                 for p in lay.adapters[-1].parameters():
                     p.normal_(0, 0.1, generator=g)
+    return m.eval()
+
+
+def _coda(frozen: nn.Module, tasks: int, g: torch.Generator) -> CODAPrompt:
+    m = CODAPrompt(frozen)
+    for t in range(tasks):
+        m.new_task([2 * t, 2 * t + 1], g)
+    return m.eval()
+
+
+def _ease(frozen: nn.Module, tasks: int, x: torch.Tensor, g: torch.Generator) -> EASE:
+    """EASE after ``tasks`` tasks: non-zero branches and prototypes in every subspace."""
+    m = EASE(frozen)
+    tok = frozen.embed(x)
+    y = torch.arange(len(x)) % 2
+    for t in range(tasks):
+        m.new_task([2 * t, 2 * t + 1], g)
+        with torch.no_grad():
+            for ad in m.branches[-1]:
+                ad.up.normal_(0, 0.1, generator=g)
+        m.update_prototypes(tok, (y + 2 * t).numpy())
     return m.eval()
 
 
@@ -98,8 +121,18 @@ def _rows_at(sz: dict, label: str, only_steps: bool = False) -> list[BenchRow]:
             two_pass = lambda: l2p.features(x) @ w.T  # noqa: E731
             rows.append(compare("inference, L2P (query pass + prompted pass)", two_pass, anchor,
                                 "frozen backbone", unit="ms", rounds=r, warmup=3,
-                                note=f"{shape}; pool 10, length 5, top-5 (25 prompt tokens); expected ~2x; "
-                                "CODA-Prompt and EASE not implemented"))
+                                note=f"{shape}; pool 10, length 5, top-5 (25 prompt tokens); expected ~2x"))
+            coda = _coda(frozen, sz["tasks"], g)
+            rows.append(compare(f"inference, CODA-Prompt (query pass + prefix pass, T={sz['tasks']})",
+                                lambda: coda(x), anchor, "frozen backbone", unit="ms", rounds=r, warmup=3,
+                                note=f"{shape}; {len(coda.keys) * coda.components} components, prefix length "
+                                f"{coda.length} in blocks {list(coda.layers)}; expected ~2x"))
+            for t_e in sorted({2, sz["tasks"], 2 * sz["tasks"]}):
+                ease = _ease(frozen, t_e, x, g)
+                rows.append(compare(f"inference, EASE after T={t_e} tasks ({t_e} adapter branches)",
+                                    lambda e=ease: e(x), anchor, "frozen backbone", unit="ms", rounds=r,
+                                    warmup=3, note=f"{shape}; one block pass per branch (stem shared); "
+                                    "grows with T"))
             unmerged = lambda: nota.features(x) @ w.T  # noqa: E731
             rows.append(compare("inference, adapters un-merged (dW^(T) recomputed)", unmerged, anchor,
                                 "frozen backbone", unit="ms", rounds=r, warmup=3, note=shape))

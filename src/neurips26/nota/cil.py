@@ -95,11 +95,13 @@ class CILModel(nn.Module):
         self.rows.append(nn.Parameter(torch.randn(len(classes), dim, generator=generator) * 0.02))
         self.classes.append(list(classes))
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
+    def features(self, x: torch.Tensor, embedded: bool = False) -> torch.Tensor:
+        """Pooled features of images ``x``, or of tokens from ``backbone.embed`` when ``embedded``."""
+        run = self.backbone.encode if embedded else self.backbone.features
         if self.scope is None or not self.layers[0].adapters:
-            return self.backbone.features(x)
+            return run(x)
         with self.scope:
-            return self.backbone.features(x)
+            return run(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits over all seen classes, in the order of ``seen_classes``."""
@@ -116,9 +118,40 @@ class CILModel(nn.Module):
         return sum(layer.stored_params() for layer in self.layers)
 
 
+@torch.no_grad()
+def embed_frozen(backbone: nn.Module, xs: torch.Tensor, batch: int = 512) -> tuple[torch.Tensor, bool]:
+    """``(backbone.embed(xs), True)`` when the backbone has a frozen ``embed`` (the stem), else ``(xs, False)``.
+
+    The stem carries no adapter and runs in eval mode, so its tokens are computed once per task instead
+    of once per epoch (a ~10-20% cheaper training step at the quick size; same model, same maths).
+    """
+    if not hasattr(backbone, "embed") or not hasattr(backbone, "encode"):
+        return xs, False
+    return torch.cat([backbone.embed(xs[i:i + batch]) for i in range(0, len(xs), batch)]), True
+
+
+class TaskHead(nn.Module):
+    """The current task's logits ``features(x) @ rows[-1]^T`` (the module DDP wraps): only the trainable
+    adapter parameters and the new rows carry gradients, so DDP all-reduces just those."""
+
+    def __init__(self, model: CILModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, embedded: bool = False) -> torch.Tensor:
+        return self.model.features(x, embedded) @ self.model.rows[-1].T
+
+
 def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSettings,
-               generator: torch.Generator) -> None:
-    """Train the current task (the last class set of ``model``) on ``(x, y)``; CE over its logits only."""
+               generator: torch.Generator, ddp: bool = False) -> None:
+    """Train the current task (the last class set of ``model``) on ``(x, y)``; CE over its logits only.
+
+    ddp=True (inside an initialised ``torch.distributed`` group, e.g. under ``torchrun``): every rank
+    draws the same permutation (same generator seed), takes the slice ``batch[rank::world]`` of each
+    global batch and trains through ``DistributedDataParallel(TaskHead(model))``; the averaged gradient
+    is that of the global batch's mean CE (exactly when the slices are equal), and the normalization
+    is recomputed identically on every rank from the replicated parameters (no extra collective).
+    """
     x = check_images(x)
     cur = model.classes[-1]
     y = np.asarray(y)
@@ -126,19 +159,29 @@ def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSet
     if bad:
         raise ValueError(f"labels {bad[:5]} lie outside the current task's classes {cur}")
     local = {c: i for i, c in enumerate(cur)}
-    xs = torch.from_numpy(x)
+    xs, embedded = embed_frozen(model.backbone, torch.from_numpy(x))
     ys = torch.tensor([local[int(c)] for c in y])
     adapter_params = [p for layer in model.layers for p in layer.parameters() if p.requires_grad]
     groups = [{"params": [model.rows[-1]], "lr": settings.lr_rows}]
     if adapter_params:
         groups.append({"params": adapter_params, "lr": settings.lr_adapter})
     opt = torch.optim.Adam(groups)
+    head: nn.Module = TaskHead(model)
+    rank, world = 0, 1
+    if ddp:
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError("ddp=True needs an initialised torch.distributed process group (torchrun)")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if settings.batch < world:
+            raise ValueError(f"batch={settings.batch} is smaller than the world size {world}")
+        head = nn.parallel.DistributedDataParallel(head, broadcast_buffers=False)
     model.train()
     for _ in range(settings.epochs):
         perm = torch.randperm(len(xs), generator=generator)
         for i in range(0, len(xs), settings.batch):
-            idx = perm[i:i + settings.batch]
-            logits = model.features(xs[idx]) @ model.rows[-1].T
+            idx = perm[i:i + settings.batch][rank::world]
+            logits = head(xs[idx], embedded)
             loss = nn.functional.cross_entropy(logits, ys[idx])
             if settings.hier_penalty:
                 loss = loss + settings.hier_penalty * sum(layer.hier_penalty() for layer in model.layers)
@@ -183,8 +226,10 @@ def cil_metrics(acc: np.ndarray, counts: Sequence[int] | None = None) -> dict:
 
 
 def run_cil(backbone: nn.Module, method: str, tasks: Sequence[Sequence[int]], train: tuple, test: tuple,
-            settings: TrainSettings | None = None, seed: int = 0, **adapter_kwargs) -> dict:
-    """The whole CIL sequence for one method; returns metrics, the accuracy matrix and parameter counts."""
+            settings: TrainSettings | None = None, seed: int = 0, ddp: bool = False, **adapter_kwargs) -> dict:
+    """The whole CIL sequence for one method; returns metrics, the accuracy matrix and parameter counts.
+
+    ddp=True trains each task data-parallel over the initialised process group (``train_task``)."""
     tasks = check_tasks(tasks)
     settings = settings or TrainSettings()
     if method == "ncm":
@@ -203,7 +248,7 @@ def run_cil(backbone: nn.Module, method: str, tasks: Sequence[Sequence[int]], tr
         model.new_task(cs, g)
         per_task.append(model.trainable_adapter_params())
         m = np.isin(ytr, cs)
-        train_task(model, xtr[m], ytr[m], settings, g)
+        train_task(model, xtr[m], ytr[m], settings, g, ddp=ddp)
         with torch.no_grad():
             snaps.append([layer.delta().detach().clone() for layer in model.layers])
         seen_m = np.isin(yte, model.seen_classes)

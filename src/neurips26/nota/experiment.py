@@ -8,6 +8,9 @@ difference over seeds (``judge``: inside K_SE standard errors, or with one seed,
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
@@ -22,9 +25,12 @@ from neurips26.harness.run import RunContext
 from neurips26.harness.validation import check_scalar
 from neurips26.nota.backbone import PretrainConfig, pretrain
 from neurips26.nota.cil import TrainSettings, run_cil
-from neurips26.nota.data import digits, synth_glyphs
+from neurips26.nota.data import cache_dir, digits, synth_glyphs
+from neurips26.nota.coda import run_coda
+from neurips26.nota.ease import run_ease
 from neurips26.nota.inflora import run_inflora
 from neurips26.nota.l2p import run_l2p
+from neurips26.nota.mpo import balanced_factors
 
 K_SE = 2.0              # a paired A_last difference inside 2 s.e. over seeds is inconclusive
 MARGIN = 0.0            # "global >= plain": the paired mean difference must exceed 0
@@ -34,6 +40,8 @@ ADAPTER_FLOOR = 0.25
 RHO_GRID = (0.05, 0.1, 0.2, 0.4)   # quick finding: MPO-plain's total update reaches ~0.25 ||W0||
 GLOBAL_METHODS = ("lora_gn", "nota", "hnota")
 GRID = ("seq_lora", "lora_plain", "sd_lora", "lora_gn", "mpo_plain", "mpo_tw", "nota", "hnota", "ncm")
+BASELINES = ("inflora", "l2p", "coda", "ease", "joint")     # full: all; quick: GRID + CODA-Prompt, EASE
+QUICK_METHODS = GRID + ("coda", "ease")
 
 
 @dataclass
@@ -59,10 +67,14 @@ class CILConfig:
     sweep_rho: tuple[float, ...] = ()       # NoTA A_last at each rho (gamma = rho ||W0||), main T
     sweep_bond: tuple[int, ...] = ()
     sweep_eps_rel: tuple[float, ...] = ()
-    # rho of the global rule (NoTA, LoRA-GN, H-NoTA) selected per seed by NoTA's A_last on a validation
-    # split held out of the CIL *training* images (never test); () keeps ``rho`` fixed
+    sweep_n: tuple[int, ...] = ()           # number of MPO cores n (balanced factors of d on both sides)
+    # rho of each global-rule method (NoTA, LoRA-GN, H-NoTA) selected by that method's own A_last on a
+    # validation split held out of the CIL *training* images (never test); () keeps ``rho`` fixed
     select_rho: tuple[float, ...] = ()
     val_frac: float = 0.2
+    select_epochs: int = 1                  # epochs per task of a validation run (ASSUMPTION: a 1/3 schedule)
+    select_seed: int | None = 0             # split + class order of the selection, shared by every seed
+    # the selection is cached on disk by config hash; select_seed=None selects again for each seed
 
 
 @dataclass
@@ -79,12 +91,12 @@ CONFIGS = {
                     DataConfig(cil_classes=tuple(range(4, 8)), n_tasks=(2,), train_per_class=12,
                                test_per_class=6),
                     CILConfig(epochs=1, batch=16, bond=2, rank=1), seeds=(0,)),
-    "quick": Config(cil=CILConfig(select_rho=RHO_GRID)),
+    "quick": Config(cil=CILConfig(methods=QUICK_METHODS, select_rho=RHO_GRID), seeds=(0, 1, 2)),
     "full": Config(PretrainConfig(dim=192, depth=6, heads=8, n_stem=2, per_class=1000, epochs=10),
                    DataConfig(n_tasks=(4, 6, 12), cross_domain=True),
-                   CILConfig(methods=GRID + ("inflora", "l2p", "joint"), epochs=10, select_rho=RHO_GRID,
+                   CILConfig(methods=GRID + BASELINES, epochs=10, select_rho=RHO_GRID,
                              sweep_rho=(0.01, 0.02, 0.05, 0.1, 0.2), sweep_bond=(2, 4, 8),
-                             sweep_eps_rel=(1e-6, 1e-3, 1e-1)),
+                             sweep_eps_rel=(1e-6, 1e-3, 1e-1), sweep_n=(2, 3)),
                    seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
@@ -112,29 +124,27 @@ def run(cfg: Config, ctx: RunContext) -> dict:
     c = cfg.cil
     settings = TrainSettings(c.epochs, c.batch, c.lr_adapter, c.lr_rows)
     out: dict[str, Any] = {"pretrain_test_acc": info["pretrain_test_acc"], "by_T": {}, "seconds": {}}
-    rho = c.rho
+    rhos = {m: c.rho for m in c.methods}
     if c.select_rho:
         t1 = time.perf_counter()
-        n_sel = 6 if 6 in d.n_tasks else d.n_tasks[0]
-        rho, scores = select_rho(backbone, task_split(d.cil_classes, n_sel, ctx.seed), train, settings,
-                                 ctx.seed, c.select_rho, c.val_frac, bond=c.bond, eps_rel=c.eps_rel)
-        out["rho_selection"] = {"rho": rho, "val_A_last": scores}
+        out["rho_selection"] = selected_rhos(cfg, backbone, train, settings, ctx.seed)
+        rhos.update({m: v["rho"] for m, v in out["rho_selection"].items()})
         out["seconds"]["rho_selection"] = time.perf_counter() - t1
     for n_tasks in d.n_tasks:
         tasks = task_split(d.cil_classes, n_tasks, ctx.seed)
         res = {}
         for m in ctx.track(c.methods, desc=f"T={n_tasks}"):
             t1 = time.perf_counter()
-            kw = {} if m == "ncm" else dict(rho=rho if m in GLOBAL_METHODS else c.rho, bond=c.bond,
-                                            rank=c.rank, eps_rel=c.eps_rel)
+            kw = {} if m == "ncm" else dict(rho=rhos[m], bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
             r = _run_method(backbone, m, tasks, train, test, settings, ctx.seed, kw)
             r.pop("model")
+            r.pop("losses", None)
             out["seconds"][f"T{n_tasks}_{m}"] = time.perf_counter() - t1
             res[m] = r
         out["by_T"][str(n_tasks)] = res
-    out["sweep"] = _sweeps(cfg, ctx, backbone, train, test, settings)
+    out["sweep"] = _sweeps(cfg, ctx, backbone, train, test, settings, rhos.get("nota", c.rho))
     if d.cross_domain:
-        out["digits"] = _cross_domain(cfg, ctx, settings)
+        out["digits"] = _cross_domain(cfg, ctx, settings, rhos)
     out["T_main"] = str(d.n_tasks[0] if 6 not in d.n_tasks else 6)
     out["seconds"]["pretrain"] = t_pre
     _plots(ctx, out)
@@ -157,8 +167,8 @@ def val_split(y: np.ndarray, frac: float, seed: int) -> tuple[np.ndarray, np.nda
 
 
 def select_rho(backbone, tasks, train: tuple, settings: TrainSettings, seed: int, grid, val_frac: float = 0.2,
-               **kw) -> tuple[float, dict[str, float]]:
-    """The rho in ``grid`` with the best NoTA A_last on a validation split of the training images.
+               method: str = "nota", **kw) -> tuple[float, dict[str, float]]:
+    """The rho in ``grid`` with the best A_last of ``method`` on a validation split of the training images.
 
     Only ``train`` is seen (it is split into fit/val by ``val_split``); ties go to the smaller rho.
     Returns (rho, {str(rho): validation A_last}).
@@ -166,41 +176,90 @@ def select_rho(backbone, tasks, train: tuple, settings: TrainSettings, seed: int
     grid = tuple(check_scalar(r, "rho", float, min=0, inclusive="neither") for r in grid)
     if not grid:
         raise ValueError("grid must hold at least one rho")
+    if method not in GLOBAL_METHODS:
+        raise ValueError(f"method={method!r}: rho is selected only for the global-rule methods {GLOBAL_METHODS}")
     x, y = train
     fit, val = val_split(y, val_frac, seed)
     scores = {}
     for r in grid:
-        res = run_cil(backbone, "nota", tasks, (x[fit], y[fit]), (x[val], y[val]), settings, seed=seed,
+        res = run_cil(backbone, method, tasks, (x[fit], y[fit]), (x[val], y[val]), settings, seed=seed,
                       rho=r, **kw)
         scores[str(r)] = float(res["A_last"])
     best = max(sorted(grid), key=lambda r: scores[str(r)])
     return best, scores
 
 
+def selected_rhos(cfg: Config, backbone, train: tuple, settings: TrainSettings, seed: int) -> dict:
+    """Per global-rule method in ``cfg.cil.methods``: {"rho", "val_A_last", "seed"} from ``select_rho``.
+
+    Each method picks its own rho (LoRA-GN's best budget need not be NoTA's). The validation runs train
+    ``select_epochs`` epochs per task on the main T's class order of seed ``select_seed``, so every seed of
+    the run uses the same rho (cached on disk by config hash: the later seeds read it), or, with
+    ``select_seed=None``, the run's own seed.
+    """
+    c, d = cfg.cil, cfg.data
+    s_seed = seed if c.select_seed is None else check_scalar(c.select_seed, "select_seed", int, min=0)
+    n_sel = 6 if 6 in d.n_tasks else d.n_tasks[0]
+    epochs = check_scalar(c.select_epochs, "select_epochs", int, min=1)
+    sel_settings = dataclasses.replace(settings, epochs=epochs)
+    tasks = task_split(d.cil_classes, n_sel, s_seed)
+    out = {}
+    for m in (m for m in c.methods if m in GLOBAL_METHODS):
+        spec = {"v": 1, "pretrain": asdict(cfg.pretrain), "classes": list(d.cil_classes), "T": n_sel,
+                "per_class": d.train_per_class, "settings": asdict(sel_settings), "grid": list(c.select_rho),
+                "val_frac": c.val_frac, "seed": s_seed, "method": m, "bond": c.bond, "rank": c.rank,
+                "eps_rel": c.eps_rel}
+        key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+        path = cache_dir() / f"rho-{key}.json"
+        if path.exists():
+            out[m] = json.loads(path.read_text())
+            continue
+        rho, scores = select_rho(backbone, tasks, train, sel_settings, s_seed, c.select_rho, c.val_frac,
+                                 method=m, bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
+        out[m] = {"rho": rho, "val_A_last": scores, "seed": s_seed}
+        tmp = path.with_suffix(f".{key}.tmp")
+        tmp.write_text(json.dumps(out[m]))
+        tmp.replace(path)
+    return out
+
+
 def _run_method(backbone, method: str, tasks, train, test, settings: TrainSettings, seed: int,
                 kw: dict) -> dict:
     if method == "l2p":
         return run_l2p(backbone, tasks, train, test, settings, seed=seed)
+    if method == "coda":       # 4 components per task, fewer when T * 4 would exceed the key dimension
+        comps = max(1, min(4, backbone.dim // len(tasks)))
+        return run_coda(backbone, tasks, train, test, settings, seed=seed, components=comps)
+    if method == "ease":
+        return run_ease(backbone, tasks, train, test, settings, seed=seed)
     if method == "inflora":
         return run_inflora(backbone, tasks, train, test, settings, seed=seed, rank=kw["rank"])
     return run_cil(backbone, method, tasks, train, test, settings, seed=seed, **kw)
 
 
-def _sweeps(cfg: Config, ctx: RunContext, backbone, train, test, settings: TrainSettings) -> dict:
-    """NoTA's A_last over rho, bond and eps_rel (one knob at a time, the others at their defaults)."""
+def _sweeps(cfg: Config, ctx: RunContext, backbone, train, test, settings: TrainSettings, rho: float) -> dict:
+    """NoTA's A_last over rho, bond, eps_rel and the number of cores n (one knob at a time, the others at
+    the run's values: NoTA's selected rho). ``params`` holds the adapter parameters per task of each point."""
     c, n_tasks = cfg.cil, (6 if 6 in cfg.data.n_tasks else cfg.data.n_tasks[0])
     tasks = task_split(cfg.data.cil_classes, n_tasks, ctx.seed)
-    base = dict(rho=c.rho, bond=c.bond, eps_rel=c.eps_rel)
-    out: dict[str, dict[str, float]] = {}
-    for knob, values in (("rho", c.sweep_rho), ("bond", c.sweep_bond), ("eps_rel", c.sweep_eps_rel)):
-        for v in values:
-            r = run_cil(backbone, "nota", tasks, train, test, settings, seed=ctx.seed, **{**base, knob: v})
-            out.setdefault(knob, {})[str(v)] = r["A_last"]
+    base = dict(rho=rho, bond=c.bond, eps_rel=c.eps_rel)
+    dim = cfg.pretrain.dim
+    out: dict[str, dict[str, Any]] = {}
+    knobs = [("rho", v, {"rho": v}) for v in c.sweep_rho] + [("bond", v, {"bond": v}) for v in c.sweep_bond]
+    knobs += [("eps_rel", v, {"eps_rel": v}) for v in c.sweep_eps_rel]
+    knobs += [("n", v, {"out_factors": balanced_factors(dim, v), "in_factors": balanced_factors(dim, v)})
+              for v in c.sweep_n]
+    for knob, v, kw in knobs:
+        r = run_cil(backbone, "nota", tasks, train, test, settings, seed=ctx.seed, **{**base, **kw})
+        out.setdefault(knob, {})[str(v)] = r["A_last"]
+        out.setdefault("params", {}).setdefault(knob, {})[str(v)] = r["trainable_per_task"]
     return out
 
 
-def _cross_domain(cfg: Config, ctx: RunContext, settings: TrainSettings) -> dict:
-    """Digits (real handwriting) as 5 tasks x 2 classes on a backbone pre-trained on all 48 glyphs."""
+def _cross_domain(cfg: Config, ctx: RunContext, settings: TrainSettings, rhos: Mapping[str, float]) -> dict:
+    """Digits (real handwriting) as 5 tasks x 2 classes on a backbone pre-trained on all 48 glyphs.
+
+    The global-rule methods keep the rho selected on the glyph validation split (no digits selection)."""
     pre = PretrainConfig(**{**asdict(cfg.pretrain), "classes": tuple(range(48))})
     backbone, _ = pretrain(pre)
     xtr, ytr, xte, yte = digits(seed=ctx.seed)
@@ -208,9 +267,10 @@ def _cross_domain(cfg: Config, ctx: RunContext, settings: TrainSettings) -> dict
     c = cfg.cil
     res = {}
     for m in c.methods:
-        kw = {} if m == "ncm" else dict(rho=c.rho, bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
+        kw = {} if m == "ncm" else dict(rho=rhos[m], bond=c.bond, rank=c.rank, eps_rel=c.eps_rel)
         r = _run_method(backbone, m, tasks, (xtr, ytr), (xte, yte), settings, ctx.seed, kw)
         r.pop("model")
+        r.pop("losses", None)
         res[m] = r
     return res
 
@@ -277,7 +337,7 @@ def check_drift_grows(m: Mapping[str, Any]) -> tuple[str, str]:
 
 def check_floors(m: Mapping[str, Any]) -> tuple[str, str]:
     ncm = min(seed_values(m, _path(m, "ncm")))
-    adapters = [k for k in get_path(m, f"by_T.{m['T_main']}") if k not in ("ncm", "seq_lora")]
+    adapters = [k for k in get_path(m, f"by_T.{m['T_main']}") if k in GRID and k not in ("ncm", "seq_lora")]
     worst = min(min(seed_values(m, _path(m, k))) for k in adapters)
     ok = ncm >= NCM_FLOOR and worst >= ADAPTER_FLOOR
     return (HOLDS if ok else FAILS), (f"NCM A_last {100 * ncm:.1f}% (>= {100 * NCM_FLOOR:.0f}), worst "

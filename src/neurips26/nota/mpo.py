@@ -30,6 +30,18 @@ def check_factors(dim: int, factors: Sequence[int], name: str) -> tuple[int, ...
     return fs
 
 
+def balanced_factors(dim: int, n: int) -> tuple[int, ...]:
+    """``n`` factors of ``dim`` (descending) each close to ``dim ** (1/n)``: 64, 3 -> (4, 4, 4); 64, 2 -> (8, 8);
+    192, 3 -> (8, 6, 4). Greedy: the divisor nearest the n-th root, then the rest with n - 1 factors."""
+    dim = check_scalar(dim, "dim", int, min=1)
+    n = check_scalar(n, "n", int, min=1)
+    if n == 1:
+        return (dim,)
+    root = dim ** (1 / n)
+    a = min((d for d in range(1, dim + 1) if dim % d == 0), key=lambda d: (abs(d - root), d))
+    return tuple(sorted((a,) + balanced_factors(dim // a, n - 1), reverse=True))
+
+
 def bond_dims(out_factors: Sequence[int], in_factors: Sequence[int], bond: int) -> list[int]:
     """``[1, D_1, ..., D_{n-1}, 1]``: ``bond`` clipped to the maximal useful rank at every cut.
 

@@ -1,0 +1,66 @@
+"""Scale-out: data-parallel CIL training per task (``torch.distributed`` DDP), launched by ``torchrun`` or,
+for CPU checks, by ``launch_local`` (gloo processes on this machine).
+
+Under torchrun every rank calls ``run_cil(..., ddp=True)`` after ``init_process_group``: each rank trains
+on its slice of every global batch through ``DistributedDataParallel(TaskHead(model))`` (only the current
+adapters and rows carry gradients, so the all-reduce is small) and recomputes the normalization from the
+replicated parameters (no extra collective). FSDP for ViT-B/L and Ray Tune sweeps are not implemented.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from neurips26.harness.validation import check_scalar
+from neurips26.nota.cil import CILModel, TrainSettings, train_task
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, job: dict, out: str) -> None:
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        state = train_one_task(job, ddp=True)
+        if rank == 0:
+            torch.save(state, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def train_one_task(job: dict, ddp: bool = False) -> dict:
+    """Build ``job["backbone"]`` (a module) into a ``CILModel`` of ``job["method"]``, train one task on
+    ``job["x"], job["y"]`` and return the trainable adapter/row tensors (name -> tensor)."""
+    torch.manual_seed(job["seed"])
+    model = CILModel(job["backbone"], job["method"], **job.get("adapter_kwargs", {}))
+    g = torch.Generator().manual_seed(job["seed"])
+    model.new_task(sorted(set(job["y"].tolist())), g)
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    train_task(model, job["x"], job["y"], job["settings"], g, ddp=ddp)
+    params = dict(model.named_parameters())
+    return {n: params[n].detach().clone() for n in names}
+
+
+def launch_local(job: dict, world: int = 2) -> dict:
+    """``train_one_task(job, ddp=True)`` on ``world`` local gloo processes; rank 0's trained tensors."""
+    world = check_scalar(world, "world", int, min=1)
+    if job["settings"].batch % world:
+        raise ValueError(f"batch={job['settings'].batch} must be divisible by world={world} (equal slices)")
+    with tempfile.TemporaryDirectory() as d:
+        out = str(Path(d) / "state.pt")
+        mp.spawn(_worker, args=(world, _free_port(), job, out), nprocs=world, join=True)
+        return torch.load(out, weights_only=False)
+
+
+__all__ = ["TrainSettings", "launch_local", "train_one_task"]
