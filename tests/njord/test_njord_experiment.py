@@ -1,5 +1,6 @@
 import copy
 
+from neurips26.harness.paper import SeedMetrics
 from neurips26.njord import experiment as ex
 
 
@@ -20,7 +21,8 @@ def _metrics():
     )
     pers = dict(per_start=dict(mse_last=[3.0, 3.2, 2.9, 3.1]), rmse_lead=[1.0, 1.8])
     return dict(
-        methods=dict(njord_kmeans=s, twin_kmeans=tw, twin_rectangular=copy.deepcopy(tw), persistence=pers),
+        methods=dict(njord_kmeans=s, twin_kmeans=tw, twin_rectangular=copy.deepcopy(tw),
+                     njord_rectangular=copy.deepcopy(s), persistence=pers),
         calls=dict(steps=5, batch=2, members=8, prior=5, decoder=5, encoder=0, rows=[16] * 5),
         mesh=dict(kmeans=dict(land_nodes=0, sizes=[80, 16, 4]), rectangular=dict(sizes=[79, 15, 4])),
         oracle_subset=dict(oracle=dict(ssr=1.0)),
@@ -61,3 +63,59 @@ def test_inside_noise_is_inconclusive():
 
 def test_missing_metric_is_inconclusive():
     assert _v({})["crps_below_twin_mae"] == "inconclusive"
+
+
+def _seeds(ms):
+    return SeedMetrics(list(range(len(ms))), ms)
+
+
+def test_several_seeds_pair_over_seeds():
+    """With >= 2 seeds the paired differences are over seeds (each the mean over starts): a gap that
+    is consistent over starts but flips sign between seeds is inconclusive, not holds."""
+    a, b = _metrics(), _metrics()
+    v = {c.id: c.evaluate(_seeds([a, b])).verdict for c in ex.CLAIMS}
+    assert v["crps_below_twin_mae"] == "holds" and v["ssr_calibrated"] == "holds"
+    b = _metrics()
+    b["methods"]["njord_kmeans"]["per_start"]["crps"] = [0.8, 0.81, 0.79, 0.8]  # worse than the twin
+    r = {c.id: c.evaluate(_seeds([a, b])) for c in ex.CLAIMS}
+    assert r["crps_below_twin_mae"].verdict == "inconclusive" and "2 seeds" in r["crps_below_twin_mae"].measured
+    ms = [_metrics() for _ in range(3)]
+    for m, x in zip(ms, (0.2, 0.25, 0.22)):
+        m["methods"]["njord_kmeans"]["ssr"] = x
+    assert ex.CLAIMS[4].evaluate(_seeds(ms)).verdict == "fails"
+    ms[0]["methods"]["njord_kmeans"]["ssr"] = 1.4  # noisy across seeds: straddles the interval edge
+    assert ex.CLAIMS[4].evaluate(_seeds(ms)).verdict == "inconclusive"
+
+
+def test_mesh_claim_needs_both_models():
+    m = _metrics()
+    m["methods"]["njord_rectangular"]["per_start"]["mse"] = [0.5, 0.55, 0.45, 0.5]  # K-means Njord 2x worse
+    assert _v(m)["kmeans_mesh_no_worse"] == "fails"
+    del m["methods"]["njord_rectangular"]
+    r = ex.CLAIMS[5].evaluate(m)
+    assert r.verdict == "inconclusive" and "not trained" in r.measured
+
+
+def test_ridge_reference_recovers_a_linear_system():
+    """On states whose increment is an exact linear map of the previous state, the ridge reference with a
+    small penalty forecasts them far better than persistence (the noise is not predictable)."""
+    import numpy as np
+
+    from neurips26.njord.baselines import RidgeIncrement
+
+    rng = np.random.default_rng(0)
+    N, C, T = 6, 2, 200
+    A = 0.1 * rng.standard_normal((N * C, N * C))
+    x = np.zeros((1, T, N, C))
+    x[0, 0] = rng.standard_normal((N, C))
+    x[0, 1] = x[0, 0]
+    for t in range(2, T):
+        x[0, t] = x[0, t - 1] + (A @ x[0, t - 1].ravel()).reshape(N, C) * 0.5 + 0.3 * rng.standard_normal((N, C))
+    days = np.arange(T, dtype=float)
+    m = RidgeIncrement(x[:, :150], days[:150], lam=1e-3)
+    st = np.arange(152, 190)
+    f = m.forecast(x[0, st - 2], x[0, st - 1], np.stack([days[st], days[st + 1]], 1))
+    y = np.stack([x[0, st], x[0, st + 1]], 1)
+    err = np.mean((f - y) ** 2)
+    pers = np.mean((x[0, st - 1][:, None] - y) ** 2)
+    assert err < 0.5 * pers

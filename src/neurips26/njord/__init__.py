@@ -5,7 +5,7 @@ mesh = kmeans_mesh(make_mask(24, seed=0), r1=8.0, r=4.0, levels=2)
 print(mesh.sizes, mesh.info["land_nodes"])
 """
 
-from neurips26.njord.baselines import Climatology, persistence
+from neurips26.njord.baselines import Climatology, RidgeIncrement, persistence
 from neurips26.njord.data import (
     Dataset,
     Normaliser,
@@ -43,6 +43,7 @@ from neurips26.njord.training import TrainConfig, train
 
 __all__ = [
     "Climatology",
+    "RidgeIncrement",
     "persistence",
     "Dataset",
     "Normaliser",

@@ -45,3 +45,38 @@ class Climatology:
         rng = np.random.default_rng(seed)
         pick = rng.integers(0, len(self.residuals), size=(members, len(np.atleast_1d(days))))
         return self.predict(days)[None] + self.residuals[pick]
+
+
+class RidgeIncrement:
+    """Linear reference (not in the paper; a diagnostic of how much skill over persistence the
+    testbed allows): the one-step increment ``X^t - X^{t-1}`` regressed on the whole field
+    ``[X^{t-1}, X^{t-1} - X^{t-2}, sin season]`` by ridge regression (penalty ``lam``), rolled out
+    autoregressively. Fitted by SVD on the training windows."""
+
+    def __init__(self, x: np.ndarray, days: np.ndarray, lam: float):
+        """``x`` (K, T, N, C) training states, ``days`` (T,)."""
+        self.lam = check_scalar(lam, "lam", float, min=0.0, inclusive="neither")
+        K, T = x.shape[:2]
+        a = x[:, : T - 2].reshape(-1, *x.shape[2:])
+        b = x[:, 1 : T - 1].reshape(-1, *x.shape[2:])
+        c = x[:, 2:].reshape(-1, *x.shape[2:])
+        A = self._features(a, b, np.tile(days[2:], K))
+        self.mu, self.ym = A.mean(0), (c - b).reshape(len(c), -1).mean(0)
+        U, s, Vt = np.linalg.svd(A - self.mu, full_matrices=False)
+        self.W = Vt.T @ ((s / (s**2 + self.lam))[:, None] * (U.T @ ((c - b).reshape(len(c), -1) - self.ym)))
+
+    @staticmethod
+    def _features(a, b, days):
+        B = len(b)
+        return np.concatenate(
+            [b.reshape(B, -1), (b - a).reshape(B, -1), np.sin(2 * np.pi * np.asarray(days) / 365.0)[:, None]], 1
+        )
+
+    def forecast(self, x_prev2: np.ndarray, x_prev1: np.ndarray, days: np.ndarray) -> np.ndarray:
+        """(B, N, C) x 2 and ``days`` (B, leads) of the forecast days -> (B, leads, N, C)."""
+        a, b, out = x_prev2.astype(float), x_prev1.astype(float), []
+        for i in range(days.shape[1]):
+            c = b + ((self._features(a, b, days[:, i]) - self.mu) @ self.W + self.ym).reshape(b.shape)
+            out.append(c)
+            a, b = b, c
+        return np.stack(out, 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 def mlp(d_in: int, d_out: int, d_h: int, layer_norm: bool = True, hidden_layers: int = 1) -> nn.Sequential:
@@ -39,6 +40,7 @@ class InteractionNet(nn.Module):
     """``m = MLP_e([e, h_s, h_r])``, ``a_r = sum m``, ``h_r <- h_r + MLP_n([h_r, a_r])``, ``e <- e + m``."""
 
     aggregation = "sum"
+    checkpoint = False  # activation checkpointing of this layer (recompute in backward); set per model
 
     def __init__(self, edge_index: torch.Tensor, d: int, n_receivers: int, hidden_layers: int = 1):
         super().__init__()
@@ -56,6 +58,11 @@ class InteractionNet(nn.Module):
         return self.edge_mlp(torch.cat([e, send[:, s], recv[:, r]], dim=-1)), e
 
     def forward(self, send: torch.Tensor, recv: torch.Tensor, edge: torch.Tensor):
+        if self.checkpoint and torch.is_grad_enabled():
+            return checkpoint(self._forward, send, recv, edge, use_reentrant=False)
+        return self._forward(send, recv, edge)
+
+    def _forward(self, send, recv, edge):
         m, e = self.message(send, recv, edge)
         agg = scatter_sum(m, self.edge_index[1], self.n_receivers)
         return recv + self.node_mlp(torch.cat([recv, agg], dim=-1)), e + m
@@ -66,7 +73,7 @@ class PropagationNet(InteractionNet):
 
     aggregation = "mean"
 
-    def forward(self, send: torch.Tensor, recv: torch.Tensor, edge: torch.Tensor):
+    def _forward(self, send, recv, edge):
         m, e = self.message(send, recv, edge)
         m = m + send[:, self.edge_index[0]]
         agg = scatter_mean(m, self.edge_index[1], self.n_receivers)

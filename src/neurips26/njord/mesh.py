@@ -50,6 +50,24 @@ class Mesh:
             + sum(e.shape[1] for e in self.down)
         )
 
+    def to_arrays(self) -> dict:
+        """Flat name -> array dict (for ``np.savez``); ``from_arrays`` inverts it."""
+        out = dict(grid_pos=self.grid_pos, g2m=self.g2m, m2g=self.m2g, member=self.member)
+        for name in ("levels", "m2m", "repair", "up", "down"):
+            for i, a in enumerate(getattr(self, name)):
+                out[f"{name}_{i}"] = a
+        return out
+
+    @classmethod
+    def from_arrays(cls, kind: str, arrays, info: dict | None = None) -> "Mesh":
+        def seq(name):
+            return [np.asarray(arrays[k]) for k in sorted((k for k in arrays if k.startswith(name + "_")),
+                                                          key=lambda k: int(k.rsplit("_", 1)[1]))]
+
+        return cls(kind, np.asarray(arrays["grid_pos"]), seq("levels"), seq("m2m"), seq("repair"), seq("up"),
+                   seq("down"), np.asarray(arrays["g2m"]), np.asarray(arrays["m2g"]),
+                   np.asarray(arrays["member"]), dict(info or {}))
+
     def hash(self) -> str:
         h = hashlib.sha256()
         for a in [self.grid_pos, *self.levels, *self.m2m, *self.up, *self.down, self.g2m, self.m2g]:

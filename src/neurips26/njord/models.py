@@ -8,7 +8,9 @@ State ``X^t`` (B, N, d_x) on wet cells, standardised. One step:
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -16,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from neurips26.harness.validation import check_scalar
+from neurips26.njord.data import Normaliser
 from neurips26.njord.layers import InteractionNet, PropagationNet, mlp
 from neurips26.njord.mesh import Mesh
 
@@ -202,6 +205,55 @@ class Forecaster(nn.Module):
         if self.static.shape[0] != self.gt.n_grid:
             raise ValueError(f"static has {self.static.shape[0]} rows, mesh has {self.gt.n_grid} grid nodes")
 
+    def set_checkpointing(self, on: bool = True) -> "Forecaster":
+        """Activation checkpointing per message-passing layer (recompute activations in backward:
+        less memory for long unrolls, same gradients)."""
+        for m in self.modules():
+            if isinstance(m, InteractionNet):
+                m.checkpoint = bool(on)
+        return self
+
+    # --- save / load (the ``save_pretrained`` / ``from_pretrained`` interface) ---------------------
+    def save_pretrained(self, path, norm: Normaliser | None = None) -> Path:
+        """Write ``config.json`` (class, sizes, mesh kind/info), ``model.pt`` (state dict: weights,
+        static features, one-step-difference stats), ``mesh.npz`` and, if given, ``norm.npz`` (the
+        per-channel standardisation) into the folder ``path``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        mesh = self.gt.mesh
+        cfg = dict(cls=type(self).__name__, mesh_kind=mesh.kind, **self.init_args)
+        info = {k: v for k, v in mesh.info.items() if isinstance(v, (int, float, str, bool, list))}
+        (path / "config.json").write_text(json.dumps(cfg | dict(mesh_info=info), indent=1, default=int))
+        torch.save(self.state_dict(), path / "model.pt")
+        np.savez(path / "mesh.npz", **mesh.to_arrays())
+        if norm is not None:
+            np.savez(path / "norm.npz", mean=norm.mean, std=norm.std, diff_mean=norm.diff_mean,
+                     diff_std=norm.diff_std)
+        return path
+
+    @staticmethod
+    def from_pretrained(path) -> "Forecaster":
+        """Rebuild a saved Njord / DeterministicTwin in eval mode; ``.norm`` is the saved
+        ``Normaliser`` (None if none was saved). The state dict is loaded with ``weights_only``."""
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise ValueError(f"path {str(path)!r} has no config.json (not a saved Njord model)")
+        cfg = json.loads((path / "config.json").read_text())
+        cls = {"Njord": Njord, "DeterministicTwin": DeterministicTwin}.get(cfg.pop("cls"))
+        if cls is None:
+            raise ValueError("config.json names an unknown model class")
+        with np.load(path / "mesh.npz") as z:
+            mesh = Mesh.from_arrays(cfg.pop("mesh_kind"), dict(z), cfg.pop("mesh_info", {}))
+        state = torch.load(path / "model.pt", weights_only=True)
+        model = cls(mesh, static=state["static"].numpy(), diff_mean=state["diff_mean"].numpy(),
+                    diff_std=state["diff_std"].numpy(), **cfg)
+        model.load_state_dict(state)
+        model.norm = None
+        if (path / "norm.npz").is_file():
+            with np.load(path / "norm.npz") as z:
+                model.norm = Normaliser(z["mean"], z["std"], z["diff_mean"], z["diff_std"])
+        return model.eval()
+
     @property
     def d_in(self) -> int:
         return 2 * self.d_x + self.d_f + self.static.shape[1]
@@ -277,6 +329,7 @@ class Njord(Forecaster):
         check_scalar(d_h, "d_h", int, min=1)
         super().__init__(mesh, d_x, d_f, static, diff_mean, diff_std, d_h)
         self.d_z = int(d_z or d_h)
+        self.init_args = dict(d_x=self.d_x, d_f=self.d_f, d_h=self.d_h, d_z=self.d_z, n_layers=int(n_layers))
         self.prior = LatentMap(self.gt, self.d_in, d_h, self.d_z, 1, n_layers)
         self.encoder = LatentMap(self.gt, self.d_in + d_x, d_h, self.d_z, 2, n_layers)
         self.decoder = Decoder(self.gt, self.d_in, d_h, d_x, self.d_z, n_layers)
@@ -305,6 +358,7 @@ class DeterministicTwin(Forecaster):
     ):
         check_scalar(d_h, "d_h", int, min=1)
         super().__init__(mesh, d_x, d_f, static, diff_mean, diff_std, d_h)
+        self.init_args = dict(d_x=self.d_x, d_f=self.d_f, d_h=self.d_h, n_layers=int(n_layers))
         self.decoder = Decoder(self.gt, self.d_in, d_h, d_x, 0, n_layers)
 
     def predict_step(self, x_prev2, x_prev1, forcing, generator=None):

@@ -1,7 +1,14 @@
 """Training (spec §6): (a) 1-step ELBO, (b) unrolled ELBO + fair CRPS from 2 prior trajectories,
 per-entry means (KL sum divided by the same grid-entry count as the likelihood), AdamW, cosine decay,
 grad-norm clip 1.0. The deterministic twin is trained with the same schedule on the weighted MSE
-(NLL with the fixed per-channel sigma). Optional KL warm-up and free bits (ASSUMPTION)."""
+(NLL with the fixed per-channel sigma). Optional KL warm-up and free bits (ASSUMPTION).
+
+Phase (b) may be a curriculum of unroll lengths (``unroll_stages``, steps_2 split evenly). With
+``val_every > 0`` the model is scored on the VALIDATION split (never test) at the end of phase (a),
+every ``val_every`` phase-(b) steps and at the end of each stage -- fair CRPS of an ensemble of
+``val_members`` prior samples (MAE for the twin), mean over leads 1..``val_leads`` -- and the best
+checkpoint is kept, so how long the unrolled phase runs (and whether it runs at all) is chosen on
+validation. ASSUMPTION: Graph-EFM picks its checkpoints on validation loss; the criterion is ours."""
 
 from __future__ import annotations
 
@@ -28,6 +35,15 @@ class TrainConfig:
     kl_warmup: int = 0  # steps of linear KL warm-up (0 = off)
     free_bits: float = 0.0  # per top-level entry (0 = off)
     clip: float = 1.0
+    # units of the CRPS term: "diff_std" scores (ens - y) / dstd per channel, the units of the
+    # per-entry NLL (whose sigma is dstd), so lambda_crps = 1 makes the two terms O(1) of each other
+    # (spec §6 (c)); "state" scores standardised states, ~dstd (0.006-0.04) times smaller.
+    crps_units: str = "diff_std"
+    unroll_stages: tuple[int, ...] = ()  # phase (b) curriculum, e.g. (2, 4); () = (unroll,)
+    val_every: int = 0  # 0 = keep the last state; else score on validation and keep the best
+    val_starts: int = 12  # evenly spaced validation starts
+    val_members: int = 4
+    val_leads: int = 5
 
 
 def windows(ds: Dataset, split: range, length: int) -> np.ndarray:
@@ -61,7 +77,8 @@ def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float,
     loss = loss / tgt.shape[1]
     if crps:
         ens = model.rollout(xp2, xp1, f, members=2)
-        loss = loss + cfg.lambda_crps * crps_fair(ens, tgt).mean()
+        scale = sigma if cfg.crps_units == "diff_std" else 1.0
+        loss = loss + cfg.lambda_crps * crps_fair(ens / scale, tgt / scale).mean()
     return loss, float(np.mean(kls))
 
 
@@ -70,20 +87,62 @@ def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt):
     return gaussian_nll(tgt, pred, model.diff_std).mean(), 0.0
 
 
+@torch.no_grad()
+def validation_score(model, ds: Dataset, cfg: TrainConfig, seed: int = 0) -> dict:
+    """Fair CRPS (MAE for the twin), RMSE and corrected SSR per lead on ``val_starts`` evenly spaced
+    starts of the validation split, in standardised units."""
+    win = windows(ds, ds.val, cfg.val_leads)
+    if len(win) == 0:
+        raise ValueError(f"the validation split has no window of {cfg.val_leads} leads")
+    win = win[np.unique(np.linspace(0, len(win) - 1, min(cfg.val_starts, len(win))).astype(int))]
+    xp2, xp1, f, y = batch_tensors(ds, win, cfg.val_leads)
+    M = cfg.val_members if isinstance(model, Njord) else 1
+    was = model.training
+    model.eval()
+    ens = model.rollout(xp2, xp1, f, members=M, generator=torch.Generator().manual_seed(seed))
+    model.train(was)
+    err = ens.mean(0) - y
+    rmse = err.pow(2).mean((0, 2, 3)).sqrt()
+    crps = (crps_fair(ens, y) if M > 1 else (ens[0] - y).abs()).mean((0, 2, 3))
+    out = dict(crps_lead=crps.tolist(), rmse_lead=rmse.tolist(), crps=float(crps.mean()))
+    if M > 1:
+        sp = ens.var(0, correction=1).mean((0, 2, 3)).sqrt()
+        out["ssr_lead"] = (np.sqrt((M + 1) / M) * sp / rmse).tolist()
+    return out
+
+
 def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None) -> dict:
-    """Train ``model`` (Njord or DeterministicTwin) in place; returns the loss / KL history."""
+    """Train ``model`` (Njord or DeterministicTwin) in place; returns the loss / KL history and, with
+    ``val_every > 0``, the validation curve and the chosen checkpoint (step, unroll)."""
     check_scalar(cfg.batch, "batch", int, min=1)
     check_scalar(cfg.unroll, "unroll", int, min=1)
+    check_scalar(cfg.val_every, "val_every", int, min=0)
+    if cfg.crps_units not in ("diff_std", "state"):
+        raise ValueError(f"crps_units must be 'diff_std' or 'state', got {cfg.crps_units!r}")
+    stages = tuple(cfg.unroll_stages) or (cfg.unroll,)
+    for u in stages:
+        check_scalar(u, "unroll_stages entry", int, min=1)
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     total = cfg.steps_1 + cfg.steps_2
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(total, 1))
-    win = {1: windows(ds, ds.train, 1), cfg.unroll: windows(ds, ds.train, cfg.unroll)}
-    hist = {"loss": [], "kl": []}
+    # phase (b) step k runs unroll stages[k * len(stages) // steps_2]
+    per_step = [1] * cfg.steps_1 + [stages[k * len(stages) // max(cfg.steps_2, 1)] for k in range(cfg.steps_2)]
+    win = {u: windows(ds, ds.train, u) for u in set(per_step)}
+    hist: dict = {"loss": [], "kl": [], "val": []}
+    best = None
+
+    def validate(step, unroll):
+        nonlocal best
+        v = validation_score(model, ds, cfg, seed=seed) | dict(step=step, unroll=unroll)
+        hist["val"].append(v)
+        if best is None or v["crps"] < best[0]:
+            best = (v["crps"], step, unroll, {k: t.detach().clone() for k, t in model.state_dict().items()})
+
     model.train()
     for step in range(total):
-        length = 1 if step < cfg.steps_1 else cfg.unroll
+        length = per_step[step]
         idx = win[length][rng.integers(0, len(win[length]), cfg.batch)]
         xp2, xp1, f, tgt = batch_tensors(ds, idx, length)
         if isinstance(model, Njord):
@@ -98,5 +157,17 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None) -> dict
         sched.step()
         hist["loss"].append(float(loss.detach()))
         hist["kl"].append(kl)
+        if cfg.val_every and (
+            step + 1 == cfg.steps_1
+            or (step >= cfg.steps_1 and (step + 1 - cfg.steps_1) % cfg.val_every == 0)
+            or step + 1 == total
+            or (step + 1 < total and per_step[step + 1] != length and step >= cfg.steps_1)
+        ):
+            validate(step + 1, length)
+        if log is not None:
+            log(step, hist)
+    if best is not None:
+        model.load_state_dict(best[3])
+        hist["chosen"] = dict(step=best[1], unroll=best[2], val_crps=best[0])
     model.eval()
     return hist

@@ -1,0 +1,100 @@
+"""Training schedule (validation-chosen checkpoint, CRPS units), activation checkpointing, save/load."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from neurips26.njord.metrics import crps_fair
+from neurips26.njord.models import DeterministicTwin, Forecaster, Njord
+from neurips26.njord.training import TrainConfig, batch_tensors, train, validation_score, windows
+
+
+@pytest.fixture(scope="module")
+def ds60(small_ds):
+    """The small dataset re-split so that its validation split (6 days) holds 2-lead windows."""
+    return dataclasses.replace(small_ds[1], train=range(0, 10), val=range(10, 16), test=range(16, 20))
+
+
+@pytest.fixture(scope="module")
+def mesh60(small_mesh):
+    return small_mesh
+
+
+def _njord(ds, mesh, d_h=8):
+    torch.manual_seed(0)
+    return Njord(mesh, 4, 3, ds.static, ds.norm.diff_mean, ds.norm.diff_std, d_h=d_h)
+
+
+def test_validation_chooses_the_best_checkpoint(ds60, mesh60):
+    """The kept state is the validated one with the lowest validation CRPS, and rescoring it gives that
+    CRPS again (the checkpoint really was restored, not the last state)."""
+    m = _njord(ds60, mesh60)
+    cfg = TrainConfig(steps_1=2, steps_2=3, unroll_stages=(1, 2), batch=2, val_every=1, val_starts=4,
+                      val_members=3, val_leads=2, lr=3e-2)
+    h = train(m, ds60, cfg)
+    crps = [v["crps"] for v in h["val"]]
+    assert [v["step"] for v in h["val"]] == [2, 3, 4, 5]
+    assert [v["unroll"] for v in h["val"]] == [1, 1, 1, 2]  # steps_2 = 3 split over 2 stages: 2 steps of 1, 1 of 2
+    assert h["chosen"]["val_crps"] == min(crps)
+    assert h["chosen"]["step"] == h["val"][int(np.argmin(crps))]["step"]
+    again = validation_score(m, ds60, cfg)["crps"]
+    assert again == pytest.approx(min(crps), rel=1e-5)
+    assert all(len(v["ssr_lead"]) == 2 for v in h["val"])
+
+
+def test_validation_is_off_by_default_and_checks_its_split(ds60, mesh60, small_ds):
+    m = _njord(ds60, mesh60)
+    h = train(m, ds60, TrainConfig(steps_1=1, steps_2=1, batch=1))
+    assert h["val"] == [] and "chosen" not in h
+    with pytest.raises(ValueError, match="crps_units"):
+        train(m, ds60, TrainConfig(steps_1=1, steps_2=0, crps_units="bogus"))
+    with pytest.raises(ValueError, match="validation split"):
+        validation_score(m, small_ds[1], TrainConfig(val_leads=5))
+
+
+def test_crps_is_scale_equivariant_so_diff_std_units_rescale_the_term(ds60):
+    """CRPS(ens/s, y/s) = CRPS(ens, y)/s per channel: the diff_std units multiply the term by 1/dstd."""
+    g = torch.Generator().manual_seed(0)
+    ens, y = torch.randn(2, 3, 5, 4, generator=g), torch.randn(3, 5, 4, generator=g)
+    s = torch.as_tensor(ds60.norm.diff_std, dtype=torch.float32)
+    torch.testing.assert_close(crps_fair(ens / s, y / s), crps_fair(ens, y) / s)
+
+
+def test_activation_checkpointing_gives_equal_gradients(ds60, mesh60):
+    m = _njord(ds60, mesh60)
+    x2, x1, f, tgt = batch_tensors(ds60, windows(ds60, ds60.train, 2)[:2], 2)
+
+    def grads(on):
+        m.set_checkpointing(on)
+        m.zero_grad()
+        torch.manual_seed(3)
+        pred, kl = m.posterior_step(x2, x1, f[:, 0], tgt[:, 0])
+        ens = m.rollout(x2, x1, f, members=2, generator=torch.Generator().manual_seed(4))
+        ((pred - tgt[:, 0]).pow(2).mean() + kl.mean() + crps_fair(ens, tgt).mean()).backward()
+        return [p.grad.clone() for p in m.parameters() if p.grad is not None]
+
+    a, b = grads(False), grads(True)
+    assert len(a) == len(b) > 10
+    for ga, gb in zip(a, b):
+        torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-7)
+    assert all(layer.checkpoint for layer in m.modules() if hasattr(layer, "edge_index"))
+
+
+def test_save_load_gives_identical_forecasts(ds60, mesh60, tmp_path):
+    x2, x1, f, _ = batch_tensors(ds60, windows(ds60, ds60.train, 3)[:2], 3)
+    for m in (_njord(ds60, mesh60).eval(), DeterministicTwin(mesh60, 4, 3, ds60.static, ds60.norm.diff_mean,
+                                                              ds60.norm.diff_std, d_h=8).eval()):
+        path = m.save_pretrained(tmp_path / type(m).__name__, norm=ds60.norm)
+        r = Forecaster.from_pretrained(path)
+        assert type(r) is type(m) and not r.training
+        with torch.no_grad():
+            a = m.rollout(x2, x1, f, members=3, generator=torch.Generator().manual_seed(5))
+            b = r.rollout(x2, x1, f, members=3, generator=torch.Generator().manual_seed(5))
+        assert torch.equal(a, b)
+        assert r.gt.mesh.hash() == mesh60.hash()
+        np.testing.assert_array_equal(r.norm.std, ds60.norm.std)
+        np.testing.assert_array_equal(r.norm.diff_mean, ds60.norm.diff_mean)
+    with pytest.raises(ValueError, match="path"):
+        Forecaster.from_pretrained(tmp_path / "nothing")
