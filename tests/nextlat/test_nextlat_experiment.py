@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from neurips26.harness.paper import SeedMetrics
@@ -51,10 +52,49 @@ def test_spec_claim_requires_greedy_equality():
         "accepted_beyond_first": 1.0,
         "equals_greedy": True,
     }
-    m = {"lm": {"spec": {"gamma4": sp}}}
+    m = {"lm": {"nextlat_d1": {"spec": {"gamma4": sp}}}}
     assert c["spec_decoding"].evaluate(m).verdict == "holds"
     sp["equals_greedy"] = False
     assert c["spec_decoding"].evaluate(m).verdict == "fails"
+
+
+def test_lm_loss_claim_uses_window_noise_for_one_seed():
+    exp, c = _claims()
+    rng = np.random.default_rng(0)
+    gpt = 2.0 + 0.1 * rng.normal(size=32)
+    for shift, want in ((0.0, "holds"), (0.2, "fails")):  # +0 % vs +10 % worse, consistently per window
+        nl = gpt + shift + 0.005 * rng.normal(size=32)
+        lm = {"nextlat_d1": {"val_loss": nl.mean(), "val_loss_windows": list(nl)},
+              "gpt": {"val_loss": gpt.mean(), "val_loss_windows": list(gpt)}}
+        assert c["lm_loss"].evaluate({"lm": lm}).verdict == want
+
+
+def test_probe_claim_is_paired_over_seeds():
+    exp, c = _claims()
+    ks = list(range(1, 6))
+
+    def run(gain):
+        return {"city": {"gpt": {"probe_ks": ks, "token_probe": [0.5, 0.3, 0.2, 0.2, 0.2]},
+                         "nextlat_d1": {"probe_ks": ks, "token_probe": [0.5] + [0.25 + gain] * 4}}}
+
+    assert c["probes_city"].evaluate(SeedMetrics([0, 1, 2], [run(0.01), run(0.02), run(0.015)])).verdict == "holds"
+    assert c["probes_city"].evaluate(SeedMetrics([0, 1, 2], [run(-0.2), run(-0.21), run(-0.19)])).verdict == "fails"
+    assert c["probes_city"].evaluate(run(0.1)).verdict == "inconclusive"  # one seed
+    assert c["probes_lm"].evaluate(run(0.1)).verdict == "inconclusive"  # no LM
+
+
+def test_spec_grows_with_d_claim():
+    exp, c = _claims()
+
+    def spec(xs):
+        return {"spec": {"gamma4": {"tokens_per_forward": float(np.mean(xs)), "tokens_per_forward_prompts": xs}}}
+
+    lm = {"nextlat_d1": spec([1.5, 1.6, 1.4, 1.5]), "gpt": {}}
+    assert c["spec_grows_with_d"].evaluate({"lm": lm}).verdict == "inconclusive"  # one d
+    lm["nextlat_d4"] = spec([1.9, 2.1, 1.8, 2.0])
+    assert c["spec_grows_with_d"].evaluate({"lm": lm}).verdict == "holds"
+    lm["nextlat_d4"] = spec([1.2, 1.1, 1.2, 1.0])
+    assert c["spec_grows_with_d"].evaluate({"lm": lm}).verdict == "fails"
 
 
 @pytest.mark.slow

@@ -148,6 +148,10 @@ class NextLatForCausalLM(nn.Module):
         out = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask, **kw)
         return out.last_hidden_state
 
+    def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits for x_{t+1} at every position (the wrapped LM's own head: NextLat leaves inference alone)."""
+        return self.model(input_ids=input_ids).logits
+
     def rollout(self, h: torch.Tensor, input_ids: torch.Tensor) -> list[torch.Tensor]:
         """[h^(1), ..., h^(d)]: h^(i)[:, t] predicts h_{t+i}, shape [B, T - i, p] (vectorised by shifting)."""
         e = self.embed(input_ids)
