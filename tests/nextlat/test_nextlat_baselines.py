@@ -122,3 +122,37 @@ def test_jtp_plan_matches_hand_written_attention():
     O[1:] = O[1:] + h
     z = torch.nn.functional.layer_norm(O, (32,), m.norm.weight) @ m.model.lm_head.weight.T
     assert torch.allclose(m.plan(h, fed)[0], z, atol=1e-10)
+
+
+# ----------------------------------------------------------------------------- BST
+from neurips26.nextlat.baselines import BSTForCausalLM, bst_loss_reference  # noqa: E402
+
+
+def _bst(sub=1.0, gen=None):
+    torch.manual_seed(0)
+    f = tiny_llama(V, 32, 1, 2, ctx=16, dtype=torch.float64)
+    b = tiny_llama(V, 32, 1, 2, ctx=16, dtype=torch.float64)
+    return BSTForCausalLM(f, b, eos_token_id=9, pad_token_id=10, subsample=sub, generator=gen)
+
+
+def test_bst_loss_equals_pair_loop_with_documents_and_pad():
+    """All pairs: the vectorised loss equals a loop that encodes every suffix separately (the backward
+    trunk is anti-causal: B_j sees x_j.. only), with EOS-separated documents and PAD."""
+    m = _bst()
+    x = torch.tensor([[1, 2, 3, 9, 4, 5, 6, 10], [2, 2, 4, 5, 9, 7, 1, 3]])
+    assert torch.allclose(m(x).loss, bst_loss_reference(m, x), atol=1e-10)
+
+
+def test_bst_pairs_subsampling_keeps_eos_pairs():
+    m = _bst(0.3, torch.Generator().manual_seed(0))
+    seq = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4])
+    full = _bst(1.0).pairs(seq)
+    sub = m.pairs(seq)
+    # EOS (index 8) closes document 1 for suffixes and opens document 2 for prefixes: C(9,2) + C(5,2)
+    assert len(full) == 9 * 8 // 2 + 5 * 4 // 2
+    touch = (seq[full[:, 0]] == 9) | (seq[full[:, 1]] == 9)
+    kept = {tuple(p) for p in sub.tolist()}
+    assert all(tuple(p) in kept for p in full[touch].tolist())
+    assert 0.15 * len(full) < len(sub) < 0.5 * len(full)
+    with pytest.raises(ValueError, match="subsample"):
+        _bst(0.0)

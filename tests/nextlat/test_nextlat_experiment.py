@@ -105,3 +105,33 @@ def test_quick_statistics_three_seeds(tmp_path):
     r = run_paper("nextlat", "quick", out=tmp_path, progress=False)
     v = {c["id"]: c["verdict"] for c in r["claims"]}
     assert v["legal_moves"] == "holds" and v["compression"] == "holds" and v["spec_decoding"] == "holds"
+
+
+def test_full_config_is_wired():
+    exp, _ = _claims()
+    full = exp.CONFIGS["full"]
+    assert [(g.k, g.l) for g in full.pathstar] == [(2, 5), (5, 5)]
+    assert full.city.n == 10 and full.group.group == "A5" and full.group.length == 16
+    assert full.lm.gammas == (2, 4, 8) and len(full.lm_seeds) == 3
+    assert {"nextlat_d1", "nextlat_d4", "nextlat_d8", "gpt"} <= set(full.lm.models)
+    assert {"mtp", "jtp"} <= set(full.city.models)
+
+
+def test_full_benchmarks_run_at_toy_size():
+    """The full config's path-star, A5 (S3 here), JTP/MTP-on-city and d-sweep paths, shrunk to seconds."""
+    import dataclasses
+
+    exp, c = _claims()
+    ps = exp.PathStarConfig(k=2, l=3, M=12, train=64, test=16, hidden=64, layers=1, heads=2, steps=3, batch=8,
+                            proj_factor=1.0)
+    runs = {"pathstar": {"G2_3": {n: exp.run_task(("pathstar", ps, 0, n, 1)) for n in ("gpt", "nextlat_d3")}}}
+    g = exp.GroupConfig(group="S3", length=6, train=64, test=16, hidden=64, layers=1, heads=2, steps=3, batch=8)
+    runs["group"] = {n: exp.run_task(("group", g, 0, n, 1)) for n in ("gpt", "nextlat_d1")}
+    city = dataclasses.replace(exp.CONFIGS["smoke"].city, steps=2, prompts=4, latents=64, compression_pairs=20)
+    jtp = exp.run_task(("city", city, 0, "jtp", 1))
+    assert 0 <= runs["pathstar"]["G2_3"]["nextlat_d3"]["exact_match"] <= 1
+    assert 0 <= runs["group"]["nextlat_d1"]["accuracy"] <= 1 and runs["group"]["gpt"]["cpu_seconds"] > 0
+    assert 0 <= jtp["legal_rate"] <= 1 and len(jtp["token_probe"]) == len(city.probe_ks)
+    assert c["planning_pathstar"].evaluate(runs).verdict == "inconclusive"  # one seed: no s.e.
+    assert "G2_3" in c["planning_pathstar"].evaluate(runs).measured
+    assert c["group_word"].evaluate({}).verdict == "inconclusive"

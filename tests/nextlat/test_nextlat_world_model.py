@@ -114,3 +114,29 @@ def test_compression_rate_is_one_for_a_state_model_and_lower_for_history_depende
     assert 0.2 < noisy < 0.9
     with pytest.raises(ValueError, match="eps"):
         compression_rate(_legal_set_model(grid), grid, ids, states, eps=0.0)
+
+
+def test_path_exact_match_on_oracles():
+    from neurips26.nextlat.world_model import path_exact_match
+
+    ps = data.path_star_tokens(2, 4, 20, 10)
+    assert ps.ids.shape == (10, 2 * 2 * 3 + 4 + 4 + 1) and ps.ids[0, ps.context_length - 1] == ps.eq
+    table = {tuple(r[: ps.context_length + j].tolist()): int(r[ps.context_length + j])
+             for r in ps.ids for j in range(ps.path_len)}
+
+    def oracle(wrong=False):
+        def logits(seq):
+            out = torch.zeros(*seq.shape, ps.vocab)
+            for b, row in enumerate(seq):
+                y = table.get(tuple(row.tolist()), 0)
+                out[b, -1, (y + 1) % ps.M if wrong and seq.shape[1] == ps.context_length + 2 else y] = 1.0
+            return out
+        return SimpleNamespace(next_token_logits=logits)
+
+    assert path_exact_match(oracle(), ps.ids, ps.context_length, ps.path_len) == 1.0
+    assert path_exact_match(oracle(True), ps.ids, ps.context_length, ps.path_len) == 0.0
+    for r in ps.ids:                                    # the path is a valid arm from the source to the goal
+        path = r[ps.context_length : ps.context_length + ps.path_len]
+        edges = set(zip(r[: 12 : 2].tolist(), r[1:12:2].tolist()))
+        assert path[0] == r[13] and path[-1] == r[14]
+        assert all((int(a), int(b)) in edges for a, b in zip(path[:-1], path[1:]))

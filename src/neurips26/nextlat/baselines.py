@@ -292,3 +292,147 @@ def jtp_loss_reference(m: JTPForCausalLM, input_ids: torch.Tensor) -> torch.Tens
                 counts[k] += 1
     losses = [s / max(c, 1) for s, c in zip(sums, counts)]
     return losses[0] + m.lambda_jtp * torch.stack(losses[1:]).mean()
+
+
+# ----------------------------------------------------------------------------- BST
+
+
+@dataclass
+class BSTOutput:
+    loss: torch.Tensor
+    ntp: torch.Tensor          # CE of the next-token half over the sampled pairs
+    prev: torch.Tensor         # CE of the previous-token half
+    pairs: int
+
+
+class BSTForCausalLM(nn.Module):
+    """Belief State Transformer (Hu et al. 2025) from two HF causal LMs (official semantics, full only).
+
+    F = forward encoder (the first model's trunk, causal), B = backward encoder (the second model's trunk
+    run on the reversed sequence, i.e. anti-causal; token embeddings shared with F). For a pair of
+    positions i < j in one document::
+
+        u = [F_i; B_j],  u <- LN(u + MLP(u))        (MLP = SwiGLU(2p -> m) -> Linear(m -> 2p))
+        [u_next; u_prev] = u,   next = W u_next predicts x_{i+1},  prev = W u_prev predicts x_{j-1}
+        (j = i + 1: both targets are EOS, the official "eos" single-gap mode)
+        L = (CE_next + CE_prev) / 2, mean over the sampled pairs
+
+    All O(T^2) valid pairs are used when ``subsample = 1``; otherwise each non-EOS pair is kept with the
+    probability that makes the expected count ``subsample`` x the valid pairs (pairs that touch EOS are
+    always kept). Generation (``next_token_logits``) pairs F_t with B of a lone EOS (the empty suffix).
+    """
+
+    def __init__(self, forward_model, backward_model, eos_token_id: int, subsample: float = 1.0,
+                 pad_token_id: int | None = None, generator: torch.Generator | None = None):
+        super().__init__()
+        self.vocab = int(forward_model.config.vocab_size)
+        self.eos_token_id = check_scalar(eos_token_id, "eos_token_id", int, min=0, max=self.vocab - 1)
+        self.subsample = check_scalar(subsample, "subsample", float, min=0, max=1, inclusive="right")
+        if pad_token_id is not None:
+            check_scalar(pad_token_id, "pad_token_id", int, min=0, max=self.vocab - 1)
+        if int(backward_model.config.hidden_size) != int(forward_model.config.hidden_size):
+            raise ValueError("forward_model and backward_model must have the same hidden_size")
+        self.pad_token_id = pad_token_id
+        self.model, self.backward = forward_model, backward_model
+        self.backward.set_input_embeddings(forward_model.get_input_embeddings())   # shared embeddings
+        p = int(forward_model.config.hidden_size)
+        m = 128 * round(8 * 2 * p / 3 / 128)
+        self.gate, self.up = nn.Linear(2 * p, m, bias=False), nn.Linear(2 * p, m, bias=False)
+        self.down = nn.Linear(m, 2 * p, bias=False)
+        self.norm = nn.LayerNorm(2 * p, bias=False)
+        self.head = nn.Linear(p, self.vocab, bias=False)
+        for lin in (self.gate, self.up, self.down, self.head):
+            nn.init.normal_(lin.weight, 0.0, 0.02)
+        dtype = next(forward_model.parameters()).dtype
+        for mod in (self.gate, self.up, self.down, self.norm, self.head):
+            mod.to(dtype)
+        self.generator = generator
+
+    check_ids = NextLatForCausalLM.check_ids
+
+    def hidden(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """F: the forward encoder's final-norm latents [B, T, p]."""
+        return self.model.base_model(input_ids=input_ids).last_hidden_state
+
+    def backward_hidden(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """B_j (covers x_j..x_T): the backward trunk on the reversed sequence, flipped back."""
+        return self.backward.base_model(input_ids=input_ids.flip(1)).last_hidden_state.flip(1)
+
+    def text_head(self, f: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        u = torch.cat([f, b], -1)
+        u = self.norm(u + self.down(F.silu(self.gate(u)) * self.up(u)))
+        nxt, prv = u.chunk(2, -1)
+        return self.head(nxt), self.head(prv)
+
+    def pairs(self, seq: torch.Tensor) -> torch.Tensor:
+        """The (i, j) pairs of one sequence [T] used in the loss: i < j, same document, no PAD, subsampled."""
+        T = seq.numel()
+        i, j = torch.triu_indices(T, T, offset=1)
+        eos = seq == self.eos_token_id
+        doc_f = torch.cumsum(eos.long(), 0)                 # EOS starts a new document (forward) ...
+        doc_b = doc_f.roll(1)
+        doc_b[0] = 0                                        # ... and ends its own (backward)
+        ok = doc_f[i] == doc_b[j]
+        if self.pad_token_id is not None:
+            ok &= (seq[i] != self.pad_token_id) & (seq[j] != self.pad_token_id)
+        i, j = i[ok], j[ok]
+        if self.subsample < 1 and len(i):
+            touch = eos[i] | eos[j]
+            rest = int((~touch).sum())
+            target = self.subsample * len(i)
+            prob = 0.0 if rest == 0 else max(0.0, min(1.0, (target - int(touch.sum())) / rest))
+            keep = touch | (torch.rand(len(i), generator=self.generator) < prob)
+            i, j = i[keep], j[keep]
+        return torch.stack([i, j], 1)
+
+    def forward(self, input_ids: torch.Tensor) -> BSTOutput:
+        input_ids = self.check_ids(input_ids)
+        Fh, Bh = self.hidden(input_ids), self.backward_hidden(input_ids)
+        nxt_l, prv_l, n = [], [], 0
+        for b, seq in enumerate(input_ids):
+            pr = self.pairs(seq)
+            if not len(pr):
+                continue
+            i, j = pr[:, 0], pr[:, 1]
+            y_next, y_prev = seq[i + 1].clone(), seq[j - 1].clone()
+            single = j - i == 1
+            y_next[single], y_prev[single] = self.eos_token_id, self.eos_token_id
+            zn, zp = self.text_head(Fh[b, i], Bh[b, j])
+            nxt_l.append(F.cross_entropy(zn, y_next, reduction="sum"))
+            prv_l.append(F.cross_entropy(zp, y_prev, reduction="sum"))
+            n += len(pr)
+        if n == 0:
+            raise ValueError("input_ids has no valid (prefix, suffix) pair: sequences too short or all PAD")
+        ntp, prev = torch.stack(nxt_l).sum() / n, torch.stack(prv_l).sum() / n
+        return BSTOutput((ntp + prev) / 2, ntp, prev, n)
+
+    def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Generation: next-token logits from [F_t; B(EOS)] at every position."""
+        Fh = self.hidden(input_ids)
+        b_eos = self.backward_hidden(input_ids.new_full((1, 1), self.eos_token_id))[0, 0]
+        return self.text_head(Fh, b_eos.expand_as(Fh))[0]
+
+
+def bst_loss_reference(m: BSTForCausalLM, input_ids: torch.Tensor) -> torch.Tensor:
+    """BST loss by a loop over all pairs (subsample = 1), each suffix encoded on its own (test reference)."""
+    Fh = m.hidden(input_ids)
+    tot, n = Fh.new_zeros(()), 0
+    for b, seq in enumerate(input_ids):
+        T = len(seq)
+        docs = [0]
+        for t in range(1, T):
+            docs.append(docs[-1] + int(seq[t - 1] == m.eos_token_id))   # backward doc: EOS closes it
+        for i in range(T):
+            doc_i = sum(int(x == m.eos_token_id) for x in seq[: i + 1])
+            for j in range(i + 1, T):
+                if doc_i != docs[j] or int(seq[i]) == m.pad_token_id or int(seq[j]) == m.pad_token_id:
+                    continue
+                suffix = seq[j:][None]
+                bj = m.backward.base_model(input_ids=suffix.flip(1)).last_hidden_state[0, -1]
+                zn, zp = m.text_head(Fh[b, i], bj)
+                yn = m.eos_token_id if j == i + 1 else int(seq[i + 1])
+                yp = m.eos_token_id if j == i + 1 else int(seq[j - 1])
+                tot = tot + (F.cross_entropy(zn[None], torch.tensor([yn]))
+                             + F.cross_entropy(zp[None], torch.tensor([yp]))) / 2
+                n += 1
+    return tot / n

@@ -108,3 +108,20 @@ def compression_rate(model: NextLatForCausalLM, grid: CityGrid, ids: np.ndarray,
         total += 1
         same += bool(np.array_equal(acc[rows[a], cols[a]], acc[rows[b], cols[b]]))
     return same / total if total else float("nan")
+
+
+@torch.no_grad()
+def path_exact_match(model, ids: np.ndarray, context_length: int, path_len: int) -> float:
+    """Path-star planning accuracy: greedy decoding from the prompt ids[:, :context_length] (batched
+    full forwards through ``model.next_token_logits``); a row counts when all ``path_len`` generated
+    tokens equal the true path."""
+    context_length = check_scalar(context_length, "context_length", int, min=1)
+    path_len = check_scalar(path_len, "path_len", int, min=1)
+    if ids.shape[1] < context_length + path_len:
+        raise ValueError(f"ids has {ids.shape[1]} columns < context_length + path_len = {context_length + path_len}")
+    seq = torch.from_numpy(np.ascontiguousarray(ids[:, :context_length]))
+    for _ in range(path_len):
+        y = model.next_token_logits(seq)[:, -1].argmax(-1)
+        seq = torch.cat([seq, y[:, None]], 1)
+    gen = seq[:, context_length:].numpy()
+    return float((gen == ids[:, context_length : context_length + path_len]).all(1).mean())
