@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neurips26.nextlat import data
-from neurips26.nextlat.metrics import effective_rank, probe_accuracy, speedup_bound
+from neurips26.nextlat.metrics import effective_rank, probe_accuracy, speedup_bound, token_probe_accuracy
 
 
 def test_effective_rank_identities():
@@ -91,3 +91,21 @@ def test_bad_generator_parameters():
         data.city_walks(data.city_grid(3), 5, 10)
     with pytest.raises(ValueError, match="group"):
         data.group_elements("S4")
+
+
+def test_token_probes_find_the_encoded_offset():
+    """h_t encodes x_{t+3} (one-hot + noise): the k = 3 probe is near perfect, other k near chance."""
+    rng = np.random.default_rng(0)
+    N, T, V = 60, 30, 5
+    ids = rng.integers(0, V, size=(N, T))
+    H = rng.normal(scale=0.2, size=(N, T, 8))
+    H[:, : T - 3, :V] += np.eye(V)[ids[:, 3:]]
+    acc = token_probe_accuracy(H, ids, [1, 2, 3, 4])
+    assert acc[3] > 0.95 and max(acc[1], acc[2], acc[4]) < 0.4
+    valid = np.ones((N, T), bool)
+    valid[:, 20:] = False                                   # masked tokens are never targets
+    assert token_probe_accuracy(H, ids, [3], valid=valid)[3] > 0.95
+    with pytest.raises(ValueError, match="ks"):
+        token_probe_accuracy(H, ids, [0])
+    with pytest.raises(ValueError, match="ids"):
+        token_probe_accuracy(H, ids[:, :5], [1])

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from neurips26.harness.paper import SeedMetrics
@@ -51,10 +52,49 @@ def test_spec_claim_requires_greedy_equality():
         "accepted_beyond_first": 1.0,
         "equals_greedy": True,
     }
-    m = {"lm": {"spec": {"gamma4": sp}}}
+    m = {"lm": {"nextlat_d1": {"spec": {"gamma4": sp}}}}
     assert c["spec_decoding"].evaluate(m).verdict == "holds"
     sp["equals_greedy"] = False
     assert c["spec_decoding"].evaluate(m).verdict == "fails"
+
+
+def test_lm_loss_claim_uses_window_noise_for_one_seed():
+    exp, c = _claims()
+    rng = np.random.default_rng(0)
+    gpt = 2.0 + 0.1 * rng.normal(size=32)
+    for shift, want in ((0.0, "holds"), (0.2, "fails")):  # +0 % vs +10 % worse, consistently per window
+        nl = gpt + shift + 0.005 * rng.normal(size=32)
+        lm = {"nextlat_d1": {"val_loss": nl.mean(), "val_loss_windows": list(nl)},
+              "gpt": {"val_loss": gpt.mean(), "val_loss_windows": list(gpt)}}
+        assert c["lm_loss"].evaluate({"lm": lm}).verdict == want
+
+
+def test_probe_claim_is_paired_over_seeds():
+    exp, c = _claims()
+    ks = list(range(1, 6))
+
+    def run(gain):
+        return {"city": {"gpt": {"probe_ks": ks, "token_probe": [0.5, 0.3, 0.2, 0.2, 0.2]},
+                         "nextlat_d1": {"probe_ks": ks, "token_probe": [0.5] + [0.25 + gain] * 4}}}
+
+    assert c["probes_city"].evaluate(SeedMetrics([0, 1, 2], [run(0.01), run(0.02), run(0.015)])).verdict == "holds"
+    assert c["probes_city"].evaluate(SeedMetrics([0, 1, 2], [run(-0.2), run(-0.21), run(-0.19)])).verdict == "fails"
+    assert c["probes_city"].evaluate(run(0.1)).verdict == "inconclusive"  # one seed
+    assert c["probes_lm"].evaluate(run(0.1)).verdict == "inconclusive"  # no LM
+
+
+def test_spec_grows_with_d_claim():
+    exp, c = _claims()
+
+    def spec(xs):
+        return {"spec": {"gamma4": {"tokens_per_forward": float(np.mean(xs)), "tokens_per_forward_prompts": xs}}}
+
+    lm = {"nextlat_d1": spec([1.5, 1.6, 1.4, 1.5]), "gpt": {}}
+    assert c["spec_grows_with_d"].evaluate({"lm": lm}).verdict == "inconclusive"  # one d
+    lm["nextlat_d4"] = spec([1.9, 2.1, 1.8, 2.0])
+    assert c["spec_grows_with_d"].evaluate({"lm": lm}).verdict == "holds"
+    lm["nextlat_d4"] = spec([1.2, 1.1, 1.2, 1.0])
+    assert c["spec_grows_with_d"].evaluate({"lm": lm}).verdict == "fails"
 
 
 @pytest.mark.slow
@@ -65,3 +105,33 @@ def test_quick_statistics_three_seeds(tmp_path):
     r = run_paper("nextlat", "quick", out=tmp_path, progress=False)
     v = {c["id"]: c["verdict"] for c in r["claims"]}
     assert v["legal_moves"] == "holds" and v["compression"] == "holds" and v["spec_decoding"] == "holds"
+
+
+def test_full_config_is_wired():
+    exp, _ = _claims()
+    full = exp.CONFIGS["full"]
+    assert [(g.k, g.l) for g in full.pathstar] == [(2, 5), (5, 5)]
+    assert full.city.n == 10 and full.group.group == "A5" and full.group.length == 16
+    assert full.lm.gammas == (2, 4, 8) and len(full.lm_seeds) == 3
+    assert {"nextlat_d1", "nextlat_d4", "nextlat_d8", "gpt"} <= set(full.lm.models)
+    assert {"mtp", "jtp"} <= set(full.city.models)
+
+
+def test_full_benchmarks_run_at_toy_size():
+    """The full config's path-star, A5 (S3 here), JTP/MTP-on-city and d-sweep paths, shrunk to seconds."""
+    import dataclasses
+
+    exp, c = _claims()
+    ps = exp.PathStarConfig(k=2, l=3, M=12, train=64, test=16, hidden=64, layers=1, heads=2, steps=3, batch=8,
+                            proj_factor=1.0)
+    runs = {"pathstar": {"G2_3": {n: exp.run_task(("pathstar", ps, 0, n, 1)) for n in ("gpt", "nextlat_d3")}}}
+    g = exp.GroupConfig(group="S3", length=6, train=64, test=16, hidden=64, layers=1, heads=2, steps=3, batch=8)
+    runs["group"] = {n: exp.run_task(("group", g, 0, n, 1)) for n in ("gpt", "nextlat_d1")}
+    city = dataclasses.replace(exp.CONFIGS["smoke"].city, steps=2, prompts=4, latents=64, compression_pairs=20)
+    jtp = exp.run_task(("city", city, 0, "jtp", 1))
+    assert 0 <= runs["pathstar"]["G2_3"]["nextlat_d3"]["exact_match"] <= 1
+    assert 0 <= runs["group"]["nextlat_d1"]["accuracy"] <= 1 and runs["group"]["gpt"]["cpu_seconds"] > 0
+    assert 0 <= jtp["legal_rate"] <= 1 and len(jtp["token_probe"]) == len(city.probe_ks)
+    assert c["planning_pathstar"].evaluate(runs).verdict == "inconclusive"  # one seed: no s.e.
+    assert "G2_3" in c["planning_pathstar"].evaluate(runs).measured
+    assert c["group_word"].evaluate({}).verdict == "inconclusive"

@@ -150,3 +150,21 @@ def test_save_pretrained_round_trip(tmp_path):
     assert torch.equal(before.loss, after.loss) and torch.equal(before.logits, after.logits)
     with pytest.raises(FileNotFoundError, match="path"):
         NextLatForCausalLM.from_pretrained(tmp_path / "nothing")
+
+
+def test_labels_mode_is_unshifted_ce_and_keeps_the_last_kl_teacher():
+    """Sequence labelling (group word problem): z_t predicts labels_t; psi is still fed x_{t+1}."""
+    import torch.nn.functional as F
+
+    from neurips26.nextlat.model import NextLatForCausalLM, tiny_llama
+
+    torch.manual_seed(0)
+    m = NextLatForCausalLM(tiny_llama(7, 64, 1, 2, ctx=16, dtype=torch.float64), d=1)
+    x, y = torch.randint(0, 7, (3, 9)), torch.randint(0, 7, (3, 9))
+    out, plain = m(x, labels=y), m(x)
+    assert torch.allclose(out.ntp, F.cross_entropy(out.logits.reshape(-1, 7), y.reshape(-1)), atol=1e-12)
+    assert torch.allclose(out.latent, plain.latent, atol=1e-12)     # same fed tokens, same targets
+    ok, kl = m.step_masks(x, 1, teacher_at_end=True)
+    assert kl.all() and not m.step_masks(x, 1)[1][:, -1].any()
+    with pytest.raises(ValueError, match="labels"):
+        m(x, labels=y[:, :4])

@@ -8,7 +8,7 @@ import torch
 from neurips26.nextlat import data
 from neurips26.nextlat.model import NextLatForCausalLM, tiny_llama
 from neurips26.nextlat.training import row_sampler, train
-from neurips26.nextlat.world_model import latents, rollouts
+from neurips26.nextlat.world_model import compression_rate, latents, rollouts
 
 
 class Oracle(torch.nn.Module):
@@ -50,7 +50,8 @@ class Oracle(torch.nn.Module):
 
 
 def _stub(grid, fixed=None):
-    return SimpleNamespace(model=Oracle(grid, fixed), eval=lambda: None)
+    o = Oracle(grid, fixed)
+    return SimpleNamespace(model=o, eval=lambda: None, next_token_logits=lambda ids: o(ids).logits)
 
 
 def test_rollout_metrics_on_oracles():
@@ -76,3 +77,66 @@ def test_training_learns_walks_and_latents_shape():
     assert H.shape == (100, 64) and (s >= 0).all()
     with pytest.raises(ValueError, match="q"):
         rollouts(m, grid, ids[:2], 12, q=1.5)
+
+
+def _legal_set_model(grid, noise_by_position=False):
+    """Next-token logits at every position from the true state: the legal moves (+ EOS at the goal) get
+    mass; with ``noise_by_position`` one legal move is dropped at odd positions (history-dependent)."""
+
+    def logits(ids):
+        ids = ids.numpy()
+        out = torch.full((*ids.shape, grid.vocab), -30.0)
+        for b, row in enumerate(ids):
+            u, goal = int(row[0]), int(row[1])
+            for t in range(len(row)):
+                if t >= 2:
+                    k = int(row[t]) - grid.move_base
+                    if not 0 <= k < 4:
+                        break
+                    u = grid.edges[u][k]
+                moves = sorted(grid.edges[u])
+                if noise_by_position and t % 2 and len(moves) > 1:
+                    moves = moves[1:]
+                for k in moves:
+                    out[b, t, grid.move_base + k] = 0.0
+                if u == goal:
+                    out[b, t, grid.eos] = 0.0
+        return out
+
+    return SimpleNamespace(next_token_logits=logits)
+
+
+def test_compression_rate_is_one_for_a_state_model_and_lower_for_history_dependence():
+    grid = data.city_grid(4, seed=0)
+    ids, states = data.city_walks(grid, 80, 16, seed=3)
+    assert compression_rate(_legal_set_model(grid), grid, ids, states, pairs=400) == 1.0
+    noisy = compression_rate(_legal_set_model(grid, True), grid, ids, states, pairs=400)
+    assert 0.2 < noisy < 0.9
+    with pytest.raises(ValueError, match="eps"):
+        compression_rate(_legal_set_model(grid), grid, ids, states, eps=0.0)
+
+
+def test_path_exact_match_on_oracles():
+    from neurips26.nextlat.world_model import path_exact_match
+
+    ps = data.path_star_tokens(2, 4, 20, 10)
+    assert ps.ids.shape == (10, 2 * 2 * 3 + 4 + 4 + 1) and ps.ids[0, ps.context_length - 1] == ps.eq
+    table = {tuple(r[: ps.context_length + j].tolist()): int(r[ps.context_length + j])
+             for r in ps.ids for j in range(ps.path_len)}
+
+    def oracle(wrong=False):
+        def logits(seq):
+            out = torch.zeros(*seq.shape, ps.vocab)
+            for b, row in enumerate(seq):
+                y = table.get(tuple(row.tolist()), 0)
+                out[b, -1, (y + 1) % ps.M if wrong and seq.shape[1] == ps.context_length + 2 else y] = 1.0
+            return out
+        return SimpleNamespace(next_token_logits=logits)
+
+    assert path_exact_match(oracle(), ps.ids, ps.context_length, ps.path_len) == 1.0
+    assert path_exact_match(oracle(True), ps.ids, ps.context_length, ps.path_len) == 0.0
+    for r in ps.ids:                                    # the path is a valid arm from the source to the goal
+        path = r[ps.context_length : ps.context_length + ps.path_len]
+        edges = set(zip(r[: 12 : 2].tolist(), r[1:12:2].tolist()))
+        assert path[0] == r[13] and path[-1] == r[14]
+        assert all((int(a), int(b)) in edges for a, b in zip(path[:-1], path[1:]))

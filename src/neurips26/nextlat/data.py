@@ -166,6 +166,44 @@ def path_star(k: int, l: int, M: int, index: int) -> PathStar:  # noqa: E741
     return PathStar(tuple(edges), source, arms[0][-1], tuple(arms[0]))
 
 
+@dataclass(frozen=True)
+class PathStarTokens:
+    """Token-level path-star data: ids [n, L] = [u v]*E  /  s g  =  p_0 .. p_{l-1}  EOS (ASSUMPTION: the
+    official text's ',' and '|' separators are dropped, edges being fixed-width pairs of node tokens)."""
+    ids: np.ndarray
+    context_length: int     # position of p_0: the prompt is ids[:, :context_length]
+    path_len: int           # l tokens of path (source and the l-1 arm nodes)
+    M: int
+
+    @property
+    def slash(self) -> int:
+        return self.M
+
+    @property
+    def eq(self) -> int:
+        return self.M + 1
+
+    @property
+    def eos(self) -> int:
+        return self.M + 2
+
+    @property
+    def vocab(self) -> int:
+        return self.M + 3
+
+
+def path_star_tokens(k: int, l: int, M: int, count: int, start: int = 0) -> PathStarTokens:  # noqa: E741
+    """Samples ``start .. start+count-1`` of G(k, l, M) (``random.seed(i)`` each) as token rows."""
+    count = check_scalar(count, "count", int, min=1)
+    start = check_scalar(start, "start", int, min=0)
+    rows = []
+    for i in range(start, start + count):
+        g = path_star(k, l, M, i)
+        rows.append([x for e in g.edges for x in e] + [M, g.source, g.goal, M + 1] + list(g.path) + [M + 2])
+    ids = np.asarray(rows, dtype=np.int64)
+    return PathStarTokens(ids, 2 * k * (l - 1) + 4, l, M)
+
+
 # ----------------------------------------------------------------------------- group word problem
 def group_elements(name: str) -> list[tuple[int, ...]]:
     """Elements of S3 (6 permutations of 3) or A5 (60 even permutations of 5), sorted."""

@@ -148,6 +148,10 @@ class NextLatForCausalLM(nn.Module):
         out = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask, **kw)
         return out.last_hidden_state
 
+    def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits for x_{t+1} at every position (the wrapped LM's own head: NextLat leaves inference alone)."""
+        return self.model(input_ids=input_ids).logits
+
     def rollout(self, h: torch.Tensor, input_ids: torch.Tensor) -> list[torch.Tensor]:
         """[h^(1), ..., h^(d)]: h^(i)[:, t] predicts h_{t+i}, shape [B, T - i, p] (vectorised by shifting)."""
         e = self.embed(input_ids)
@@ -159,8 +163,11 @@ class NextLatForCausalLM(nn.Module):
             out.append(cur)
         return out
 
-    def step_masks(self, input_ids: torch.Tensor, i: int, context_length: int = 0):
-        """(latent mask, KL mask) of rollout step i, each [B, T - i] (the official per-step rule)."""
+    def step_masks(self, input_ids: torch.Tensor, i: int, context_length: int = 0, teacher_at_end: bool = False):
+        """(latent mask, KL mask) of rollout step i, each [B, T - i] (the official per-step rule).
+
+        ``teacher_at_end``: the last position's logits have a target inside the window (sequence
+        labelling, ``labels`` given), so KL keeps it."""
         B, T = input_ids.shape
         fed, origin = input_ids[:, i:], input_ids[:, : T - i]
         ok = torch.ones_like(fed, dtype=torch.bool)
@@ -170,21 +177,30 @@ class NextLatForCausalLM(nn.Module):
             ok &= (fed != self.pad_token_id) & (origin != self.pad_token_id)
         pos = torch.arange(i, T, device=input_ids.device)
         ok &= (pos >= context_length)[None, :]
-        kl = ok & (pos < T - 1)[None, :]
+        kl = ok if teacher_at_end else ok & (pos < T - 1)[None, :]
         return ok, kl
 
     # ----------------------------------------------------------------- loss
-    def forward(self, input_ids: torch.Tensor, attention_mask=None, context_length: int = 0) -> NextLatOutput:
+    def forward(self, input_ids: torch.Tensor, attention_mask=None, context_length: int = 0,
+                labels: torch.Tensor | None = None) -> NextLatOutput:
+        """Losses of one batch. ``labels`` [B, T] (optional): sequence labelling (the group word problem),
+        z_t predicts labels_t instead of x_{t+1}; psi is still fed the next INPUT token x_{t+1}."""
         input_ids = self.check_ids(input_ids)
         context_length = check_scalar(context_length, "context_length", int, min=0)
+        if labels is not None:
+            labels = self.check_ids(labels, "labels")
+            if labels.shape != input_ids.shape:
+                raise ValueError(f"labels must have input_ids' shape {tuple(input_ids.shape)}, got {tuple(labels.shape)}")
         h = self.hidden(input_ids, attention_mask)
         logits = self.head(h)
-        tgt = input_ids[:, 1:]
-        pos = torch.arange(1, input_ids.shape[1], device=h.device)
+        if labels is None:
+            tgt, z, pos = input_ids[:, 1:], logits[:, :-1], torch.arange(1, input_ids.shape[1], device=h.device)
+        else:
+            tgt, z, pos = labels, logits, torch.arange(input_ids.shape[1], device=h.device)
         ntp_mask = (pos >= context_length)[None, :].expand_as(tgt)
         if self.pad_token_id is not None:
             ntp_mask = ntp_mask & (tgt != self.pad_token_id)
-        ce = F.cross_entropy(logits[:, :-1].reshape(-1, self.vocab), tgt.reshape(-1), reduction="none")
+        ce = F.cross_entropy(z.reshape(-1, self.vocab), tgt.reshape(-1), reduction="none")
         ntp = masked_mean(ce.view_as(tgt), ntp_mask)
         zero = h.new_zeros(())
         lat, kl = zero, zero
@@ -194,7 +210,7 @@ class NextLatForCausalLM(nn.Module):
             b_sg = None if self.head.bias is None else self.head.bias.detach()
             lat_terms, kl_terms = [], []
             for i, hh in enumerate(steps, start=1):
-                m_h, m_kl = self.step_masks(input_ids, i, context_length)
+                m_h, m_kl = self.step_masks(input_ids, i, context_length, teacher_at_end=labels is not None)
                 target = h[:, i:].detach()
                 reg = F.smooth_l1_loss(hh, target, beta=1.0, reduction="none").mean(-1)
                 lat_terms.append(masked_mean(reg, m_h))

@@ -1,5 +1,5 @@
 """World-model metrics on the city grid (Vafa et al. 2024 style, spec M7): legal-move rate, detour
-robustness, and the latents used for effective rank and current-node probes."""
+robustness, sequence compression, and the latents used for effective rank and probes."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def rollouts(model: NextLatForCausalLM, grid: CityGrid, prompts: np.ndarray, T: 
     legal = illegal = 0
     model.eval()
     for step in range(T - 2):
-        y = model.model(input_ids=seq).logits[:, -1].argmax(-1).numpy()
+        y = model.next_token_logits(seq)[:, -1].argmax(-1).numpy()
         for b in range(n):
             if not alive[b]:
                 continue
@@ -67,3 +67,61 @@ def latents(model: NextLatForCausalLM, ids: np.ndarray, states: np.ndarray, pad:
     h = model.hidden(torch.from_numpy(np.ascontiguousarray(ids))).double().numpy()
     keep = ids != pad
     return h[keep][:limit], states[keep][:limit]
+
+
+@torch.no_grad()
+def compression_rate(model: NextLatForCausalLM, grid: CityGrid, ids: np.ndarray, states: np.ndarray,
+                     eps: float = 0.01, pairs: int = 2000, seed: int = 0) -> float:
+    """Sequence compression (Vafa et al. 2024, one-token suffixes): two prefixes that reach the same
+    true state must get the same set of accepted continuations.
+
+    The true state of a prefix ending at position t (t >= 1, token not EOS/PAD) is (current node,
+    current node == goal): it fixes the legal continuations (the node's out-moves, plus EOS at the
+    goal). The model accepts the next tokens with probability > ``eps`` (ASSUMPTION: the threshold).
+    ``pairs`` random pairs of prefixes from different sequences with equal true state are drawn; the
+    score is the fraction whose accepted sets are identical (1 = the model compresses the histories).
+    """
+    eps = check_scalar(eps, "eps", float, min=0, max=1, inclusive="neither")
+    pairs = check_scalar(pairs, "pairs", int, min=1)
+    probs = torch.softmax(model.next_token_logits(torch.from_numpy(np.ascontiguousarray(ids))).double(), -1)
+    acc = (probs > eps).numpy()                                  # [N, T, V] accepted next tokens
+    N, T = ids.shape
+    t_idx = np.arange(T)[None, :]
+    ok = (t_idx >= 1) & (ids != grid.eos) & (ids != grid.pad)
+    key = states * 2 + (states == ids[:, 1:2])                   # (node, at goal) as one integer
+    rows, cols = np.nonzero(ok)
+    keys = key[rows, cols]
+    rng = np.random.default_rng(seed)
+    same = total = 0
+    by_key: dict[int, np.ndarray] = {}
+    for kv in np.unique(keys):
+        by_key[int(kv)] = np.nonzero(keys == kv)[0]
+    pool = [v for v in by_key.values() if len(np.unique(rows[v])) > 1]
+    if not pool:
+        return float("nan")
+    weights = np.array([len(v) for v in pool], float)
+    for _ in range(pairs):
+        v = pool[rng.choice(len(pool), p=weights / weights.sum())]
+        a, b = rng.choice(v, 2, replace=False)
+        if rows[a] == rows[b]:
+            continue
+        total += 1
+        same += bool(np.array_equal(acc[rows[a], cols[a]], acc[rows[b], cols[b]]))
+    return same / total if total else float("nan")
+
+
+@torch.no_grad()
+def path_exact_match(model, ids: np.ndarray, context_length: int, path_len: int) -> float:
+    """Path-star planning accuracy: greedy decoding from the prompt ids[:, :context_length] (batched
+    full forwards through ``model.next_token_logits``); a row counts when all ``path_len`` generated
+    tokens equal the true path."""
+    context_length = check_scalar(context_length, "context_length", int, min=1)
+    path_len = check_scalar(path_len, "path_len", int, min=1)
+    if ids.shape[1] < context_length + path_len:
+        raise ValueError(f"ids has {ids.shape[1]} columns < context_length + path_len = {context_length + path_len}")
+    seq = torch.from_numpy(np.ascontiguousarray(ids[:, :context_length]))
+    for _ in range(path_len):
+        y = model.next_token_logits(seq)[:, -1].argmax(-1)
+        seq = torch.cat([seq, y[:, None]], 1)
+    gen = seq[:, context_length:].numpy()
+    return float((gen == ids[:, context_length : context_length + path_len]).all(1).mean())
