@@ -260,6 +260,99 @@ def run_cil(backbone: nn.Module, method: str, tasks: Sequence[Sequence[int]], tr
             "model": model}
 
 
+class FrozenBackboneCIL(nn.Module):
+    """Base of the baselines that keep the whole backbone frozen and add their own parts (L2P, CODA-Prompt,
+    EASE): the backbone in eval mode, one classifier-row block per task (no bias, N(0, 0.02^2)), seen classes.
+
+    A subclass defines ``new_task`` (its own parts, then ``add_rows``), ``task_params`` (what this task
+    trains besides its rows), ``task_loss(tokens, local_labels)``, ``all_logits(tokens)`` (over every seen
+    class), optionally ``end_task(tokens, labels)``, and ``trainable_params``/``stored_params``;
+    ``run_frozen_cil`` is the one class-incremental loop they share.
+    """
+
+    def __init__(self, backbone: nn.Module):
+        super().__init__()
+        self.backbone = backbone.eval()
+        for p in self.backbone.parameters():
+            p.requires_grad_(False)
+        self.rows = nn.ParameterList()
+        self.classes: list[list[int]] = []
+
+    def train(self, mode: bool = True):          # the backbone stays in eval mode (BN/Dropout off)
+        super().train(mode)
+        self.backbone.eval()
+        return self
+
+    @property
+    def seen_classes(self) -> list[int]:
+        return [c for cs in self.classes for c in cs]
+
+    def add_rows(self, classes: Sequence[int], generator: torch.Generator | None = None) -> None:
+        """Rows of the new task's classes (the earlier rows are frozen by the subclass's ``new_task``)."""
+        self.rows.append(nn.Parameter(torch.randn(len(classes), self.backbone.dim, generator=generator) * 0.02))
+        self.classes.append(list(classes))
+
+    def task_params(self) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def task_loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def all_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def end_task(self, tokens: torch.Tensor, labels: np.ndarray) -> None:
+        """After a task's training (EASE: its prototypes); nothing by default."""
+
+
+def run_frozen_cil(model: FrozenBackboneCIL, tasks: Sequence[Sequence[int]], train: tuple, test: tuple,
+                   settings: TrainSettings, generator: torch.Generator) -> dict:
+    """The class-incremental loop of the frozen-backbone baselines (L2P, CODA-Prompt, EASE).
+
+    Per task: ``model.new_task``, the stem tokens of the task's training images once (``embed_frozen``),
+    Adam on ``task_params`` (``lr_adapter``) and the new rows (``lr_rows``) minimising ``task_loss`` (CE over
+    the current task's logits plus the method's regulariser) for ``settings.epochs`` epochs, ``end_task``,
+    then the accuracy on every seen task's test images by argmax of ``all_logits``. Returns the metrics,
+    the accuracy matrix, per-task loss curves, parameter counts and the model.
+    """
+    xtr, ytr = train
+    xte, yte = test
+    t_n = len(tasks)
+    acc = np.full((t_n, t_n), np.nan)
+    losses = []
+    for t, cs in enumerate(tasks):
+        model.new_task(cs, generator)
+        m = np.isin(ytr, cs)
+        tok, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xtr[m])))
+        local = {c: i for i, c in enumerate(cs)}
+        ys = torch.tensor([local[int(c)] for c in ytr[m]])
+        opt = torch.optim.Adam([{"params": model.task_params(), "lr": settings.lr_adapter},
+                                {"params": [model.rows[-1]], "lr": settings.lr_rows}])
+        model.train()
+        task_losses = []
+        for _ in range(settings.epochs):
+            perm = torch.randperm(len(tok), generator=generator)
+            for i in range(0, len(tok), settings.batch):
+                idx = perm[i:i + settings.batch]
+                loss = model.task_loss(tok[idx], ys[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                task_losses.append(float(loss.detach()))
+        losses.append(task_losses)
+        model.eval()
+        model.end_task(tok, ytr[m])
+        sel = np.isin(yte, model.seen_classes)
+        with torch.no_grad():
+            tte, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xte[sel])))
+            logits = model.all_logits(tte)
+        pred = np.asarray(model.seen_classes)[logits.argmax(1).numpy()]
+        acc[t, :t + 1] = task_accuracies(pred, yte[sel], tasks[:t + 1])
+    counts = [int(np.isin(yte, cs).sum()) for cs in tasks]
+    return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": model.trainable_params(),
+            "stored_adapter_params": model.stored_params(), "drift": None, "losses": losses, "model": model}
+
+
 def relative_drift(model: CILModel, snaps: list[list[torch.Tensor]]) -> dict:
     """Measured drift in units of each layer's budget gamma_l = rho ||W0_l||_F (max over layers).
 
