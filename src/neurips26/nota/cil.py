@@ -51,6 +51,17 @@ def check_tasks(tasks: Sequence[Sequence[int]]) -> list[list[int]]:
     return out
 
 
+def task_split(classes, n_tasks: int, seed: int) -> list[list[int]]:
+    """``classes`` permuted by ``seed`` (seed 0: identity order) and cut into ``n_tasks`` equal tasks."""
+    cs = list(classes)
+    if seed:
+        cs = [cs[i] for i in np.random.default_rng(seed).permutation(len(cs))]
+    if len(cs) % n_tasks:
+        raise ValueError(f"{len(cs)} classes do not split into {n_tasks} equal tasks")
+    k = len(cs) // n_tasks
+    return [cs[i * k:(i + 1) * k] for i in range(n_tasks)]
+
+
 @dataclass
 class TrainSettings:
     epochs: int = 3

@@ -24,7 +24,7 @@ from neurips26.harness.paper import (FAILS, HOLDS, INCONCLUSIVE, fmt_se, get_pat
 from neurips26.harness.run import RunContext
 from neurips26.harness.validation import check_scalar
 from neurips26.nota.backbone import PretrainConfig, pretrain
-from neurips26.nota.cil import TrainSettings, run_cil
+from neurips26.nota.cil import TrainSettings, run_cil, task_split
 from neurips26.nota.data import cache_dir, digits, synth_glyphs
 from neurips26.nota.coda import run_coda
 from neurips26.nota.ease import run_ease
@@ -106,17 +106,6 @@ CONFIGS = {
                    seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
-
-
-def task_split(classes, n_tasks: int, seed: int) -> list[list[int]]:
-    """``classes`` permuted by ``seed`` (seed 0: identity order) and cut into ``n_tasks`` equal tasks."""
-    cs = list(classes)
-    if seed:
-        cs = [cs[i] for i in np.random.default_rng(seed).permutation(len(cs))]
-    if len(cs) % n_tasks:
-        raise ValueError(f"{len(cs)} classes do not split into {n_tasks} equal tasks")
-    k = len(cs) // n_tasks
-    return [cs[i * k:(i + 1) * k] for i in range(n_tasks)]
 
 
 def run(cfg: Config, ctx: RunContext) -> dict:
