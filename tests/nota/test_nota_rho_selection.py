@@ -42,7 +42,8 @@ def test_quick_selects_rho_for_the_global_methods_only():
     assert set(GLOBAL_METHODS) == {"nota", "lora_gn", "hnota"}
     assert CONFIGS["smoke"].cil.select_rho == ()          # smoke stays seconds
     assert CONFIGS["quick"].seeds == (0, 1, 2)             # spec check 11: 3-seed statistics
-    assert {"coda", "ease"} <= set(c.methods) and c.select_seed == 0 and c.select_epochs == 1
+    assert {"coda", "ease"} <= set(c.methods) and c.select_seed == 0
+    assert c.select_epochs is None and dict(c.share_rho) == {"hnota": "nota"}   # the run's own schedule
     full = CONFIGS["full"]
     assert full.data.n_tasks == (4, 6, 12) and full.data.cross_domain and full.cil.sweep_n == (2, 3)
     assert {"inflora", "l2p", "coda", "ease", "joint"} <= set(full.cil.methods)
@@ -102,3 +103,32 @@ def test_each_global_method_selects_its_own_rho_once_and_caches_it(tmp_path, mon
     assert ex.selected_rhos(per_seed, bb, train, st, seed=1)["nota"]["seed"] == 1 and len(calls) == 4
     with pytest.raises(ValueError, match="global-rule"):
         real(bb, [[4, 5]], train, st, 0, (0.1,), method="sd_lora")
+
+
+def test_selection_trains_on_the_run_schedule_and_hnota_keeps_notas_budget(tmp_path, monkeypatch):
+    """select_epochs=None: the validation runs use the evaluated run's epochs (the best rho depends on the
+    schedule); H-NoTA takes NoTA's selected rho (share_rho) without a selection of its own."""
+    import dataclasses
+    from neurips26.nota import experiment as ex
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path / "cache"))
+    seen = []
+
+    def fake(backbone, tasks, train, settings, seed, grid, val_frac, method, **kw):
+        seen.append((method, settings.epochs))
+        return {"nota": 0.4, "lora_gn": 0.2}[method], {str(r): 0.5 for r in grid}
+
+    monkeypatch.setattr(ex, "select_rho", fake)
+    s = CONFIGS["smoke"]
+    cfg = dataclasses.replace(s, cil=dataclasses.replace(s.cil, methods=("hnota", "lora_gn", "nota", "mpo_tw"),
+                                                         select_rho=(0.2, 0.4)))
+    train = synth_glyphs(cfg.data.cil_classes, cfg.data.train_per_class, seed=10)
+    out = ex.selected_rhos(cfg, None, train, TrainSettings(epochs=3, batch=16), seed=0)
+    assert sorted(seen) == [("lora_gn", 3), ("nota", 3)]                 # the run's 3 epochs; no hnota run
+    assert out["hnota"]["rho"] == out["nota"]["rho"] == 0.4 and out["hnota"]["from"] == "nota"
+    assert out["lora_gn"]["rho"] == 0.2 and list(out) == ["hnota", "lora_gn", "nota"]
+    one = dataclasses.replace(cfg, cil=dataclasses.replace(cfg.cil, select_epochs=1))
+    ex.selected_rhos(one, None, train, TrainSettings(epochs=3, batch=16), seed=0)
+    assert sorted(seen[2:]) == [("lora_gn", 1), ("nota", 1)]               # an explicit schedule, own cache
+    bad = dataclasses.replace(cfg, cil=dataclasses.replace(cfg.cil, share_rho=(("hnota", "sd_lora"),)))
+    with pytest.raises(ValueError, match="share_rho"):
+        ex.selected_rhos(bad, None, train, TrainSettings(epochs=3, batch=16), seed=0)

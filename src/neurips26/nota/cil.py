@@ -51,6 +51,17 @@ def check_tasks(tasks: Sequence[Sequence[int]]) -> list[list[int]]:
     return out
 
 
+def task_split(classes, n_tasks: int, seed: int) -> list[list[int]]:
+    """``classes`` permuted by ``seed`` (seed 0: identity order) and cut into ``n_tasks`` equal tasks."""
+    cs = list(classes)
+    if seed:
+        cs = [cs[i] for i in np.random.default_rng(seed).permutation(len(cs))]
+    if len(cs) % n_tasks:
+        raise ValueError(f"{len(cs)} classes do not split into {n_tasks} equal tasks")
+    k = len(cs) // n_tasks
+    return [cs[i * k:(i + 1) * k] for i in range(n_tasks)]
+
+
 @dataclass
 class TrainSettings:
     epochs: int = 3
@@ -143,7 +154,7 @@ class TaskHead(nn.Module):
 
 
 def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSettings,
-               generator: torch.Generator, ddp: bool = False) -> None:
+               generator: torch.Generator, ddp: bool = False, fsdp: bool = False) -> None:
     """Train the current task (the last class set of ``model``) on ``(x, y)``; CE over its logits only.
 
     ddp=True (inside an initialised ``torch.distributed`` group, e.g. under ``torchrun``): every rank
@@ -151,7 +162,14 @@ def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSet
     global batch and trains through ``DistributedDataParallel(TaskHead(model))``; the averaged gradient
     is that of the global batch's mean CE (exactly when the slices are equal), and the normalization
     is recomputed identically on every rank from the replicated parameters (no extra collective).
+
+    fsdp=True (same process group, same batch slices): the task is trained through ``fsdp_head`` (torch
+    FSDP2 ``fully_shard`` per transformer block, then the head), so every block's frozen weights and its
+    MPO cores / LoRA factors are sharded and ``dW`` is materialised inside the block after its all-gather;
+    the trained tensors are gathered back into ``model`` at the end of the task.
     """
+    if ddp and fsdp:
+        raise ValueError("ddp and fsdp are exclusive")
     x = check_images(x)
     cur = model.classes[-1]
     y = np.asarray(y)
@@ -161,22 +179,25 @@ def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSet
     local = {c: i for i, c in enumerate(cur)}
     xs, embedded = embed_frozen(model.backbone, torch.from_numpy(x))
     ys = torch.tensor([local[int(c)] for c in y])
-    adapter_params = [p for layer in model.layers for p in layer.parameters() if p.requires_grad]
-    groups = [{"params": [model.rows[-1]], "lr": settings.lr_rows}]
-    if adapter_params:
-        groups.append({"params": adapter_params, "lr": settings.lr_adapter})
-    opt = torch.optim.Adam(groups)
-    head: nn.Module = TaskHead(model)
     rank, world = 0, 1
-    if ddp:
+    if ddp or fsdp:
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
-            raise ValueError("ddp=True needs an initialised torch.distributed process group (torchrun)")
+            raise ValueError("ddp=True / fsdp=True need an initialised torch.distributed process group (torchrun)")
         rank, world = dist.get_rank(), dist.get_world_size()
         if settings.batch < world:
             raise ValueError(f"batch={settings.batch} is smaller than the world size {world}")
+    head: nn.Module = fsdp_head(model) if fsdp else TaskHead(model)
+    trained = head.model                  # the sharded copy under FSDP, else ``model`` itself
+    adapter_params = [p for layer in trained.layers for p in layer.parameters() if p.requires_grad]
+    groups = [{"params": [trained.rows[-1]], "lr": settings.lr_rows}]
+    if adapter_params:
+        groups.append({"params": adapter_params, "lr": settings.lr_adapter})
+    opt = torch.optim.Adam(groups)
+    if ddp:
         head = nn.parallel.DistributedDataParallel(head, broadcast_buffers=False)
     model.train()
+    trained.train()
     for _ in range(settings.epochs):
         perm = torch.randperm(len(xs), generator=generator)
         for i in range(0, len(xs), settings.batch):
@@ -187,8 +208,51 @@ def train_task(model: CILModel, x: np.ndarray, y: np.ndarray, settings: TrainSet
                 loss = loss + settings.hier_penalty * sum(layer.hier_penalty() for layer in model.layers)
             opt.zero_grad()
             loss.backward()
+            if fsdp:
+                _average_replicated(head)
             opt.step()
+    if fsdp:
+        gather_trained(head, model)
     model.eval()
+
+
+def fsdp_head(model: CILModel) -> nn.Module:
+    """A ``TaskHead`` over a copy of ``model``, sharded with FSDP2: ``fully_shard`` on every transformer block
+    (frozen q/k/v/proj/MLP weights together with the adapters that live inside the block: their cores are
+    all-gathered with the block, so ``dW`` is materialised after the gather), then on the head (rows, norm).
+
+    The copy keeps ``model`` an ordinary module for evaluation and the per-task snapshots; at ViT-B/L scale
+    one would build the copy on the meta device instead (memory), the sharding plan is the same."""
+    from torch.distributed.fsdp import fully_shard
+    head = TaskHead(copy.deepcopy(model))
+    ordered = [p for p in head.parameters() if p.ndim == 0]   # alphas, learned gamma: FSDP2 shards dim 0
+    scalars = set(ordered)
+    for blk in head.model.backbone.blocks:
+        fully_shard(blk, ignored_params=scalars)
+    fully_shard(head, ignored_params=scalars)
+    # kept replicated; their gradients are all-reduced by hand, in the same (module) order on every rank
+    head.replicated = [p for p in ordered if p.requires_grad]
+    return head
+
+
+def _average_replicated(head: nn.Module) -> None:
+    """Mean over ranks of the gradients of the replicated (unsharded) scalars of an ``fsdp_head``."""
+    import torch.distributed as dist
+    world = dist.get_world_size()
+    for p in getattr(head, "replicated", []):
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad.div_(world)
+
+
+def gather_trained(head: nn.Module, model: CILModel) -> None:
+    """Copy the trainable tensors of the FSDP-sharded ``head`` (full, all-gathered) back into ``model``."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    full = get_model_state_dict(head, options=StateDictOptions(full_state_dict=True))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                p.copy_(full[f"model.{name}"])
 
 
 @torch.no_grad()
@@ -226,10 +290,12 @@ def cil_metrics(acc: np.ndarray, counts: Sequence[int] | None = None) -> dict:
 
 
 def run_cil(backbone: nn.Module, method: str, tasks: Sequence[Sequence[int]], train: tuple, test: tuple,
-            settings: TrainSettings | None = None, seed: int = 0, ddp: bool = False, **adapter_kwargs) -> dict:
+            settings: TrainSettings | None = None, seed: int = 0, ddp: bool = False, fsdp: bool = False,
+            **adapter_kwargs) -> dict:
     """The whole CIL sequence for one method; returns metrics, the accuracy matrix and parameter counts.
 
-    ddp=True trains each task data-parallel over the initialised process group (``train_task``)."""
+    ddp=True / fsdp=True train each task data-parallel / fully sharded over the initialised process group
+    (``train_task``)."""
     tasks = check_tasks(tasks)
     settings = settings or TrainSettings()
     if method == "ncm":
@@ -248,7 +314,7 @@ def run_cil(backbone: nn.Module, method: str, tasks: Sequence[Sequence[int]], tr
         model.new_task(cs, g)
         per_task.append(model.trainable_adapter_params())
         m = np.isin(ytr, cs)
-        train_task(model, xtr[m], ytr[m], settings, g, ddp=ddp)
+        train_task(model, xtr[m], ytr[m], settings, g, ddp=ddp, fsdp=fsdp)
         with torch.no_grad():
             snaps.append([layer.delta().detach().clone() for layer in model.layers])
         seen_m = np.isin(yte, model.seen_classes)
@@ -258,6 +324,99 @@ def run_cil(backbone: nn.Module, method: str, tasks: Sequence[Sequence[int]], tr
     return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": per_task[-1],
             "stored_adapter_params": model.stored_adapter_params(), "drift": relative_drift(model, snaps),
             "model": model}
+
+
+class FrozenBackboneCIL(nn.Module):
+    """Base of the baselines that keep the whole backbone frozen and add their own parts (L2P, CODA-Prompt,
+    EASE): the backbone in eval mode, one classifier-row block per task (no bias, N(0, 0.02^2)), seen classes.
+
+    A subclass defines ``new_task`` (its own parts, then ``add_rows``), ``task_params`` (what this task
+    trains besides its rows), ``task_loss(tokens, local_labels)``, ``all_logits(tokens)`` (over every seen
+    class), optionally ``end_task(tokens, labels)``, and ``trainable_params``/``stored_params``;
+    ``run_frozen_cil`` is the one class-incremental loop they share.
+    """
+
+    def __init__(self, backbone: nn.Module):
+        super().__init__()
+        self.backbone = backbone.eval()
+        for p in self.backbone.parameters():
+            p.requires_grad_(False)
+        self.rows = nn.ParameterList()
+        self.classes: list[list[int]] = []
+
+    def train(self, mode: bool = True):          # the backbone stays in eval mode (BN/Dropout off)
+        super().train(mode)
+        self.backbone.eval()
+        return self
+
+    @property
+    def seen_classes(self) -> list[int]:
+        return [c for cs in self.classes for c in cs]
+
+    def add_rows(self, classes: Sequence[int], generator: torch.Generator | None = None) -> None:
+        """Rows of the new task's classes (the earlier rows are frozen by the subclass's ``new_task``)."""
+        self.rows.append(nn.Parameter(torch.randn(len(classes), self.backbone.dim, generator=generator) * 0.02))
+        self.classes.append(list(classes))
+
+    def task_params(self) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def task_loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def all_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def end_task(self, tokens: torch.Tensor, labels: np.ndarray) -> None:
+        """After a task's training (EASE: its prototypes); nothing by default."""
+
+
+def run_frozen_cil(model: FrozenBackboneCIL, tasks: Sequence[Sequence[int]], train: tuple, test: tuple,
+                   settings: TrainSettings, generator: torch.Generator) -> dict:
+    """The class-incremental loop of the frozen-backbone baselines (L2P, CODA-Prompt, EASE).
+
+    Per task: ``model.new_task``, the stem tokens of the task's training images once (``embed_frozen``),
+    Adam on ``task_params`` (``lr_adapter``) and the new rows (``lr_rows``) minimising ``task_loss`` (CE over
+    the current task's logits plus the method's regulariser) for ``settings.epochs`` epochs, ``end_task``,
+    then the accuracy on every seen task's test images by argmax of ``all_logits``. Returns the metrics,
+    the accuracy matrix, per-task loss curves, parameter counts and the model.
+    """
+    xtr, ytr = train
+    xte, yte = test
+    t_n = len(tasks)
+    acc = np.full((t_n, t_n), np.nan)
+    losses = []
+    for t, cs in enumerate(tasks):
+        model.new_task(cs, generator)
+        m = np.isin(ytr, cs)
+        tok, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xtr[m])))
+        local = {c: i for i, c in enumerate(cs)}
+        ys = torch.tensor([local[int(c)] for c in ytr[m]])
+        opt = torch.optim.Adam([{"params": model.task_params(), "lr": settings.lr_adapter},
+                                {"params": [model.rows[-1]], "lr": settings.lr_rows}])
+        model.train()
+        task_losses = []
+        for _ in range(settings.epochs):
+            perm = torch.randperm(len(tok), generator=generator)
+            for i in range(0, len(tok), settings.batch):
+                idx = perm[i:i + settings.batch]
+                loss = model.task_loss(tok[idx], ys[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                task_losses.append(float(loss.detach()))
+        losses.append(task_losses)
+        model.eval()
+        model.end_task(tok, ytr[m])
+        sel = np.isin(yte, model.seen_classes)
+        with torch.no_grad():
+            tte, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xte[sel])))
+            logits = model.all_logits(tte)
+        pred = np.asarray(model.seen_classes)[logits.argmax(1).numpy()]
+        acc[t, :t + 1] = task_accuracies(pred, yte[sel], tasks[:t + 1])
+    counts = [int(np.isin(yte, cs).sum()) for cs in tasks]
+    return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": model.trainable_params(),
+            "stored_adapter_params": model.stored_params(), "drift": None, "losses": losses, "model": model}
 
 
 def relative_drift(model: CILModel, snaps: list[list[torch.Tensor]]) -> dict:

@@ -17,13 +17,12 @@ import copy
 import math
 from typing import Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
 from neurips26.harness.validation import check_scalar
-from neurips26.nota.cil import TrainSettings, check_tasks, cil_metrics, embed_frozen, task_accuracies
-from neurips26.nota.data import check_images
+from neurips26.nota.cil import TrainSettings, check_tasks, run_frozen_cil
+from neurips26.nota.prompt_pool import PromptPool
 
 
 def gram_schmidt_rows(new: torch.Tensor, old: torch.Tensor | None = None) -> torch.Tensor:
@@ -48,10 +47,10 @@ def gram_schmidt_rows(new: torch.Tensor, old: torch.Tensor | None = None) -> tor
     return torch.stack(out)
 
 
-class CODAPrompt(nn.Module):
+class CODAPrompt(PromptPool):
     def __init__(self, backbone: nn.Module, components: int = 4, length: int = 8,
                  layers: Sequence[int] | None = None, ortho: float = 0.0):
-        super().__init__()
+        super().__init__(backbone)
         self.components = check_scalar(components, "components", int, min=1)
         self.length = check_scalar(length, "length", int, min=2)
         if self.length % 2:
@@ -63,23 +62,9 @@ class CODAPrompt(nn.Module):
         if not layers or any(not 0 <= b < depth for b in layers) or len(set(layers)) != len(layers):
             raise ValueError(f"layers={layers} must be distinct block indices in [0, {depth})")
         self.layers = layers
-        self.backbone = backbone.eval()
-        for p in self.backbone.parameters():
-            p.requires_grad_(False)
         self.prompts = nn.ParameterList()    # per task: (components, len(layers), length, dim)
         self.keys = nn.ParameterList()       # per task: (components, dim)
         self.attn = nn.ParameterList()       # per task: (components, dim)
-        self.rows = nn.ParameterList()
-        self.classes: list[list[int]] = []
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self.backbone.eval()
-        return self
-
-    @property
-    def seen_classes(self) -> list[int]:
-        return [c for cs in self.classes for c in cs]
 
     def new_task(self, classes: Sequence[int], generator: torch.Generator | None = None) -> None:
         """Freeze all earlier components and rows; add this task's components (orthonormal init) and rows."""
@@ -95,19 +80,14 @@ class CODAPrompt(nn.Module):
         self.prompts.append(nn.Parameter(init(self.prompts, math.prod(shape[1:])).reshape(shape)))
         self.keys.append(nn.Parameter(init(self.keys, d)))
         self.attn.append(nn.Parameter(init(self.attn, d)))
-        self.rows.append(nn.Parameter(torch.randn(len(classes), d, generator=generator) * 0.02))
-        self.classes.append(list(classes))
+        self.add_rows(classes, generator)
 
-    @torch.no_grad()
-    def query(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Pass 1: the frozen backbone's pooled feature of ``embed`` tokens."""
-        return self.backbone.encode(tokens)
+    def task_params(self) -> list[torch.Tensor]:
+        return [self.prompts[-1], self.keys[-1], self.attn[-1]]
 
     def weights(self, q: torch.Tensor) -> torch.Tensor:
         """``alpha[n, m] = cos(q_n * A_m, K_m)`` over all components so far (N, M)."""
-        a, k = torch.cat(list(self.attn)), torch.cat(list(self.keys))
-        return nn.functional.normalize(q[:, None, :] * a[None], dim=2).mul(
-            nn.functional.normalize(k, dim=1)[None]).sum(2)
+        return self.key_cosine(q, torch.cat(list(self.keys)), torch.cat(list(self.attn)))
 
     def encode(self, tokens: torch.Tensor) -> torch.Tensor:
         """Pass 2: features with the prefix ``p = sum_m alpha_m P_m`` in ``self.layers``."""
@@ -117,11 +97,9 @@ class CODAPrompt(nn.Module):
         prefixes = {blk: (p[:, i, :h], p[:, i, h:]) for i, blk in enumerate(self.layers)}
         return self.backbone.encode(tokens, prefixes=prefixes)
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.encode(self.backbone.embed(x))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.features(x) @ torch.cat(list(self.rows)).T
+    def prompted(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(pass-2 features, the regulariser ``ortho * ortho_penalty()``; None when ``ortho = 0``)."""
+        return self.encode(tokens), (self.ortho * self.ortho_penalty() if self.ortho else None)
 
     def ortho_penalty(self) -> torch.Tensor:
         """``sum_X ||X X^T - I||_F^2`` over the flattened rows of all prompts, keys and attention vectors."""
@@ -142,45 +120,7 @@ def run_coda(backbone: nn.Module, tasks: Sequence[Sequence[int]], train: tuple, 
              settings: TrainSettings | None = None, seed: int = 0, **kwargs) -> dict:
     """The whole CODA-Prompt CIL sequence (this task's components and rows trained, the rest frozen)."""
     tasks = check_tasks(tasks)
-    settings = settings or TrainSettings()
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = CODAPrompt(copy.deepcopy(backbone), **kwargs)
-    xtr, ytr = train
-    xte, yte = test
-    t_n = len(tasks)
-    acc = np.full((t_n, t_n), np.nan)
-    losses = []
-    for t, cs in enumerate(tasks):
-        model.new_task(cs, g)
-        m = np.isin(ytr, cs)
-        tok, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xtr[m])))
-        local = {c: i for i, c in enumerate(cs)}
-        ys = torch.tensor([local[int(c)] for c in ytr[m]])
-        opt = torch.optim.Adam([{"params": [model.prompts[-1], model.keys[-1], model.attn[-1]],
-                                 "lr": settings.lr_adapter},
-                                {"params": [model.rows[-1]], "lr": settings.lr_rows}])
-        model.train()
-        task_losses = []
-        for _ in range(settings.epochs):
-            perm = torch.randperm(len(tok), generator=g)
-            for i in range(0, len(tok), settings.batch):
-                idx = perm[i:i + settings.batch]
-                loss = nn.functional.cross_entropy(model.encode(tok[idx]) @ model.rows[-1].T, ys[idx])
-                if model.ortho:
-                    loss = loss + model.ortho * model.ortho_penalty()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                task_losses.append(float(loss.detach()))
-        losses.append(task_losses)
-        model.eval()
-        sel = np.isin(yte, model.seen_classes)
-        with torch.no_grad():
-            tte, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xte[sel])))
-            logits = model.encode(tte) @ torch.cat(list(model.rows)).T
-        pred = np.asarray(model.seen_classes)[logits.argmax(1).numpy()]
-        acc[t, :t + 1] = task_accuracies(pred, yte[sel], tasks[:t + 1])
-    counts = [int(np.isin(yte, cs).sum()) for cs in tasks]
-    return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": model.trainable_params(),
-            "stored_adapter_params": model.stored_params(), "drift": None, "losses": losses, "model": model}
+    return run_frozen_cil(model, tasks, train, test, settings or TrainSettings(), g)

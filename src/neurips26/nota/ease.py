@@ -26,8 +26,7 @@ import torch
 from torch import nn
 
 from neurips26.harness.validation import check_scalar
-from neurips26.nota.cil import TrainSettings, check_tasks, cil_metrics, embed_frozen, task_accuracies
-from neurips26.nota.data import check_images
+from neurips26.nota.cil import FrozenBackboneCIL, TrainSettings, check_tasks, run_frozen_cil
 
 
 class Bottleneck(nn.Module):
@@ -43,28 +42,15 @@ class Bottleneck(nn.Module):
         return self.scale * torch.relu(h @ self.down.T) @ self.up.T
 
 
-class EASE(nn.Module):
+class EASE(FrozenBackboneCIL):
     def __init__(self, backbone: nn.Module, width: int = 16, scale: float = 0.1, tau: float = 16.0):
-        super().__init__()
+        super().__init__(backbone)
         self.width = check_scalar(width, "width", int, min=1)
         self.scale = check_scalar(scale, "scale", float, min=0, inclusive="neither")
         self.tau = check_scalar(tau, "tau", float, min=0, inclusive="neither")
-        self.backbone = backbone.eval()
-        for p in self.backbone.parameters():
-            p.requires_grad_(False)
         self.branches = nn.ModuleList()          # branches[i]: one Bottleneck per block
-        self.rows = nn.ParameterList()           # temporary per-task rows (training only)
-        self.classes: list[list[int]] = []
         self.protos: list[torch.Tensor] = []      # protos[i]: (n_seen_at_i... grows, dim) in subspace i
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self.backbone.eval()
-        return self
-
-    @property
-    def seen_classes(self) -> list[int]:
-        return [c for cs in self.classes for c in cs]
+        # self.rows: temporary per-task rows (training only; inference uses the prototypes)
 
     def new_task(self, classes: Sequence[int], generator: torch.Generator | None = None) -> None:
         for p in self.parameters():
@@ -73,8 +59,21 @@ class EASE(nn.Module):
         d = self.backbone.dim
         self.branches.append(nn.ModuleList([Bottleneck(d, self.width, self.scale, generator)
                                             for _ in self.backbone.blocks]))
-        self.rows.append(nn.Parameter(torch.randn(len(classes), d, generator=generator) * 0.02))
-        self.classes.append(list(classes))
+        self.add_rows(classes, generator)
+
+    def task_params(self) -> list[torch.Tensor]:
+        return list(self.branches[-1].parameters())
+
+    def task_loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """CE over the current task's logits through branch t alone and the temporary rows."""
+        return nn.functional.cross_entropy(self.branch_features(tokens, len(self.branches) - 1) @ self.rows[-1].T,
+                                           labels)
+
+    def end_task(self, tokens: torch.Tensor, labels: np.ndarray) -> None:
+        self.update_prototypes(tokens, labels)
+
+    def all_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.logits(tokens)
 
     def branch_features(self, tokens: torch.Tensor, i: int) -> torch.Tensor:
         """``phi_i``: the blocks with branch i beside every MLP, mean pool, LayerNorm."""
@@ -139,41 +138,7 @@ def run_ease(backbone: nn.Module, tasks: Sequence[Sequence[int]], train: tuple, 
              settings: TrainSettings | None = None, seed: int = 0, **kwargs) -> dict:
     """The whole EASE CIL sequence: train branch t (+ temporary rows), then extend the prototypes."""
     tasks = check_tasks(tasks)
-    settings = settings or TrainSettings()
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = EASE(copy.deepcopy(backbone), **kwargs)
-    xtr, ytr = train
-    xte, yte = test
-    t_n = len(tasks)
-    acc = np.full((t_n, t_n), np.nan)
-    losses = []
-    for t, cs in enumerate(tasks):
-        model.new_task(cs, g)
-        m = np.isin(ytr, cs)
-        tok, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xtr[m])))
-        local = {c: i for i, c in enumerate(cs)}
-        ys = torch.tensor([local[int(c)] for c in ytr[m]])
-        opt = torch.optim.Adam([{"params": list(model.branches[-1].parameters()), "lr": settings.lr_adapter},
-                                {"params": [model.rows[-1]], "lr": settings.lr_rows}])
-        model.train()
-        task_losses = []
-        for _ in range(settings.epochs):
-            perm = torch.randperm(len(tok), generator=g)
-            for i in range(0, len(tok), settings.batch):
-                idx = perm[i:i + settings.batch]
-                loss = nn.functional.cross_entropy(model.branch_features(tok[idx], t) @ model.rows[-1].T, ys[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                task_losses.append(float(loss.detach()))
-        losses.append(task_losses)
-        model.eval()
-        model.update_prototypes(tok, ytr[m])
-        sel = np.isin(yte, model.seen_classes)
-        tte, _ = embed_frozen(model.backbone, torch.from_numpy(check_images(xte[sel])))
-        pred = np.asarray(model.seen_classes)[model.logits(tte).argmax(1).numpy()]
-        acc[t, :t + 1] = task_accuracies(pred, yte[sel], tasks[:t + 1])
-    counts = [int(np.isin(yte, cs).sum()) for cs in tasks]
-    return {**cil_metrics(acc, counts), "acc": acc.tolist(), "trainable_per_task": model.trainable_params(),
-            "stored_adapter_params": model.stored_params(), "drift": None, "losses": losses, "model": model}
+    return run_frozen_cil(model, tasks, train, test, settings or TrainSettings(), g)

@@ -24,7 +24,7 @@ from neurips26.harness.paper import (FAILS, HOLDS, INCONCLUSIVE, fmt_se, get_pat
 from neurips26.harness.run import RunContext
 from neurips26.harness.validation import check_scalar
 from neurips26.nota.backbone import PretrainConfig, pretrain
-from neurips26.nota.cil import TrainSettings, run_cil
+from neurips26.nota.cil import TrainSettings, run_cil, task_split
 from neurips26.nota.data import cache_dir, digits, synth_glyphs
 from neurips26.nota.coda import run_coda
 from neurips26.nota.ease import run_ease
@@ -68,13 +68,19 @@ class CILConfig:
     sweep_bond: tuple[int, ...] = ()
     sweep_eps_rel: tuple[float, ...] = ()
     sweep_n: tuple[int, ...] = ()           # number of MPO cores n (balanced factors of d on both sides)
-    # rho of each global-rule method (NoTA, LoRA-GN, H-NoTA) selected by that method's own A_last on a
+    # rho of each global-rule method (NoTA, LoRA-GN) selected by that method's own A_last on a
     # validation split held out of the CIL *training* images (never test); () keeps ``rho`` fixed
     select_rho: tuple[float, ...] = ()
     val_frac: float = 0.2
-    select_epochs: int = 1                  # epochs per task of a validation run (ASSUMPTION: a 1/3 schedule)
+    # epochs per task of a validation run; None = the run's own ``epochs``. The best budget depends on the
+    # schedule (measured at quick, seed-0 split: LoRA-GN's best rho is 0.1 with 1 epoch, 0.2 with 3, where
+    # 0.1 falls below LoRA-plain), so the selection trains exactly as the evaluated run does.
+    select_epochs: int | None = None
     select_seed: int | None = 0             # split + class order of the selection, shared by every seed
     # the selection is cached on disk by config hash; select_seed=None selects again for each seed
+    # (method, donor): methods that take the donor's selected rho instead of their own selection. H-NoTA
+    # keeps NoTA's budget gamma, so H-NoTA vs NoTA isolates the hierarchical coefficients (ASSUMPTION)
+    share_rho: tuple[tuple[str, str], ...] = (("hnota", "nota"),)
 
 
 @dataclass
@@ -100,17 +106,6 @@ CONFIGS = {
                    seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
-
-
-def task_split(classes, n_tasks: int, seed: int) -> list[list[int]]:
-    """``classes`` permuted by ``seed`` (seed 0: identity order) and cut into ``n_tasks`` equal tasks."""
-    cs = list(classes)
-    if seed:
-        cs = [cs[i] for i in np.random.default_rng(seed).permutation(len(cs))]
-    if len(cs) % n_tasks:
-        raise ValueError(f"{len(cs)} classes do not split into {n_tasks} equal tasks")
-    k = len(cs) // n_tasks
-    return [cs[i * k:(i + 1) * k] for i in range(n_tasks)]
 
 
 def run(cfg: Config, ctx: RunContext) -> dict:
@@ -192,19 +187,28 @@ def select_rho(backbone, tasks, train: tuple, settings: TrainSettings, seed: int
 def selected_rhos(cfg: Config, backbone, train: tuple, settings: TrainSettings, seed: int) -> dict:
     """Per global-rule method in ``cfg.cil.methods``: {"rho", "val_A_last", "seed"} from ``select_rho``.
 
-    Each method picks its own rho (LoRA-GN's best budget need not be NoTA's). The validation runs train
-    ``select_epochs`` epochs per task on the main T's class order of seed ``select_seed``, so every seed of
-    the run uses the same rho (cached on disk by config hash: the later seeds read it), or, with
-    ``select_seed=None``, the run's own seed.
+    Each method picks its own rho (LoRA-GN's best budget need not be NoTA's), except those in
+    ``share_rho`` that take their donor's (H-NoTA: NoTA's, entry marked ``"from"``). The validation runs
+    train ``select_epochs`` epochs per task (default: the run's own schedule) on the main T's class order of
+    seed ``select_seed``, so every seed of the run uses the same rho (cached on disk by config hash: the
+    later seeds read it), or, with ``select_seed=None``, the run's own seed.
     """
     c, d = cfg.cil, cfg.data
     s_seed = seed if c.select_seed is None else check_scalar(c.select_seed, "select_seed", int, min=0)
     n_sel = 6 if 6 in d.n_tasks else d.n_tasks[0]
-    epochs = check_scalar(c.select_epochs, "select_epochs", int, min=1)
+    epochs = settings.epochs if c.select_epochs is None else c.select_epochs
+    epochs = check_scalar(epochs, "select_epochs", int, min=1)
     sel_settings = dataclasses.replace(settings, epochs=epochs)
     tasks = task_split(d.cil_classes, n_sel, s_seed)
+    shared = dict(c.share_rho)
+    for m, donor in shared.items():
+        if m not in GLOBAL_METHODS or donor not in GLOBAL_METHODS or donor in shared:
+            raise ValueError(f"share_rho ({m!r}, {donor!r}): both must be global-rule methods "
+                             f"{GLOBAL_METHODS} and the donor must select its own rho")
+    wanted = [m for m in c.methods if m in GLOBAL_METHODS]
+    own = list(dict.fromkeys(shared.get(m, m) for m in wanted))
     out = {}
-    for m in (m for m in c.methods if m in GLOBAL_METHODS):
+    for m in own:
         spec = {"v": 1, "pretrain": asdict(cfg.pretrain), "classes": list(d.cil_classes), "T": n_sel,
                 "per_class": d.train_per_class, "settings": asdict(sel_settings), "grid": list(c.select_rho),
                 "val_frac": c.val_frac, "seed": s_seed, "method": m, "bond": c.bond, "rank": c.rank,
@@ -220,7 +224,10 @@ def selected_rhos(cfg: Config, backbone, train: tuple, settings: TrainSettings, 
         tmp = path.with_suffix(f".{key}.tmp")
         tmp.write_text(json.dumps(out[m]))
         tmp.replace(path)
-    return out
+    for m in wanted:
+        if m in shared:
+            out[m] = {**out[shared[m]], "from": shared[m]}
+    return {m: out[m] for m in wanted}
 
 
 def _run_method(backbone, method: str, tasks, train, test, settings: TrainSettings, seed: int,

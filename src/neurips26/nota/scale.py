@@ -4,7 +4,11 @@ for CPU checks, by ``launch_local`` (gloo processes on this machine).
 Under torchrun every rank calls ``run_cil(..., ddp=True)`` after ``init_process_group``: each rank trains
 on its slice of every global batch through ``DistributedDataParallel(TaskHead(model))`` (only the current
 adapters and rows carry gradients, so the all-reduce is small) and recomputes the normalization from the
-replicated parameters (no extra collective). FSDP for ViT-B/L and Ray Tune sweeps are not implemented.
+replicated parameters (no extra collective). ``mode="fsdp"`` trains the same task fully sharded instead
+(torch FSDP2 ``fully_shard`` per transformer block, ``cil.fsdp_head``): each block's frozen weights and the
+MPO cores / LoRA factors inside it are sharded over the ranks and all-gathered together, so ``dW`` is
+materialised after the gather; the trained tensors are gathered back at the end of the task.
+Sweeps over (method, seed, rho, bond, T) as Ray Tune trials are in ``sweep.py``.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from neurips26.harness.validation import check_scalar
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.nota.cil import CILModel, TrainSettings, train_task
 
 
@@ -27,19 +31,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, job: dict, out: str) -> None:
+MODES = ("ddp", "fsdp")
+
+
+def _worker(rank: int, world: int, port: int, job: dict, out: str, modes: tuple[str, ...] = ("ddp",)) -> None:
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        state = train_one_task(job, ddp=True)
+        states = {m: train_one_task(job, ddp=m == "ddp", fsdp=m == "fsdp") for m in modes}
         if rank == 0:
-            torch.save(state, out)
+            torch.save(states, out)
     finally:
         dist.destroy_process_group()
 
 
-def train_one_task(job: dict, ddp: bool = False) -> dict:
+def train_one_task(job: dict, ddp: bool = False, fsdp: bool = False) -> dict:
     """Build ``job["backbone"]`` (a module) into a ``CILModel`` of ``job["method"]``, train one task on
     ``job["x"], job["y"]`` and return the trainable adapter/row tensors (name -> tensor)."""
     torch.manual_seed(job["seed"])
@@ -47,20 +54,27 @@ def train_one_task(job: dict, ddp: bool = False) -> dict:
     g = torch.Generator().manual_seed(job["seed"])
     model.new_task(sorted(set(job["y"].tolist())), g)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
-    train_task(model, job["x"], job["y"], job["settings"], g, ddp=ddp)
+    train_task(model, job["x"], job["y"], job["settings"], g, ddp=ddp, fsdp=fsdp)
     params = dict(model.named_parameters())
     return {n: params[n].detach().clone() for n in names}
 
 
-def launch_local(job: dict, world: int = 2) -> dict:
-    """``train_one_task(job, ddp=True)`` on ``world`` local gloo processes; rank 0's trained tensors."""
+def launch_local(job: dict, world: int = 2, mode: str | tuple[str, ...] = "ddp") -> dict:
+    """``train_one_task`` data-parallel (``mode="ddp"``) or fully sharded (``"fsdp"``) on ``world`` local
+    gloo processes; rank 0's trained tensors. A tuple of modes runs each in turn in the same processes and
+    returns {mode: tensors}."""
     world = check_scalar(world, "world", int, min=1)
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
+    if not modes:
+        raise ValueError("mode must name at least one of ('ddp', 'fsdp')")
+    modes = tuple(check_choice(m, "mode", MODES) for m in modes)
     if job["settings"].batch % world:
         raise ValueError(f"batch={job['settings'].batch} must be divisible by world={world} (equal slices)")
     with tempfile.TemporaryDirectory() as d:
         out = str(Path(d) / "state.pt")
-        mp.spawn(_worker, args=(world, _free_port(), job, out), nprocs=world, join=True)
-        return torch.load(out, weights_only=False)
+        mp.spawn(_worker, args=(world, _free_port(), job, out, modes), nprocs=world, join=True)
+        states = torch.load(out, weights_only=False)
+    return states[mode] if isinstance(mode, str) else states
 
 
-__all__ = ["TrainSettings", "launch_local", "train_one_task"]
+__all__ = ["MODES", "TrainSettings", "launch_local", "train_one_task"]
