@@ -372,6 +372,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             "masked": ["/proc/" + p for p in child.PROC_NULL + child.PROC_EMPTY]
             + ["/sys/" + p for p in child.SYS_EMPTY],
             "storage": self._storage(),
+            "reset": "swap to a pre-spawned standby tree (fresh namespaces, fresh empty upper)"
+            if self._standby_eligible() else "kill + respawn (standby off: config.standby=False, or cgroup "
+            "limits, disk_limit, nat/ports, cow mounts or criu)",
         }
 
     def _storage(self) -> dict[str, Any]:
@@ -756,6 +759,17 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 return
             self._spare_state = "queued"
         _standby_maker().submit(weakref.ref(self))
+
+    def wait_standby(self, timeout: float = 10.0) -> bool:
+        """Block until no standby spawn is queued or in flight; ``True`` if one is ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._spare_lock:
+                state = self._spare_state
+            if state not in ("queued", "spawning"):
+                return state == "ready"
+            time.sleep(0.002)
+        return False
 
     def _standby_paths(self) -> tuple[str, str, str]:
         d = self._dir / "standby"
