@@ -44,7 +44,7 @@ class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
     __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid",
-                 "net")
+                 "net", "rootfd")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = None
@@ -54,6 +54,7 @@ class _Proc:
         self.a_pidfd = None  # zygote mode: A is the zygote's child, tracked by pidfd
         self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
         self.a_host_pid = None  # A's pid in both modes (diagnostics, memory accounting)
+        self.rootfd = None  # the files fast path's fd of the tree's "/" (keeps its mount ns alive)
 
     def detach(self) -> "_Proc":
         """Move the live tree into a new ``_Proc`` (for background teardown); this one becomes empty."""
@@ -88,8 +89,14 @@ class _Proc:
                 except OSError:
                     continue
 
+    def close_root(self) -> None:
+        if self.rootfd is not None:
+            os.close(self.rootfd)
+            self.rootfd = None
+
     def kill(self) -> None:
         """SIGKILL B (pid-ns init: the kernel kills every sandbox process) and reap A."""
+        self.close_root()
         if self.pidfd is not None:
             try:
                 _sys.pidfd_send_signal(self.pidfd, signal.SIGKILL)
@@ -501,13 +508,20 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             b_pid = None
             ready = False
             while b_pid is None or not ready:
-                m, new_ctl = _recv_msg(ctl, deadline)
+                m, fd = _recv_msg(ctl, deadline)
                 if not m:
                     raise SandboxStartError(_start_error(msgs, "child exited before reporting"))
+                if fd is not None and m == b"O\n":  # B's root, for the files fast path
+                    os.set_inheritable(fd, False)
+                    if proc.rootfd is not None:
+                        os.close(proc.rootfd)
+                    proc.rootfd = fd
+                    continue
                 msgs += m
-                if new_ctl is not None:  # criu mode: B's control socket lives in the sandbox's netns
+                if fd is not None:  # criu mode: B's control socket lives in the sandbox's netns
                     ctl.close()
-                    ctl = new_ctl
+                    ctl = socket.socket(fileno=fd)
+                    ctl.settimeout(max(0.001, deadline - time.monotonic()))
                     continue
                 if m == b"U":
                     self._write_maps(a_pid)
@@ -994,18 +1008,15 @@ def _recv(sock: socket.socket, n: int, deadline: float) -> bytes:
         raise SandboxStartError("sandbox did not start in time (start_timeout)") from None
 
 
-def _recv_msg(sock: socket.socket, deadline: float) -> tuple[bytes, "socket.socket | None"]:
-    """One start-up message; a passed fd (criu mode's replacement control socket) comes back too."""
+def _recv_msg(sock: socket.socket, deadline: float) -> tuple[bytes, int | None]:
+    """One start-up message and the fd passed with it, if any (B's root fd, or criu mode's
+    replacement control socket)."""
     sock.settimeout(max(0.001, deadline - time.monotonic()))
     try:
         msg, fds, _, _ = socket.recv_fds(sock, 65536, 1)
     except socket.timeout:
         raise SandboxStartError("sandbox did not start in time (start_timeout)") from None
-    new = None
-    if fds:
-        new = socket.socket(fileno=fds[0])
-        new.settimeout(max(0.001, deadline - time.monotonic()))
-    return msg, new
+    return msg, (fds[0] if fds else None)
 
 
 def _recv_all(sock: socket.socket, deadline: float) -> bytes:
