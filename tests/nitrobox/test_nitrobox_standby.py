@@ -134,7 +134,7 @@ def _mixed_cycles(state_root: str, n: int) -> None:
 
 
 def test_mixed_cycles_leave_nothing(state_root):
-    _mixed_cycles(state_root, 40)
+    _mixed_cycles(state_root, 20)
 
 
 @pytest.mark.slow
