@@ -511,12 +511,14 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 m, fd = _recv_msg(ctl, deadline)
                 if not m:
                     raise SandboxStartError(_start_error(msgs, "child exited before reporting"))
-                if fd is not None and m == b"O\n":  # B's root, for the files fast path
+                if fd is not None and m.startswith(b"O\n"):  # B's root (files fast path), with "R"
                     os.set_inheritable(fd, False)
                     if proc.rootfd is not None:
                         os.close(proc.rootfd)
                     proc.rootfd = fd
-                    continue
+                    fd, m = None, m[2:]
+                    if not m:
+                        continue
                 msgs += m
                 if fd is not None:  # criu mode: B's control socket lives in the sandbox's netns
                     ctl.close()
