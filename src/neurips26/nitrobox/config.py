@@ -67,8 +67,8 @@ class SandboxConfig:
     criu:         prepare the tree for CRIU (no PDEATHSIG on the sandbox init).
     standby:      keep one pre-spawned standby tree (fresh namespaces over a fresh empty upper) so
                   ``reset`` swaps to it and respawns the next one in the background. Used only
-                  where a second tree shares nothing with the first: no cgroup limits, no
-                  ``disk_limit``, no NAT/ports, no ``cow`` mounts, no CRIU (else reset respawns).
+                  where a second tree shares nothing with the first: no resource limits (memory,
+                  pids, cpu, ``disk_limit``), no NAT/ports, no ``cow`` mounts, no CRIU (else reset respawns).
                   It costs one idle tree (A + agent, counted in the bench's memory row).
     """
 

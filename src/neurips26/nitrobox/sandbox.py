@@ -395,8 +395,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             + ["/sys/" + p for p in child.SYS_EMPTY],
             "storage": self._storage(),
             "reset": "swap to a pre-spawned standby tree (fresh namespaces, fresh empty upper)"
-            if self._standby_eligible() else "kill + respawn (standby off: config.standby=False, or cgroup "
-            "limits, disk_limit, nat/ports, cow mounts or criu)",
+            if self._standby_eligible() else "kill + respawn (standby off: config.standby=False, or resource "
+            "limits (memory/pids/cpu/disk_limit), nat/ports, cow mounts or criu)",
         }
 
     def _storage(self) -> dict[str, Any]:
@@ -774,11 +774,12 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
 
     # ------------------------------------------------------------------ standby tree (reset = swap)
     def _standby_eligible(self) -> bool:
-        """A standby must share nothing with the live tree: a cgroup (pids/memory shared with the
-        dying tree), a per-sandbox tmpfs, a NAT helper with fixed host ports, cow uppers or CRIU
-        state would all be shared or need per-tree handling, so those configurations respawn."""
+        """A standby must share nothing with the live tree: a resource limit (a cgroup's pids/memory
+        shared with the dying tree; rootless, RLIMIT_NPROC counts every process of the host uid), a
+        per-sandbox tmpfs, a NAT helper with fixed host ports, cow uppers or CRIU state would all be
+        shared or need per-tree handling, so those configurations respawn."""
         cfg = self.config
-        return (cfg.standby and not self._cgroups and not self._limits.get("disk") and cfg.network != "nat"
+        return (cfg.standby and not self._cgroups and not self._limits and cfg.network != "nat"
                 and not cfg.ports and not cfg.criu and not any(m == "cow" for _, _, m in cfg.mounts))
 
     def _want_standby(self) -> None:
