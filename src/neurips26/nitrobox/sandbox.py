@@ -185,6 +185,27 @@ def _auto_zygote_rss(rootless: bool) -> int:
     return AUTO_ZYGOTE_RSS_ROOTLESS if rootless else AUTO_ZYGOTE_RSS
 
 
+_auto_creates = [0]  # sandboxes created with spawn_mode="auto" in this process
+
+
+def _pick_spawn_mode(mode: str, rootless: bool) -> str:
+    """``"auto"``: from 256 MiB client RSS always the zygote (a fork of the client costs too much);
+    from 32 MiB (root) the zygote once this process creates its second sandbox, and only once the
+    zygote has booted (it starts in the background; creates fork directly until then), so a one-shot
+    client (the CLI) never pays for starting it."""
+    if mode != "auto":
+        return mode
+    rss = rss_bytes()
+    if rss >= AUTO_ZYGOTE_RSS_ROOTLESS:
+        return "zygote"
+    _auto_creates[0] += 1
+    if rss < _auto_zygote_rss(rootless) or _auto_creates[0] < 2:
+        return "direct"
+    from neurips26.nitrobox import zygote
+
+    return "zygote" if zygote.ready_or_start() else "direct"
+
+
 def _finalize(proc: _Proc, spare: list, cgroups: list, sdir: str, root: Path, layers: list,
               closed: list) -> None:
     if closed[0]:
@@ -276,10 +297,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             cfg.working_dir = wd  # an imported image's WorkingDir replaces the default /workspace
         self.id = cfg.name or uuid.uuid4().hex[:12]
         self._dir = root / "sandboxes" / self.id
-        if cfg.spawn_mode == "zygote" or (cfg.spawn_mode == "auto" and rss_bytes() >= _auto_zygote_rss(self.rootless)):
-            self.spawn_mode = "zygote"
-        else:
-            self.spawn_mode = "direct"
+        self.spawn_mode = _pick_spawn_mode(cfg.spawn_mode, self.rootless)
         try:
             os.mkdir(self._dir, 0o755)
         except FileExistsError:
