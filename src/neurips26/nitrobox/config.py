@@ -61,7 +61,8 @@ class SandboxConfig:
     max_lifetime: watchdog (s) that deletes the sandbox after this wall time, ``None`` = none.
     state_root:   where state dirs live (default ``$NEURIPS26_NBX_STATE`` or
                   ``/dev/shm/neurips26-nbx-<uid>``).
-    spawn_mode:   ``"auto"`` (zygote when the client RSS >= 32 MiB as root, 256 MiB rootless),
+    spawn_mode:   ``"auto"`` (zygote from 256 MiB client RSS; as root from 32 MiB once a second
+                  sandbox is created and the zygote, started then in the background, has booted),
                   ``"direct"`` or ``"zygote"``.
     subuid:       rootless only: map 65536 ids with ``newuidmap`` instead of one.
     criu:         prepare the tree for CRIU (no PDEATHSIG on the sandbox init).

@@ -171,7 +171,8 @@ class _Proc:
                 p.wait()
 
 
-# spawn_mode="auto": fork from the private zygote once the client is this large. MEASURED (root, load
+# spawn_mode="auto": fork from the private zygote once the client is this large (see
+# _pick_spawn_mode). MEASURED (root, load
 # ~5, interleaved, 15 reps): already at a 39 MiB client the zygote is faster on every step (create
 # 6.3 vs 7.1 ms, exec 3.6 vs 4.4 ms, reset 0.30 vs 0.63 ms, time-to-free 2.1 vs 2.8 ms): A and B
 # are copies of the ~20 MiB zygote instead of the client, so their forks, the agent's fork per exec
