@@ -144,3 +144,48 @@ def sentinel_path():
         f.write("host secret\n")
     yield path
     os.unlink(path)
+
+
+# ----------------------------------------------------------------- the client-side fast path
+def test_fast_path_serves_plain_files_and_hands_the_rest_to_the_agent(sb):
+    sb.write_file("/workspace/a.txt", b"one", mode=0o640)
+    assert sb._proc.rootfd is not None                     # opened from the tree's root fd
+    assert sb.read_file("/workspace/a.txt") == b"one"
+    assert sb.exec("stat -c '%a %u %g' /workspace/a.txt; cat /workspace/a.txt").output == "640 0 0\none"
+    sb.write_file("/workspace/a.txt", b"2")                 # existing file: truncated, mode kept
+    assert sb.exec("stat -c %a /workspace/a.txt; cat /workspace/a.txt").output == "640\n2"
+    sb.write_file("/workspace/new/deep/b", b"b")           # missing parents: the agent makes them
+    assert sb.read_file("/workspace/new/deep/b") == b"b"
+    # across a mount (the sandbox's /proc, the host /usr bind) the agent decides, with its rights
+    assert sb.read_file("/proc/self/comm").strip()
+    with pytest.raises(OSError):
+        sb.write_file("/usr/nbx-fast-path-probe", b"x")
+    assert not os.path.exists("/usr/nbx-fast-path-probe")
+    with pytest.raises(FileNotFoundError):
+        sb.read_file("/workspace/missing")
+    # a reset closes the old tree's root fd; the new tree brought its own
+    old = os.stat(f"/proc/self/fd/{sb._proc.rootfd}")
+    sb.reset()
+    assert os.stat(f"/proc/self/fd/{sb._proc.rootfd}").st_dev != old.st_dev  # another overlay
+    with pytest.raises(FileNotFoundError):
+        sb.read_file("/workspace/a.txt")
+    sb.write_file("/workspace/c", b"c")
+    assert sb.exec("cat /workspace/c").output == "c"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to plant an unmapped owner in the upper")
+def test_fast_path_never_acts_on_an_inode_the_sandbox_root_cannot(sb):
+    # a file owned by a host uid outside the sandbox's map (as an imported layer may carry):
+    # sandbox root's DAC_OVERRIDE does not cover it, so the write must fail as it does inside
+    sb.exec("echo keep > /workspace/u; chmod 644 /workspace/u")
+    upper = sb.state_dir / "upper" / "workspace" / "u"
+    os.chown(upper, 70000, 70000)
+    assert sb.exec("echo x > /workspace/u").exit_code != 0  # what the sandbox's root may do
+    with pytest.raises(PermissionError):
+        sb.write_file("/workspace/u", b"overwritten")
+    assert upper.read_bytes() == b"keep\n"
+    os.mkdir(sb.state_dir / "upper" / "workspace" / "ud", 0o755)
+    os.chown(sb.state_dir / "upper" / "workspace" / "ud", 70000, 70000)
+    with pytest.raises(PermissionError):
+        sb.write_file("/workspace/ud/f", b"x")
+    assert os.listdir(sb.state_dir / "upper" / "workspace" / "ud") == []

@@ -74,6 +74,14 @@ class NitroBackend:
     def create(self):
         return self._Sandbox(state_root=self.state_root, **self.config)
 
+    def create_mode(self) -> str:
+        """The spawn mode a sandbox of this backend gets here ("auto" resolves by the client's RSS)."""
+        h = self.create()
+        try:
+            return h.spawn_mode
+        finally:
+            h.delete()
+
     def exec(self, h, cmd, timeout=None):
         r = h.exec(cmd, timeout=timeout)
         return r.exit_code, r.output

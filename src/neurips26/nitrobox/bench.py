@@ -73,14 +73,18 @@ def _by_name(names: tuple[str, ...]) -> list[int]:
 
 
 def _idle_memory_nitro(be, n: int) -> float:
-    """PSS (KiB) of each idle sandbox's processes (A, B=bash) + its upper, averaged over n."""
+    """PSS (KiB) of each idle sandbox's processes (A, B = the agent, and the same two of its standby
+    tree, once it is up) + its upper, averaged over n."""
     boxes = [be.create() for _ in range(n)]
     try:
         pids = []
         for b in boxes:
-            pids += _tree(b.pid)
-            if b._proc.a_host_pid:
-                pids.append(b._proc.a_host_pid)
+            b.wait_standby()
+            for proc in (b._proc, b._spare[0]):
+                if proc is not None and proc.b_pid:
+                    pids += _tree(proc.b_pid)
+                    if proc.a_host_pid:
+                        pids.append(proc.a_host_pid)
         kib = _pss_kib(set(pids))
         for b in boxes:
             for root, _, files in os.walk(b.state_dir / "upper"):
@@ -235,12 +239,14 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         # peak memory per idle sandbox ---------------------------------------------------------------
         from neurips26.nitrobox.backends import NitroBackend
 
-        zy = NitroBackend(state_root=state_root, spawn_mode="zygote")
+        other = "direct" if nb.create_mode() == "zygote" else "zygote"  # the mode "auto" did not pick
+        zy = NitroBackend(state_root=state_root, spawn_mode=other)
         cmax = concurrency[-1]
         zy_lps = microbench.lifecycles_per_s(zy, cmax, 2 * cmax)
         docker_cmax = next(r.anchor for r in rows if r.name == f"full lifecycles/s at c={cmax}")
-        rows.append(BenchRow(f"full lifecycles/s at c={cmax}, zygote spawner", zy_lps, docker_cmax, "docker",
-                             "lifecycles/s", "higher", "spawn_mode='zygote' (forks from a tiny helper)"))
+        rows.append(BenchRow(f"full lifecycles/s at c={cmax}, {other} spawner", zy_lps, docker_cmax, "docker",
+                             "lifecycles/s", "higher", f"spawn_mode='{other}' (the default rows use "
+                             f"spawn_mode='auto' = {nb.create_mode()} here)"))
         mem_zy = _idle_memory_nitro(zy, idle_n)
         mem_ours = _idle_memory_nitro(nb, idle_n)
         mem_docker = None
@@ -248,10 +254,11 @@ def bench(ctx: RunContext) -> list[BenchRow]:
             mem_docker = _idle_memory_docker(backends["docker"], max(1, idle_n // 2))
         rows.append(BenchRow("memory per idle sandbox (PSS)", mem_ours / 1024, None if mem_docker is None
                              else mem_docker / 1024, "docker", "MiB", "lower",
-                             "direct spawn; ours: A + bash PSS + upper; Docker: growth of dockerd+containerd+shims+tail PSS"))
-        rows.append(BenchRow("memory per idle sandbox (PSS), zygote spawner", mem_zy / 1024,
+                             f"spawn_mode='auto' = {nb.create_mode()}; ours: A + agent PSS of the live and the "
+                             "standby tree + upper; Docker: growth of dockerd+containerd+shims+tail PSS"))
+        rows.append(BenchRow(f"memory per idle sandbox (PSS), {other} spawner", mem_zy / 1024,
                              None if mem_docker is None else mem_docker / 1024, "docker", "MiB", "lower",
-                             "A forked from the zygote instead of the client"))
+                             "A and B forked from the " + ("client" if other == "direct" else "zygote")))
     finally:
         for be in backends.values():
             try:

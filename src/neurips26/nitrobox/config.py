@@ -61,9 +61,16 @@ class SandboxConfig:
     max_lifetime: watchdog (s) that deletes the sandbox after this wall time, ``None`` = none.
     state_root:   where state dirs live (default ``$NEURIPS26_NBX_STATE`` or
                   ``/dev/shm/neurips26-nbx-<uid>``).
-    spawn_mode:   ``"auto"`` (zygote when the client RSS >= 256 MiB), ``"direct"`` or ``"zygote"``.
+    spawn_mode:   ``"auto"`` (zygote from 256 MiB client RSS; as root from 32 MiB once a second
+                  sandbox is created and the zygote, started then in the background, has booted),
+                  ``"direct"`` or ``"zygote"``.
     subuid:       rootless only: map 65536 ids with ``newuidmap`` instead of one.
     criu:         prepare the tree for CRIU (no PDEATHSIG on the sandbox init).
+    standby:      keep one pre-spawned standby tree (fresh namespaces over a fresh empty upper) so
+                  ``reset`` swaps to it and respawns the next one in the background. Used only
+                  where a second tree shares nothing with the first: no resource limits (memory,
+                  pids, cpu, ``disk_limit``), no NAT/ports, no ``cow`` mounts, no CRIU (else reset respawns).
+                  It costs one idle tree (A + agent, counted in the bench's memory row).
     """
 
     image: Any = "host"
@@ -94,6 +101,7 @@ class SandboxConfig:
     subuid: bool = False
     criu: bool = False
     max_layers: int = 32
+    standby: bool = True
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod
@@ -166,7 +174,7 @@ class SandboxConfig:
         check_scalar(self.max_output_bytes, "max_output_bytes", int, min=64)
         check_scalar(self.max_file_bytes, "max_file_bytes", int, min=1)
         check_choice(self.spawn_mode, "spawn_mode", ("auto", "direct", "zygote"))
-        for flag in ("strict_limits", "stateful", "subuid", "criu", "nat_host_loopback"):
+        for flag in ("strict_limits", "stateful", "subuid", "criu", "nat_host_loopback", "standby"):
             check_scalar(getattr(self, flag), flag, bool)
         check_scalar(self.max_layers, "max_layers", int, min=1, max=400)
         if self.state_root is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from neurips26.harness.validation import check_scalar
+from neurips26.nitrobox import _sys
 from neurips26.nitrobox.agent import _kind
 from neurips26.nitrobox.config import check_path_text
 from neurips26.nitrobox.errors import SandboxError
@@ -65,6 +66,22 @@ def _kind_name(mode: int) -> str:
     return _kind(mode)
 
 
+# The fast path of read_file/write_file: resolved from an fd of the sandbox's root (handed over once
+# per tree by the agent), inside that root, never through a magic link and never across a mount (so
+# never into the sandbox's /proc, /sys, /dev, the host /usr or a bind mount: those take the agent
+# path, with a command's capabilities). On the overlay itself sandbox root (DAC_OVERRIDE, FOWNER over
+# mapped ids) may do what the client does, so the client acts here only on inodes whose owner and
+# group are mapped into the sandbox, only on regular files, and creates files only in a mapped
+# directory that already exists; anything else (a special file, an unmapped owner, a missing parent,
+# EACCES for a rootless client) is handed to the agent unchanged.
+_FAST_RESOLVE = _sys.RESOLVE_IN_ROOT | _sys.RESOLVE_NO_MAGICLINKS | _sys.RESOLVE_NO_XDEV
+_FAST_CREATE = _sys.RESOLVE_BENEATH | _sys.RESOLVE_NO_SYMLINKS | _sys.RESOLVE_NO_MAGICLINKS | _sys.RESOLVE_NO_XDEV
+
+
+class _Fallback(Exception):
+    """The fast path declines: the agent does the operation."""
+
+
 
 class FilesClient:
     # ------------------------------------------------------------------ files API (openat2)
@@ -80,6 +97,78 @@ class FilesClient:
         if not path.startswith("/"):
             path = os.path.join(self.config.working_dir, path)
         return path
+
+    # ------------------------------------------------------------------ fast path (see _FAST_RESOLVE)
+    def _fast_ok(self) -> bool:
+        return not self.config.criu and not (self.rootless and self.config.subuid)
+
+    def _mapped(self, st: os.stat_result) -> bool:
+        """The inode's owner and group are ids of the sandbox's user namespace."""
+        if self.rootless:
+            return st.st_uid == os.geteuid() and st.st_gid == os.getegid()
+        return st.st_uid < 65536 and st.st_gid < 65536
+
+    def _root_fd(self) -> int:
+        """An fd of the live tree's ``/`` (the agent opens it; closed with the tree). Call under _life."""
+        proc = self._proc
+        if proc.rootfd is None:
+            _, fds = self._fop({"op": "open", "how": "dir", "path": "/"})
+            for extra in fds[1:]:
+                os.close(extra)
+            os.set_inheritable(fds[0], False)
+            proc.rootfd = fds[0]
+        return proc.rootfd
+
+    def _fast_open(self, p: str, write: bool, perm: int = 0o644, nofollow: bool = False) -> int:
+        """An fd for ``p`` opened by the client from the root fd, or ``_Fallback``."""
+        rel = p.lstrip("/") or "."
+        with self._life:
+            self._check_open()
+            if self._shell_dead:
+                raise _Fallback
+            root = self._root_fd()
+            try:
+                pfd = _sys.openat2(root, rel, os.O_PATH | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0), 0,
+                                   _FAST_RESOLVE)
+            except FileNotFoundError:
+                if not write:
+                    raise _Fallback from None  # the agent raises the FileNotFoundError (same text)
+                return self._fast_create(root, rel, perm)
+            except OSError:
+                raise _Fallback from None  # EXDEV (a mount), ELOOP, EACCES, ...
+            try:
+                st = os.fstat(pfd)
+                if not stat.S_ISREG(st.st_mode) or not self._mapped(st):
+                    raise _Fallback
+                flags = (os.O_WRONLY if write else os.O_RDONLY) | os.O_CLOEXEC | os.O_NOCTTY
+                try:
+                    fd = os.open(f"/proc/self/fd/{pfd}", flags)  # the inode checked, no second walk
+                except OSError:
+                    raise _Fallback from None
+            finally:
+                os.close(pfd)
+            if write:
+                os.ftruncate(fd, 0)
+            return fd
+
+    def _fast_create(self, root: int, rel: str, perm: int) -> int:
+        parent, _, name = rel.rpartition("/")
+        try:
+            dfd = _sys.openat2(root, parent or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, _FAST_RESOLVE)
+        except OSError:
+            raise _Fallback from None  # missing parents: the agent makes them
+        try:
+            if not self._mapped(os.fstat(dfd)):
+                raise _Fallback
+            try:
+                fd = _sys.openat2(dfd, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY
+                                  | os.O_CLOEXEC, perm, _FAST_CREATE)
+            except OSError:
+                raise _Fallback from None  # e.g. a dangling symlink there: the agent's rules apply
+        finally:
+            os.close(dfd)
+        os.fchmod(fd, perm)  # exact mode, whatever the umask
+        return fd
 
     def _fop(self, op: dict, timeout: float = 60.0) -> tuple[list[str], list[int]]:
         """One file operation in the agent: (reply fields after ``OK``, fds) or the errno as OSError."""
@@ -131,9 +220,16 @@ class FilesClient:
             raise TypeError(f"data must be bytes or str, got {type(data).__name__}")
         mode = _check_mode(mode)
         p = self._abs(path)
-        _, fds = self._fop({"op": "open", "how": "w", "path": p, "perm": mode, "parents": bool(mkdirs),
-                            "special": bool(special)})
-        fd = fds[0]
+        fd = None
+        if not special and self._fast_ok():
+            try:
+                fd = self._fast_open(p, True, mode)
+            except _Fallback:
+                fd = None
+        if fd is None:
+            _, fds = self._fop({"op": "open", "how": "w", "path": p, "perm": mode, "parents": bool(mkdirs),
+                                "special": bool(special)})
+            fd = fds[0]
         try:
             os.set_blocking(fd, True)
             view = memoryview(data)
@@ -155,9 +251,16 @@ class FilesClient:
         cap = self.config.max_file_bytes if max_bytes is None else max_bytes
         cap = check_scalar(cap, "max_bytes", int, min=0)
         p = self._abs(path)
-        _, fds = self._fop({"op": "open", "how": "r", "path": p, "special": bool(special),
-                            "nofollow": not follow_symlinks})
-        fd = fds[0]
+        fd = None
+        if not special and self._fast_ok():
+            try:
+                fd = self._fast_open(p, False, nofollow=not follow_symlinks)
+            except _Fallback:
+                fd = None
+        if fd is None:
+            _, fds = self._fop({"op": "open", "how": "r", "path": p, "special": bool(special),
+                                "nofollow": not follow_symlinks})
+            fd = fds[0]
         try:
             if special:
                 os.set_blocking(fd, True)

@@ -14,6 +14,17 @@ from pathlib import Path
 
 
 def force_rmtree(path: str) -> None:
+    """Unlink ``path`` whatever its modes. Fast path: one fd-based ``shutil.rmtree`` pass; only if
+    that failed somewhere (mode-000 dirs such as overlay's work/work, rootless), the chmod pass and
+    a retry with repair."""
+    failed = []
+    shutil.rmtree(path, onerror=lambda func, p, exc: failed.append(p))
+    if not failed or not os.path.lexists(path):
+        return
+    _force_rmtree(path)
+
+
+def _force_rmtree(path: str) -> None:
     def onerror(func, p, exc):  # overlay's work/work is mode 000: chmod and retry
         try:
             parent = os.path.dirname(p)

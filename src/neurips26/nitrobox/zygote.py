@@ -49,6 +49,7 @@ def _reap(*_):
         pass
 signal.signal(signal.SIGCHLD, _reap)  # reap every child A as soon as it exits
 sock = socket.socket(fileno=fd)
+sock.send(b"Z")  # booted: the client may route spawns here without waiting
 progs = {}
 while True:
     try:
@@ -96,6 +97,29 @@ class Zygote:
 
         self.proc = spawner.get().call(start)
         theirs.close()
+        self.booted = False  # its "Z" (sent once its imports are done) has been read
+
+    def _await_boot(self, block: bool) -> bool:
+        """Read the zygote's boot message (call under self.lock)."""
+        if not self.booted:
+            try:
+                msg = self.sock.recv(8, 0 if block else socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return False
+            if msg != b"Z":
+                raise OSError("zygote died")
+            self.booted = True
+        return True
+
+    def ready(self) -> bool:
+        """Booted and alive (never blocks)."""
+        if not self.alive():
+            return False
+        with self.lock:
+            try:
+                return self._await_boot(False)
+            except OSError:
+                return False
 
     def alive(self) -> bool:
         return self.proc.poll() is None and self.pid_owner == os.getpid()
@@ -108,6 +132,7 @@ class Zygote:
         d.pop("parent_pid")
         payload = pickle.dumps(d)
         with self.lock:
+            self._await_boot(True)
             socket.send_fds(self.sock, [payload], fds)
             raw = self.sock.recv(8)
         if len(raw) != 8:
@@ -137,6 +162,13 @@ def get() -> Zygote:
         if _zygote is None or not _zygote.alive():
             _zygote = Zygote()
         return _zygote
+
+
+def ready_or_start() -> bool:
+    """Whether this process's zygote is up; if there is none, start one in the background (the
+    caller forks directly meanwhile, so no create waits for the zygote's boot)."""
+    z = get()
+    return z.ready()
 
 
 def shutdown() -> None:
