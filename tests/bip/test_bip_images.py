@@ -170,6 +170,23 @@ def test_metrics_collisions_and_frechet():
         frechet_distance(a, a[:, :2])
 
 
+def test_gapgen_curriculum_raises_consistency_fast(one_thread):
+    """The fast version of the property below: one curriculum epoch per stage after 2 stage-0 epochs
+    already lifts identity consistency at the virtual targets well above stage 0's."""
+    X, y = _data(30, 6, 0)
+    enc, _ = train_encoder(X, y, EncoderConfig(epochs=8, batch=16), seed=0)
+    R = identity_centers(embed(enc, X), y)
+    sub = Subspace(R)
+    V = sub.sample(30, torch.Generator().manual_seed(3))
+    cfg = GapGenConfig(stage0_epochs=2, stage_epochs=1, advance=1.0, batch=16)
+    g0 = GapGen(enc, R, 0.5, sub.P, cfg, seed=0).train_stage0(X)
+    before = float(identity_consistency(g0, V, 2).mean())
+    gc = g0.copy().train_curriculum(V, real_level=1.0)
+    assert float(identity_consistency(gc, V, 2).mean()) > before + 0.1
+    assert [h["alpha"] for h in gc.history if h["stage"] > 0] == [0.5, 1.0]
+
+
+@pytest.mark.slow
 def test_gapgen_curriculum_moves_consistency_towards_virtual_targets(one_thread):
     """Stage 0 on reals, then the curriculum: identity consistency at the virtual targets rises
     and the non-collision term keeps generated embeddings further from the reals than without it."""
