@@ -13,8 +13,8 @@ from neurips26.bip.gapgen import (GapGen, GapGenConfig, Generator, PatchCritic, 
                                   identity_consistency, image_collisions, nc_penalty, slerp)
 from neurips26.bip.gallery import Subspace
 from neurips26.bip.renderer import N_ID, render
-from neurips26.bip.vlfw import (protocol1, protocol2, protocol3_detector, protocol3_registry, tar_at_far,
-                                verification_pairs)
+from neurips26.bip.vlfw import (protocol1, protocol2, protocol3_detector, protocol3_registry, protocol4,
+                                tar_at_far, verification_pairs)
 
 
 def _data(n_id, n_img, seed, size=24):
@@ -252,3 +252,47 @@ def test_lfw_subset_ships_offline_as_sanity_set():
     except Exception as err:  # noqa: BLE001
         pytest.skip(f"lfw_subset not shipped with this scikit-image: {err}")
     assert x.shape == (200, 25, 25)
+
+
+def _open_set(noise, seed=0):
+    """8 real + 6 virtual gallery entries in D = 16 (orthogonal), 3 mated probes each (noise around
+    the entry) and 20 non-mated probes (orthogonal to every entry when noise is small)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(34, 34)))
+    G = Q[:14]
+    ids = np.r_[np.repeat(np.arange(14), 3), -np.ones(20, int)]
+    base = np.concatenate([G[np.repeat(np.arange(14), 3)], Q[14:34]])
+    p = base + noise * rng.normal(size=base.shape)
+    p /= np.linalg.norm(p, axis=1, keepdims=True)
+    isv = np.r_[np.repeat(np.arange(14) >= 8, 3), rng.random(20) < 0.5]
+    return G[:8], G[8:], p, ids, isv
+
+
+def test_protocol4_open_set_on_separable_and_random_embeddings():
+    R, V, p, ids, isv = _open_set(0.05)
+    m = protocol4(R, V, p, ids, isv, fpir=(1e-2, 0.1))
+    assert m["rank1"] == 1.0 and m["dir"]["0.01"] == 1.0 and m["n_mated"] == 42 and m["n_nonmated"] == 20
+    # non-mated probes are rejected; their is_virtual output (the top-1 entry's kind) is right only by chance
+    nm_right = np.mean([(1 if (np.concatenate([R, V]) @ q).argmax() >= 8 else 0) == v
+                        for q, v in zip(p[42:], isv[42:])])
+    assert m["joint_accuracy"]["0.01"] == pytest.approx((42 + 20 * nm_right) / 62)
+    # with the non-mated probes' kind matching the nearest entry's, everything is right
+    R, V, p, ids, isv = _open_set(0.05)
+    isv[42:] = (np.concatenate([R, V]) @ p[42:].T).argmax(0) >= 8
+    assert protocol4(R, V, p, ids, isv)["joint_accuracy"]["0.01"] == 1.0
+    # random probes: rank-1 near 1/14, DIR at FPIR 1e-2 lower still
+    rng = np.random.default_rng(1)
+    R, V = rng.normal(size=(8, 16)), rng.normal(size=(6, 16))
+    R, V = R / np.linalg.norm(R, axis=1)[:, None], V / np.linalg.norm(V, axis=1)[:, None]
+    p = rng.normal(size=(2000, 16))
+    p /= np.linalg.norm(p, axis=1)[:, None]
+    ids = np.r_[rng.integers(0, 14, 1000), -np.ones(1000, int)]
+    isv = np.r_[ids[:1000] >= 8, np.zeros(1000, bool)]
+    m = protocol4(R, V, p, ids, isv)
+    assert abs(m["rank1"] - 1 / 14) < 0.03 and m["dir"]["0.01"] < 0.03
+    with pytest.raises(ValueError, match="non-mated"):
+        protocol4(R, V, p[:5], ids[:5], isv[:5])
+    with pytest.raises(ValueError, match="probe_virtual"):
+        protocol4(R, V, p, ids, ~isv)
+    with pytest.raises(ValueError, match="probe_ids"):
+        protocol4(R, V, p, np.r_[ids[:-1], 99], isv)

@@ -21,7 +21,7 @@ from neurips26.bip.gallery import (PCAReport, Subspace, as_unit, collisions, fai
                                    within_spread)
 from neurips26.bip.renderer import N_ID, render, sample_nuisance
 from neurips26.bip.vlfw import (auc_eer, protocol1, protocol2, protocol3_detector, protocol3_registry,
-                                tar_at_far, ten_fold_accuracy, verification_pairs)
+                                protocol4, tar_at_far, ten_fold_accuracy, verification_pairs)
 
 __all__ = ["GapAllocator", "Audit", "BatchLog", "audit", "enrollment_robustness", "exact_energy", "kernel",
            "riemannian_step", "b1_uniform_sphere", "b2_in_manifold", "b3_rejection", "b4_hyperface",
@@ -33,4 +33,4 @@ __all__ = ["GapAllocator", "Audit", "BatchLog", "audit", "enrollment_robustness"
            "check_images", "embed", "identity_centers", "load_checkpoint", "train_encoder", "GapGen",
            "GapGenConfig", "Generator", "PatchCritic", "frechet_distance", "identity_consistency",
            "image_collisions", "slerp", "protocol1", "protocol2", "protocol3_detector", "protocol3_registry",
-           "verification_pairs"]
+           "protocol4", "verification_pairs"]

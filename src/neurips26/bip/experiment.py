@@ -4,7 +4,7 @@ One seed per ``run`` (``ctx.seed`` draws the gallery, the held-out reals and eve
 ``CONFIGS[scale].seeds`` are the seeds judged together (paired standard errors via harness.paper).
 The mini image pipeline (``_image_side``): renderer identities -> FR encoder with an ArcFace head ->
 gap allocation among the encoder's real centers -> GapGen stage 0 and the curriculum (and its
-baselines) -> image-level collisions, realism, v-LFW protocols 1-3; guarded by ``time_budget_s``.
+baselines) -> image-level collisions, realism, v-LFW protocols 1-4; guarded by ``time_budget_s``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from neurips26.bip.gapgen import (GapGen, GapGenConfig, frechet_distance, identi
                                   image_collisions)
 from neurips26.bip.renderer import N_ID, render
 from neurips26.bip.vlfw import (all_pair_scores, protocol1, protocol2, protocol3_detector,
-                                protocol3_registry, tar_at_far)
+                                protocol3_registry, protocol4, tar_at_far)
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,10 @@ class ImageConfig:
     delta: float = 0.05           # tau_m = tau_c - delta (ASSUMPTION: m * rho with m >= 1 is recorded too)
     n_virtual: int = 200
     k_img: int = 4                # provisioned images per virtual
+    n_probe: int = 2              # protocol 4: fresh probe images per enrolled real / provisioned virtual
     alloc_iter: int = 15
+    rho_margins: tuple = (1, 2)   # also allocate with tau_m = cos(arccos(tau_c) + m rho) (spec default m = 2)
+    rho_batches: int = 4          # batch budget of those allocations
     gapgen: GapGenConfig = GapGenConfig(stage0_epochs=2, stage_epochs=3, sigma_intra=0.03, advance=1.0)
     detector_epochs: int = 2
     # per seed; training loops stop at their epoch boundary past it. A cut makes the image metrics
@@ -160,10 +163,12 @@ def _baselines(cfg: Config, ctx: RunContext, R, sub, tau_c) -> dict:
     return out
 
 
-def _render_ids(n_ids: int, n_img: int, size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """n_img renderer images of each of n_ids identities p ~ N(0, I_14); (images, labels)."""
-    p = torch.randn(n_ids, N_ID, generator=gen)
-    return render(p.repeat_interleave(n_img, 0), size, gen), torch.arange(n_ids).repeat_interleave(n_img)
+def _render_ids(n_ids: int, n_img: int, size: int, gen: torch.Generator,
+                p: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """n_img renderer images of each of n_ids identities p ~ N(0, I_14) (or the given p);
+    (images, labels, p)."""
+    p = torch.randn(n_ids, N_ID, generator=gen) if p is None else p
+    return (render(p.repeat_interleave(n_img, 0), size, gen), torch.arange(n_ids).repeat_interleave(n_img), p)
 
 
 def _impostor_and_mated(e: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -177,8 +182,12 @@ def _generator_metrics(gg: GapGen, enc, V, R, tau_c, real_feats, k: int) -> tupl
     ic = identity_consistency(gg, V, k)
     imgs = gg.sample(V, k)
     emb = embed(enc, imgs)
+    hit = (maxcos(emb, R) >= tau_c).view(V.shape[0], k).any(1)        # virtuals with a colliding image
+    v_mc = maxcos(V, R)
     return {"ic": float(ic.mean()), "ic_sd": float(ic.std()),
-            "collisions": image_collisions(emb, R, tau_c),
+            "collisions": image_collisions(emb, R, tau_c) | {"virtuals": int(hit.sum())},
+            "colliding_virtual_maxcos": float(v_mc[hit].mean()) if bool(hit.any()) else None,
+            "virtual_maxcos": float(v_mc.mean()),
             "frechet": frechet_distance(real_feats, embed(enc, imgs, features=True))}, imgs
 
 
@@ -187,8 +196,9 @@ def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
     t0 = time.perf_counter()
     deadline = t0 + cfg.time_budget_s
     gen = torch.Generator().manual_seed(ctx.seed + 20_000)
-    X, y = _render_ids(cfg.n_ids, cfg.n_img, cfg.size, gen)
-    Xt, yt = _render_ids(cfg.n_test_ids, cfg.n_test_img, cfg.size, gen)
+    X, y, p_real = _render_ids(cfg.n_ids, cfg.n_img, cfg.size, gen)
+    Xt, yt, _ = _render_ids(cfg.n_test_ids, cfg.n_test_img, cfg.size, gen)
+    Xp, yp, _ = _render_ids(cfg.n_ids, cfg.n_probe, cfg.size, gen, p=p_real)   # fresh probes (protocol 4)
     enc, losses = train_encoder(X, y, cfg.encoder, seed=ctx.seed, deadline=deadline)
     t_enc = time.perf_counter() - t0
     e, et = embed(enc, X), embed(enc, Xt)
@@ -216,6 +226,7 @@ def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
     out["allocation"] = {"n": a.n_virtual, "real_collisions": a.real_collisions,
                          "virtual_collisions": a.virtual_collisions,
                          "first_pass": alloc.log[0].acceptance}
+    out["allocation_rho_margin"] = _rho_margin_allocation(R, tau_c, rho, sub, cfg, ctx.seed)
     ctx.log(f"bip seed {ctx.seed} images: encoder {t_enc:.0f} s, tau_c={tau_c:.3f} rho={rho:.3f} "
             f"k={sub.k}, {a.n_virtual} virtuals")
     if a.n_virtual < 2:
@@ -234,8 +245,10 @@ def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
     out["gapgen"]["curriculum"]["history"] = gc.history
     b2 = sub.sample(V.shape[0], torch.Generator().manual_seed(ctx.seed + 1))
     out["gapgen"]["curriculum_at_b2"] = image_collisions(embed(enc, gc.sample(b2, cfg.k_img)), R, tau_c)
+    # the reference level: images of never-enrolled real identities against the enrolled centers
+    out["gapgen"]["unseen_real_images"] = image_collisions(et, R, tau_c)
     out["gapgen"]["seconds"] = {"stage0": t_s0 - t0 - t_enc, "curricula": time.perf_counter() - t_s0}
-    # v-LFW protocols 1-3 on the curriculum's provisioned images (k_img per virtual)
+    # v-LFW protocols 1-4 on the curriculum's provisioned images (k_img per virtual)
     vi = gc.sample(V, cfg.k_img)
     ve, vy = embed(enc, vi), torch.arange(V.shape[0]).repeat_interleave(cfg.k_img)
     fmr_real = float((s[~mated] >= tau_c).mean())
@@ -249,13 +262,55 @@ def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
                    "p2": protocol2(e.numpy().astype(float), ve.numpy().astype(float), tau_c, fmr_real),
                    "p3_registry": protocol3_registry(e.numpy().astype(float), ve.numpy().astype(float),
                                                      V.numpy().astype(float), tau_c),
-                   "p3_detector": det}
+                   "p3_detector": det,
+                   "p4": _protocol4(enc, gc, R, V, Xp, yp, et, b2, cfg)}
     out["lfw_subset"] = _lfw_sanity(X, vi, cfg, ctx.seed)
     out["budget"] = {"time_budget_s": cfg.time_budget_s, "seconds": time.perf_counter() - t0,
                      "cut": time.perf_counter() > deadline}
     if plots:
         _image_plots(ctx, X, imgs, V, ve, vy, et, yt, det_s, det_y, e, cfg)
     return out
+
+
+def _rho_margin_allocation(R, tau_c: float, rho: float, sub: Subspace, cfg: ImageConfig, seed: int) -> dict:
+    """The spec's default margin on an image gallery: theta_sep = arccos(tau_c) + m rho (m = 1, 2),
+    tau_m = cos(theta_sep), with and without density containment (same batches and budget as the
+    delta-margin allocation). Records how many virtuals fit and, without containment, which share of
+    them lies inside the containment region (the spec's "gaps inside the manifold")."""
+    out = {}
+    for mm in cfg.rho_margins:
+        theta, tau_m = margin(tau_c, rho, mm)
+        row = {"theta_sep": theta, "tau_m": tau_m}
+        for cont in (True, False):
+            al = GapAllocator(R, tau_c, tau_m, sub, n_iter=cfg.alloc_iter, batch=cfg.n_virtual, floor=0.0,
+                              containment=cont, seed=seed)
+            V = al.allocate(cfg.n_virtual, max_batches=cfg.rho_batches)
+            a = al.audit(seed=seed)
+            row["contained" if cont else "free"] = {
+                "n": a.n_virtual, "real_collisions": a.real_collisions, "virtual_collisions": a.virtual_collisions,
+                "first_pass": al.log[0].acceptance,
+                "inside_share": float(sub.inside(V).float().mean()) if V.shape[0] else None}
+        out[str(mm)] = row
+    return out
+
+
+def _protocol4(enc, gg: GapGen, R, V, Xp, yp, et, b2, cfg: ImageConfig) -> dict:
+    """v-LFW protocol 4 (open-set identification against R u V, outputs (identity, is_virtual)).
+
+    Mated probes: fresh renderer images of the enrolled reals (``cfg.n_probe`` each, not the images
+    the centers were built from) and fresh GapGen images of the provisioned virtuals (``cfg.n_probe``
+    each). Non-mated probes: the unseen real identities' images and GapGen images at as many
+    in-manifold points (B2 seeds) that were never enrolled."""
+    n_v = V.shape[0]
+    pv = embed(enc, gg.sample(V, cfg.n_probe))
+    n_nm = max(1, et.shape[0] // cfg.n_probe)
+    pn = embed(enc, gg.sample(b2[:n_nm], cfg.n_probe))
+    probes = torch.cat([embed(enc, Xp), pv, et, pn]).numpy().astype(float)
+    ids = np.r_[yp.numpy(), R.shape[0] + np.repeat(np.arange(n_v), cfg.n_probe),
+                -np.ones(et.shape[0] + pn.shape[0], int)]
+    isv = np.r_[np.zeros(Xp.shape[0], bool), np.ones(pv.shape[0], bool), np.zeros(et.shape[0], bool),
+                np.ones(pn.shape[0], bool)]
+    return protocol4(R.numpy().astype(float), V.numpy().astype(float), probes, ids, isv, fpir=(1e-2, 1e-1))
 
 
 def _lfw_sanity(real_images: torch.Tensor, virtual_images: torch.Tensor, cfg: ImageConfig, seed: int) -> dict:
@@ -388,14 +443,20 @@ def _check_gapgen(m):
         d, se, n = paired(m, "image.gapgen.curriculum.ic", "image.gapgen.stage0.ic")
         coll = _all_seeds(m, "image.gapgen.curriculum.collisions.count")
         n0 = _all_seeds(m, "image.gapgen.stage0.collisions.count")
+        nb2 = _all_seeds(m, "image.gapgen.curriculum_at_b2.count")
+        cv = _all_seeds(m, "image.gapgen.curriculum.collisions.virtuals")
+        rate_c = _all_seeds(m, "image.gapgen.curriculum.collisions.rate")
+        rate_u = _all_seeds(m, "image.gapgen.unseen_real_images.rate")
     except KeyError:
         return INCONCLUSIVE, "image pipeline not run (images.enabled = False)"
     v = judge(d, se, n, 0.0, K_SE, "higher")
     if max(coll) > ZERO:
         v = FAILS
     return v, (f"identity consistency curriculum - stage 0 = {fmt_se(d, se, n)}; image-level collisions "
-               f"at tau_c: curriculum max {max(coll):g} over seeds (stage 0 max {max(n0):g}), "
-               f"of {get(m, 'image.gapgen.curriculum.collisions.n'):g} images")
+               f"at tau_c: curriculum max {max(coll):g} over seeds (from at most {max(cv):g} virtuals; "
+               f"stage 0 max {max(n0):g}; the curriculum generator at B2 in-manifold points min {min(nb2):g}), "
+               f"of {get(m, 'image.gapgen.curriculum.collisions.n'):g} images; rate {np.mean(rate_c):.2%} vs "
+               f"{np.mean(rate_u):.2%} for images of unseen real identities (mean over seeds)")
 
 
 def _million(m):

@@ -154,3 +154,56 @@ def protocol3_detector(real_images, virtual_images, epochs: int = 3, lr: float =
     t = thr[int(np.argmin(np.abs(fpr - (1 - tpr))))]
     extra = {k: float((v >= t).mean()) for k, v in extra.items()}
     return {"auc": auc, "eer": eer, "n_test": int(te.numel()), "also": extra}, s, pos
+
+
+def protocol4(real_centers, virtual_centers, probes, probe_ids, probe_virtual, fpir: tuple = (1e-2,)) -> dict:
+    """Unified recognition + detection: open-set identification against the gallery R u V.
+
+    The gallery is ``[real_centers; virtual_centers]`` (entries 0..N-1 real, N..N+M-1 virtual).
+    ``probe_ids`` gives each probe's gallery entry, or -1 for a non-mated probe (an identity enrolled
+    nowhere); ``probe_virtual`` whether the probe is a virtual image. For each probe the system outputs
+    (identity, is_virtual): the top-1 entry if its score reaches the threshold, else "unknown", and
+    is_virtual = the top-1 entry is virtual. Reports
+
+    - rank-1: share of mated probes whose top-1 entry is theirs (closed set);
+    - DIR@FPIR: the threshold t is the (1 - FPIR) quantile of the non-mated probes' top-1 scores
+      (``FPIR = #{non-mated: max_g s >= t} / #non-mated``), ``DIR = #{mated: top-1 correct and s >= t} / #mated``;
+    - joint accuracy at each FPIR point: share of all probes with both outputs right (mated: the right
+      identity accepted; non-mated: rejected; and is_virtual equal to the probe's truth);
+    - detection accuracy: share of probes whose is_virtual output is right.
+    """
+    r = check_array(real_centers, "real_centers", ndim=2, dtype=float, min_size=1)
+    v = check_array(virtual_centers, "virtual_centers", ndim=2, dtype=float, shape=(None, r.shape[1]),
+                    min_size=1)
+    p = check_array(probes, "probes", ndim=2, dtype=float, shape=(None, r.shape[1]), min_size=1)
+    ids = check_array(probe_ids, "probe_ids", ndim=1, dtype=int, shape=(p.shape[0],))
+    isv = check_array(probe_virtual, "probe_virtual", ndim=1, dtype=bool, shape=(p.shape[0],))
+    n_g = r.shape[0] + v.shape[0]
+    if ids.min() < -1 or ids.max() >= n_g:
+        raise ValueError(f"probe_ids must be gallery entries in [0, {n_g}) or -1 (non-mated)")
+    mated = ids >= 0
+    if mated.sum() == 0 or (~mated).sum() == 0:
+        raise ValueError("probe_ids needs both mated probes (>= 0) and non-mated probes (-1) for FPIR")
+    gallery_virtual = np.r_[np.zeros(r.shape[0], bool), np.ones(v.shape[0], bool)]
+    if (gallery_virtual[ids[mated]] != isv[mated]).any():
+        raise ValueError("probe_virtual disagrees with the gallery entry of a mated probe")
+    s = p @ np.concatenate([r, v]).T
+    top = s.argmax(1)
+    top_s = s[np.arange(s.shape[0]), top]
+    hit = top == ids                                       # never true for non-mated (-1)
+    pred_virtual = gallery_virtual[top]
+    det_ok = pred_virtual == isv
+    out = {"n_probes": int(p.shape[0]), "n_mated": int(mated.sum()), "n_nonmated": int((~mated).sum()),
+           "n_gallery": int(n_g), "rank1": float(hit[mated].mean()), "detection_accuracy": float(det_ok.mean()),
+           "dir": {}, "joint_accuracy": {}, "threshold": {}}
+    nm = np.sort(top_s[~mated])[::-1]
+    for f in fpir:
+        f = check_scalar(f, "fpir", float, min=0, max=1, inclusive="neither")
+        k = int(np.floor(f * nm.size))                     # at most k non-mated probes may pass
+        t = np.nextafter(nm[k], np.inf) if k < nm.size else -np.inf
+        accept = top_s >= t
+        ident_ok = np.where(mated, hit & accept, ~accept)
+        out["dir"][str(f)] = float((hit & accept)[mated].mean())
+        out["joint_accuracy"][str(f)] = float((ident_ok & det_ok).mean())
+        out["threshold"][str(f)] = float(t)
+    return out
