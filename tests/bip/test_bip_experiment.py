@@ -45,5 +45,5 @@ def test_gapgen_claim_from_paired_consistency_and_collisions():
     assert v([_img(0.80, 0.87), _img(0.81, 0.86), _img(0.79, 0.88)]) == "fails"
     assert v([_img(0.90, 0.87), _img(0.85, 0.88), _img(0.88, 0.88)]) == "inconclusive"
     assert v([_img(0.95, 0.87)]) == "inconclusive"                     # one seed: no s.e.
-    cut = _img(0.95, 0.87, coll=3) | {"budget": {"cut": True}}
+    cut = _img(0.95, 0.87, coll=3) | {"budget": {"cut": True, "training_cut": True}}
     assert v([cut, _img(0.96, 0.86, coll=3), _img(0.95, 0.88)]) == "inconclusive"   # training was cut

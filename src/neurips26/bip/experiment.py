@@ -240,6 +240,8 @@ def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
     t_s0 = time.perf_counter()
     gc = g0.copy().train_curriculum(V, real_ic, deadline=deadline)
     gn = g0.copy().train_curriculum(V, real_ic, lambda_nc=0.0, deadline=deadline)
+    # a training loop can only have stopped early if the deadline passed before the last one ended
+    training_cut = time.perf_counter() > deadline
     gens = {"stage0": g0, "curriculum": gc, "no_nc": gn}
     out["gapgen"], imgs = {}, {}
     for name, gg in gens.items():
@@ -268,7 +270,7 @@ def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
                    "p4": _protocol4(enc, gc, R, V, Xp, yp, et, b2, cfg)}
     out["lfw_subset"] = _lfw_sanity(X, vi, cfg, ctx.seed)
     out["budget"] = {"time_budget_s": cfg.time_budget_s, "seconds": time.perf_counter() - t0,
-                     "cut": time.perf_counter() > deadline}
+                     "cut": time.perf_counter() > deadline, "training_cut": training_cut}
     if plots:
         _image_plots(ctx, X, imgs, V, ve, vy, et, yt, det_s, det_y, e, cfg)
     return out
@@ -452,7 +454,7 @@ def _check_gapgen(m):
     except KeyError:
         return INCONCLUSIVE, "image pipeline not run (images.enabled = False)"
     runs = getattr(m, "per_seed", None) or [m]
-    cut = [i for i, r in enumerate(runs) if r.get("image", {}).get("budget", {}).get("cut")]
+    cut = [i for i, r in enumerate(runs) if r.get("image", {}).get("budget", {}).get("training_cut")]
     v = judge(d, se, n, 0.0, K_SE, "higher")
     if max(coll) > ZERO:
         v = FAILS
