@@ -28,3 +28,22 @@ def test_claims_hold_fail_inconclusive():
     assert _claims([_m(ratio=5.1), _m(ratio=4.9)])["enrollment_robustness"] == "inconclusive"
     assert _claims([_m(acc=0.5), _m(), _m()])["acceptance_up_to_4N"] == "fails"
     assert _claims([_m()])["zero_collisions"] == "inconclusive"      # one seed: no s.e.
+
+
+def _img(ic_c, ic_0, coll=0):
+    return {"gapgen": {"curriculum": {"ic": ic_c, "collisions": {"count": coll, "n": 800, "virtuals": coll,
+                                                                 "rate": coll / 800}},
+                       "stage0": {"ic": ic_0, "collisions": {"count": 50, "n": 800, "virtuals": 30}},
+                       "curriculum_at_b2": {"count": 150, "n": 800}, "unseen_real_images": {"rate": 0.05}}}
+
+
+def test_gapgen_claim_from_paired_consistency_and_collisions():
+    def v(rows):
+        return _claims([_m() | {"image": r} for r in rows])["gapgen_curriculum"]
+    assert v([_img(0.95, 0.87), _img(0.96, 0.86), _img(0.95, 0.88)]) == "holds"
+    assert v([_img(0.95, 0.87, coll=1), _img(0.96, 0.86), _img(0.95, 0.88)]) == "fails"
+    assert v([_img(0.80, 0.87), _img(0.81, 0.86), _img(0.79, 0.88)]) == "fails"
+    assert v([_img(0.90, 0.87), _img(0.85, 0.88), _img(0.88, 0.88)]) == "inconclusive"
+    assert v([_img(0.95, 0.87)]) == "inconclusive"                     # one seed: no s.e.
+    cut = _img(0.95, 0.87, coll=3) | {"budget": {"cut": True, "training_cut": True}}
+    assert v([cut, _img(0.96, 0.86, coll=3), _img(0.95, 0.88)]) == "inconclusive"   # training was cut

@@ -1,6 +1,7 @@
 """Benchmarks: neighbour search of the allocator (torch brute force = the exact anchor, vs faiss
-Flat / IVF nprobe sweep / HNSW, with recall@8), repulsion vs B3 rejection to M = 4N, and the exact
-audit's GMAC/s vs a ``torch.mm`` peak measured in the same run. Every row goes through
+Flat / IVF nprobe sweep / HNSW, with recall@8), repulsion vs B3 rejection to M = 4N, the exact
+audit's GMAC/s vs a ``torch.mm`` peak measured in the same run, and the image side's throughput
+(encoder embeddings/s vs one image per call; GapGen images/s vs the procedural renderer). Every row goes through
 ``harness.bench.compare`` (interleaved rounds, medians).
 
 ``ctx.scale == "smoke"``: the same rows at tiny sizes (seconds).
@@ -15,8 +16,11 @@ import torch
 
 from neurips26.bip.allocator import GapAllocator
 from neurips26.bip.baselines import b3_rejection
+from neurips26.bip.encoder import FREncoder, embed
 from neurips26.bip.gallery import (Subspace, faiss_index, impostor_scores, knn, margin, maxcos,
                                    synthetic_gallery, tau_far)
+from neurips26.bip.gapgen import GapGen
+from neurips26.bip.renderer import N_ID, render
 from neurips26.harness import BenchRow, RunContext
 from neurips26.harness.bench import compare
 
@@ -30,10 +34,11 @@ class Sizes:
     Q: int = 2000               # in-manifold queries (the spec: one 1e4 batch; 2e3 keeps quick short)
     nprobes: tuple = (16, 64, 128, 256)
     alloc_N: int = 3000         # repulsion vs B3
+    images: int = 2000          # encoder / GapGen throughput rows (24 x 24)
     rounds: int = 3
 
 
-SIZES = {"smoke": Sizes(N=3000, Q=500, nprobes=(16, 64), alloc_N=200, rounds=1),
+SIZES = {"smoke": Sizes(N=3000, Q=500, nprobes=(16, 64), alloc_N=200, images=64, rounds=1),
          "quick": Sizes(), "full": Sizes()}
 
 
@@ -97,4 +102,33 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                         lambda: maxcos(V, R),
                         lambda: A @ B, "torch.mm one shot", unit="GMAC/s", work=gmac, rounds=sz.rounds,
                         note="target >= 50% of the mm peak"))
+    rows += _image_rows(sz)
+    return rows
+
+
+def _image_rows(sz: Sizes) -> list[BenchRow]:
+    """Encoder embeddings/s (batched, 512 a call) vs one image per call; GapGen images/s vs the
+    procedural renderer making the same number of 24 x 24 images (architectures at their quick sizes;
+    throughput does not depend on the trained weights)."""
+    n = sz.images
+    g = torch.Generator().manual_seed(0)
+    p = torch.randn(n, N_ID, generator=g)
+    X = render(p, 24, g)
+    torch.manual_seed(0)
+    enc = FREncoder(32).eval()
+
+    def one_by_one():
+        with torch.no_grad():
+            for i in range(n):
+                enc(X[i:i + 1])
+
+    rows = [compare(f"encoder embeddings/s, {n} images 24x24, batch 512", lambda: embed(enc, X),
+                    one_by_one, "the same encoder, one image per call", unit="embeddings/s", work=n,
+                    rounds=sz.rounds)]
+    R = torch.nn.functional.normalize(torch.randn(200, 32, generator=g), dim=1)
+    gg = GapGen(enc, R, 0.8, torch.linalg.qr(torch.randn(32, 8, generator=g))[0])
+    V = torch.nn.functional.normalize(torch.randn(n, 32, generator=g), dim=1)
+    rows.append(compare(f"GapGen images/s at inference, {n} images 24x24", lambda: gg.sample(V, 1),
+                        lambda: render(p, 24, torch.Generator().manual_seed(1)),
+                        "procedural renderer (same count)", unit="images/s", work=n, rounds=sz.rounds))
     return rows
