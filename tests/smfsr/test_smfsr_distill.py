@@ -52,7 +52,9 @@ def _metrics(smf_swd, t20_swd, smf_hf, t20_hf, smf2_swd, smf2_psnr, jvp_swd, t1_
              div_min=3.0):
     def meth(swd, hf, psnr, div=0.0):
         return {"swd": sum(swd) / len(swd), "psnr": sum(psnr) / len(psnr), "hf_ratio": sum(hf) / len(hf),
-                "diversity": div,
+                "diversity": div, "diversity_raw": div, "diversity_raw_min": div,
+                "diversity_min_nonflat": div, "zero_diversity_frac": 0.0 if div > 0 else 1.0,
+                "zero_diversity_on_flat_only": div > 0,
                 "diversity_min": div, "per_noise": {"swd": swd, "hf_ratio": hf, "psnr": psnr}}
     k = len(smf_swd)
     return {"methods": {
@@ -63,6 +65,7 @@ def _metrics(smf_swd, t20_swd, smf_hf, t20_hf, smf2_swd, smf2_psnr, jvp_swd, t1_
         "teacher_1": meth([9.0] * k, [t1_hf] * k, [27.0] * k),
         "direct": meth([9.0] * k, [direct_hf] * k, [27.0] * k),
         "smf1_lr_start": meth([9.0] * k, [0.5] * k, [27.0] * k)},
+        "eval": {"flat_lr_frac": 0.0},
         "train": {"meanflow_jvp": {"steps": 500}, "smf": {"steps": 1200, "planned": 1200},
                   "teacher": {"steps": 1200, "planned": 1200}, "gan": {"steps": 300, "planned": 300},
                   "direct": {"steps": 300, "planned": 300}}}
@@ -89,6 +92,30 @@ def test_claim_logic_holds_fails_and_noise():
                      [8.0, 12.1, 9.0], [24.6, 24.5, 24.7], [9.0, 11.5, 9.2])
     v = _by_id(noisy)
     assert v["stage2_improves_realism"] == "inconclusive" and v["split_vs_jvp"] == "inconclusive"
+
+
+def test_stochasticity_claim_separates_adain_on_flat_references():
+    """AdaIN onto a flat reference zeroes diversity by definition: that alone does not fail the claim;
+    zero spread before the colour fix, or after it on a non-flat LR, or any spread of the LR start does."""
+    good = [10.0, 10.2, 9.9], [10.1, 10.0, 10.3], [0.95, 0.97, 0.96], [1.0, 1.01, 0.99], [8.0, 8.1, 7.9], \
+        [24.6, 24.5, 24.7], [12.0, 12.5, 12.2]
+    check = E.CLAIMS[0].evaluate
+    m = _metrics(*good)
+    m["methods"]["smf1"].update(diversity_min=0.0, zero_diversity_frac=0.002, zero_diversity_on_flat_only=True)
+    m["eval"]["flat_lr_frac"] = 0.002
+    res = check(m)
+    assert res.verdict == "holds" and "0.20%" in res.measured
+    m["methods"]["smf1"]["zero_diversity_on_flat_only"] = False
+    assert check(m).verdict == "fails"
+    m = _metrics(*good)
+    m["methods"]["smf1"]["diversity_raw_min"] = 0.0
+    assert check(m).verdict == "fails"
+    m = _metrics(*good)
+    m["methods"]["smf1_lr_start"]["diversity_raw"] = 0.1
+    assert check(m).verdict == "fails"
+    runs = [_metrics(*good) for _ in range(3)]
+    runs[2]["methods"]["smf1"]["diversity_min_nonflat"] = 0.0  # one training seed collapses: fails
+    assert check(SeedMetrics([0, 1, 2], runs)).verdict == "fails"
 
 
 def test_a_budget_cut_stage_makes_its_claims_inconclusive():
