@@ -81,7 +81,7 @@ def test_claim_logic_holds_fails_and_noise():
     v = _by_id(good)
     assert v == {"noise_start_stochastic": "holds", "stage1_close_to_teacher20": "holds",
                  "one_step_baselines_blurry": "holds", "stage2_improves_realism": "holds",
-                 "split_vs_jvp": "holds", "sota_one_step": "inconclusive"}
+                 "split_vs_jvp": "holds", "stage2_ablations": "inconclusive", "sota_one_step": "inconclusive"}
     bad = _metrics([20.0, 20.5, 19.8], [10.1, 10.0, 10.3], [0.3, 0.31, 0.32], [1.0, 1.01, 0.99],
                    [25.0, 25.1, 24.9], [20.0, 20.1, 19.9], [12.0, 12.5, 12.2], t1_hf=0.9, div_min=0.0)
     v = _by_id(bad)
@@ -116,6 +116,22 @@ def test_stochasticity_claim_separates_adain_on_flat_references():
     runs = [_metrics(*good) for _ in range(3)]
     runs[2]["methods"]["smf1"]["diversity_min_nonflat"] = 0.0  # one training seed collapses: fails
     assert check(SeedMetrics([0, 1, 2], runs)).verdict == "fails"
+
+
+def test_ablation_claim_reads_paired_swd_differences():
+    good = [10.0, 10.2, 9.9], [10.1, 10.0, 10.3], [0.95, 0.97, 0.96], [1.0, 1.01, 0.99], [8.0, 8.1, 7.9], \
+        [24.6, 24.5, 24.7], [12.0, 12.5, 12.2]
+    m = _metrics(*good)
+    check = next(c for c in E.CLAIMS if c.id == "stage2_ablations").evaluate
+    assert check(m).verdict == "inconclusive" and "not run" in check(m).measured
+    for a in E.ABLATIONS:
+        m["methods"][f"smf2_{a}"] = {"per_noise": {"swd": [9.0, 9.1, 9.05]}}
+        m["train"][f"ablation_{a}"] = {"steps": 300, "planned": 300}
+    assert check(m).verdict == "holds"
+    m["methods"]["smf2_no_vsd"]["per_noise"]["swd"] = [7.0, 7.1, 6.9]  # removing VSD helped: fails
+    assert check(m).verdict == "fails"
+    m["train"]["ablation_no_vsd"]["steps"] = 20
+    assert check(m).verdict == "inconclusive"
 
 
 def test_a_budget_cut_stage_makes_its_claims_inconclusive():

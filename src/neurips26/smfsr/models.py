@@ -78,12 +78,13 @@ class IntervalEmbedding(nn.Module):
         return self.time_mlp(sinusoid(x, self.freq_dim).to(p.dtype))
 
     def forward(self, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        e_t = self.embed(t)
         if self.mode is None:
-            return e_t
+            return self.embed(t)
+        # both times through the shared TimeMLP in one call (the same values as two calls)
+        second = r if (self.mode == "released" or self.second == "r") else t - r
+        e_t, e_2 = self.embed(torch.cat([t, second])).split(t.shape[0])
         if self.mode == "released":
-            return self.interval_mlp(torch.cat([self.embed(r), e_t], dim=-1))
-        e_2 = self.embed(t - r if self.second == "t-r" else r)
+            return self.interval_mlp(torch.cat([e_2, e_t], dim=-1))
         return e_t + self.interval_mlp(torch.cat([e_t, e_2], dim=-1))
 
 
