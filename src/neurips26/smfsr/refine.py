@@ -95,7 +95,7 @@ def fake_score_loss(fake_v, x_hat: torch.Tensor, lr: torch.Tensor, t: torch.Tens
 
 
 def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConfig | None = None,
-           seed: int = 0, deadline: float | None = None):
+           seed: int = 0, deadline: float | None = None, clock=time.perf_counter):
     """Stage 2 on a copy of ``student``; returns (generator model, TrainLog, parts) where parts has the
     last-50-step means of each loss term. The real score is the frozen ``teacher``; the fake score a
     trainable full copy of it, or a LoRA of it (``cfg.fake_score="lora"``, rank ``cfg.lora_rank``)."""
@@ -120,9 +120,9 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
     opt_d = torch.optim.Adam(d_params, lr=cfg.d_lr, betas=(0.0, 0.99)) if use_adv else None
     log = TrainLog()
     parts = {k: [] for k in ("rec", "perc", "vsd", "adv", "d", "fake")}
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(steps):
-        if deadline is not None and time.perf_counter() >= deadline:
+        if deadline is not None and clock() >= deadline:
             log.stopped_by_time = True
             break
         hr, y = draw_batch(pool, batch, g)
@@ -174,7 +174,7 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
             parts["fake"].append(float(lf.detach()))
         log.losses.append(float(loss.detach()))
         log.steps += 1
-    log.seconds = time.perf_counter() - t0
+    log.seconds = clock() - t0
     gen.eval().requires_grad_(False)
     summary = {k: (sum(v[-50:]) / len(v[-50:]) if v else None) for k, v in parts.items()}
     return gen, log, summary

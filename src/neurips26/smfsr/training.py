@@ -85,19 +85,20 @@ def draw_batch(pool, batch: int, generator: torch.Generator) -> tuple[torch.Tens
 
 
 def _loop(step_fn, params, steps: int | None, seconds: float | None, lr: float, betas=(0.9, 0.999),
-          after=None, deadline: float | None = None) -> TrainLog:
+          after=None, deadline: float | None = None, clock=time.perf_counter) -> TrainLog:
     """Adam on ``params``; ``step_fn()`` returns the loss. Stops after ``steps`` steps, or after
-    ``seconds`` of wall-clock (for time-matched baselines), or at the absolute ``deadline``."""
+    ``seconds`` of wall-clock (for time-matched baselines), or at the absolute ``deadline``, both read on
+    ``clock`` (``time.perf_counter``; ``time.process_time`` counts this process's CPU seconds only)."""
     opt = torch.optim.Adam(params, lr=lr, betas=betas)
     log = TrainLog()
-    t0 = time.perf_counter()
+    t0 = clock()
     while True:
         if steps is not None and log.steps >= steps:
             break
-        el = time.perf_counter() - t0
+        el = clock() - t0
         if seconds is not None and el >= seconds:
             break
-        if deadline is not None and time.perf_counter() >= deadline:
+        if deadline is not None and clock() >= deadline:
             log.stopped_by_time = True
             break
         loss = step_fn()
@@ -108,7 +109,7 @@ def _loop(step_fn, params, steps: int | None, seconds: float | None, lr: float, 
             after()
         log.losses.append(float(loss.detach()))
         log.steps += 1
-    log.seconds = time.perf_counter() - t0
+    log.seconds = clock() - t0
     return log
 
 
@@ -122,7 +123,7 @@ def teacher_loss(teacher, hr: torch.Tensor, lr: torch.Tensor, generator: torch.G
 
 
 def train_teacher(teacher, pool, steps: int, batch: int = 128, lr: float = 1e-3, seed: int = 0,
-                  deadline: float | None = None) -> TrainLog:
+                  deadline: float | None = None, clock=time.perf_counter) -> TrainLog:
     """Stage 0: train the LR-conditioned rectified-flow teacher in place."""
     steps = check_scalar(steps, "steps", int, min=0)
     batch = check_scalar(batch, "batch", int, min=1)
@@ -133,7 +134,7 @@ def train_teacher(teacher, pool, steps: int, batch: int = 128, lr: float = 1e-3,
         hr, y = draw_batch(pool, batch, g)
         return teacher_loss(teacher, hr, y, g)
 
-    log = _loop(step, teacher.parameters(), steps, None, lr, deadline=deadline)
+    log = _loop(step, teacher.parameters(), steps, None, lr, deadline=deadline, clock=clock)
     teacher.eval()
     return log
 
@@ -183,7 +184,7 @@ def train_splitmeanflow(student, teacher, pool, steps: int | None, batch: int = 
                         p_bnd: float = 0.5, p_one: float = 0.1, boundary: str = "teacher",
                         adaptive: bool = False, ema_decay: float = 0.999, seed: int = 0,
                         seconds: float | None = None, deadline: float | None = None,
-                        ema_warmup: bool = False) -> tuple[EMA, TrainLog]:
+                        ema_warmup: bool = False, clock=time.perf_counter) -> tuple[EMA, TrainLog]:
     """Stage 1: SplitMeanFlow distillation of ``teacher`` into ``student`` (in place); returns (EMA, log)."""
     batch = check_scalar(batch, "batch", int, min=1)
     teacher.eval().requires_grad_(False)
@@ -196,7 +197,7 @@ def train_splitmeanflow(student, teacher, pool, steps: int | None, batch: int = 
         return splitmeanflow_loss(student, teacher, hr, y, g, p_bnd, p_one, boundary, adaptive)
 
     log = _loop(step, student.parameters(), steps, seconds, lr, after=lambda: ema.update(student),
-                deadline=deadline)
+                deadline=deadline, clock=clock)
     student.eval()
     return ema, log
 
@@ -215,7 +216,8 @@ def meanflow_loss(student, hr: torch.Tensor, lr: torch.Tensor, generator: torch.
 
 def train_meanflow(student, pool, steps: int | None = None, seconds: float | None = None, batch: int = 128,
                    lr: float = 1e-3, adaptive: bool = True, ema_decay: float = 0.999, seed: int = 0,
-                   deadline: float | None = None, ema_warmup: bool = False) -> tuple[EMA, TrainLog]:
+                   deadline: float | None = None, ema_warmup: bool = False, clock=time.perf_counter
+                   ) -> tuple[EMA, TrainLog]:
     """The MeanFlow-JVP student, for ``steps`` steps or ``seconds`` of wall-clock (equal-time baseline)."""
     if steps is None and seconds is None:
         raise ValueError("give steps or seconds")
@@ -228,7 +230,7 @@ def train_meanflow(student, pool, steps: int | None = None, seconds: float | Non
         return meanflow_loss(student, hr, y, g, adaptive)
 
     log = _loop(step, student.parameters(), steps, seconds, lr, after=lambda: ema.update(student),
-                deadline=deadline)
+                deadline=deadline, clock=clock)
     student.eval()
     return ema, log
 
