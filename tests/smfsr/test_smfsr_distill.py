@@ -106,7 +106,7 @@ def test_stochasticity_claim_separates_adain_on_flat_references():
     res = check(m)
     assert res.verdict == "holds" and "0.20%" in res.measured
     m["methods"]["smf1"]["zero_diversity_on_flat_only"] = False
-    assert check(m).verdict == "fails"
+    assert check(m).verdict == "fails" and "not all with a flat reference" in check(m).measured
     m = _metrics(*good)
     m["methods"]["smf1"]["diversity_raw_min"] = 0.0
     assert check(m).verdict == "fails"

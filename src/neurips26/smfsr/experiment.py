@@ -22,13 +22,13 @@ import torch
 
 from neurips26.harness.paper import (Claim, INCONCLUSIVE, fmt_se, get_path, judge, mean_se, verdict)
 from neurips26.harness.validation import check_choice
-from neurips26.smfsr.base import bicubic_sr, upsample
+from neurips26.smfsr.base import bicubic_sr
 from neurips26.smfsr.bench import stand_in_features
 from neurips26.smfsr.data import PoolConfig, get_pool
 from neurips26.smfsr.metrics import fid, gmsd, haarpsi, hf_ratio, kid, ms_ssim, psnr, ssim, swd
 from neurips26.smfsr.models import build_backbone, make_student
 from neurips26.smfsr.refine import RefineConfig, refine
-from neurips26.smfsr.sampler import diversity, super_resolve
+from neurips26.smfsr.sampler import diversity, reference_stats, super_resolve
 from neurips26.smfsr.training import train_meanflow, train_splitmeanflow, train_teacher
 
 # verdict thresholds (config knobs of the claims; used by statements and checks alike)
@@ -280,8 +280,9 @@ def evaluate(cfg: Config, test, teacher, smf1, smf2, jvp, direct, seed: int, smf
     # reference is flat (std 0: e.g. a black 4 x 4 patch) every sample becomes that constant: zero
     # diversity by the colour fix's definition, whatever the generator did. Diversity is therefore also
     # reported before the colour fix (``diversity_raw``) and over the non-flat LR inputs.
-    ref = upsample(lr[:nd])
-    flat = ref.std((-2, -1), correction=0).amax(1) == 0
+    # flat = what AdaIN sees as flat: the reference std it uses is exactly 0 (a constant LR; computed
+    # from F.interpolate's float output a constant 1/255 patch has std 4e-10 instead, by rounding)
+    flat = reference_stats(lr[:nd])[1].flatten(1).amax(1) == 0
     raw_runners = {
         "smf1": lambda eps: super_resolve(smf1, lr, 1, noise=eps, color=None),
         "smf2": lambda eps: super_resolve(smf2, lr, 1, noise=eps, color=None),
@@ -407,7 +408,8 @@ def check_stochasticity(m):
     ok = raw > 0 and ada > 0 and flat_only and lr_start == 0 and direct == 0
     return verdict(ok), (f"SMFSR-1 diversity (x255) min over LR before the colour fix {raw:.3g}, after AdaIN "
                          f"{ada:.3g} on non-flat LR (mean {mean:.3g}); AdaIN zeroes it on {max(zero):.2%} of "
-                         f"LR inputs, all with a flat reference ({max(flat):.2%} flat); start='lr' {lr_start:.3g},"
+                         f"LR inputs, {'all' if flat_only else 'not all'} with a flat reference ({max(flat):.2%} "
+                         f"flat); start='lr' {lr_start:.3g},"
                          f" direct {direct:.3g} (needs > 0 and == 0; {len(runs)} run seed(s))")
 
 
