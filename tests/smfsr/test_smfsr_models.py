@@ -138,3 +138,26 @@ def test_sampler_bad_inputs():
         super_resolve(s, lr[0, 0])
     with pytest.raises(ValueError, match="channel"):
         super_resolve(s, torch.rand(2, 3, 4, 4))
+
+
+def test_closed_form_reference_stats_equal_the_upsampled_reference():
+    from neurips26.smfsr.base import upsample
+    from neurips26.smfsr.sampler import MAX_STATS_LR_PIXELS, reference_stats
+
+    g = torch.Generator().manual_seed(0)
+    for shape in ((5, 1, 4, 4), (3, 3, 6, 5), (2, 1, 40, 40)):  # the last one takes the upsample path
+        lr = torch.rand(shape, generator=g, dtype=torch.float64)
+        mean, std = reference_stats(lr)
+        ref = upsample(lr)
+        assert torch.allclose(mean, ref.mean((-2, -1), keepdim=True), atol=1e-10)
+        assert torch.allclose(std, ref.std((-2, -1), correction=0, keepdim=True), atol=1e-8)
+    assert 40 * 40 > MAX_STATS_LR_PIXELS
+    flat = torch.full((2, 1, 4, 4), 0.3)
+    assert torch.all(reference_stats(flat)[1] == 0)  # a flat LR stays exactly flat
+    out = torch.rand(4, 1, 16, 16, generator=g)
+    lr = torch.rand(4, 1, 4, 4, generator=g)
+    a = adain_color_fix(out, upsample(lr))
+    b = adain_color_fix(out, ref_stats=reference_stats(lr))
+    assert torch.allclose(a, b, atol=1e-5)
+    with pytest.raises(ValueError, match="ref"):
+        adain_color_fix(out)

@@ -7,6 +7,7 @@ import torch
 
 from neurips26.smfsr.discriminator import (DinoProjectedDiscriminator, build_discriminator, diff_augment,
                                            hinge_d_loss, hinge_g_loss, save_backbone)
+from neurips26.smfsr.lora import lora_copy, lora_parameters
 from neurips26.smfsr.models import build_backbone, make_student
 from neurips26.smfsr.refine import RefineConfig, generate, refine, vsd_grad, vsd_loss
 from neurips26.smfsr.training import PoolLike
@@ -104,3 +105,60 @@ def test_refine_and_direct_run_and_direct_is_deterministic():
     direct, _, _ = refine(student, teacher, pool, 2, 16, RefineConfig(start="lr", discriminator="patchgan"))
     lr = pool.lr[:4]
     assert torch.equal(generate(direct, lr, None, "lr"), generate(direct, lr, None, "lr"))
+
+
+def test_lora_fake_score_starts_at_the_teacher_and_trains_only_its_factors():
+    torch.manual_seed(0)
+    teacher = build_backbone("mlp")
+    fake = lora_copy(teacher, rank=4)
+    z, lr, t = torch.randn(8, 1, 16, 16), torch.rand(8, 1, 4, 4), torch.rand(8)
+    assert torch.equal(fake(z, t, t, lr), teacher(z, t, t, lr))  # B = 0: exactly the teacher
+    trainable = [n for n, p in fake.named_parameters() if p.requires_grad]
+    assert trainable and all(n.endswith(("lora_a", "lora_b")) for n in trainable)
+    n_lora = sum(p.numel() for p in lora_parameters(fake))
+    assert n_lora < 0.2 * sum(p.numel() for p in teacher.parameters())
+    before = {n: p.clone() for n, p in teacher.named_parameters()}
+    g = torch.Generator().manual_seed(0)
+    pool = PoolLike(torch.rand(32, 1, 16, 16, generator=g), torch.rand(32, 1, 4, 4, generator=g))
+    _, _, parts = refine(make_student(teacher), teacher, pool, 2, 16,
+                         RefineConfig(fake_score="lora", discriminator="patchgan"))
+    assert parts["fake"] is not None
+    assert all(torch.equal(p, before[n]) for n, p in teacher.named_parameters())  # the teacher is untouched
+    opt = torch.optim.SGD(lora_parameters(fake), lr=1.0)
+    fake(z, t, t, lr).pow(2).mean().backward()
+    opt.step()
+    assert not torch.equal(fake(z, t, t, lr), teacher(z, t, t, lr))
+    with pytest.raises(ValueError, match="rank"):
+        lora_copy(teacher, rank=0)
+    with pytest.raises(ValueError, match="fake_score"):
+        refine(make_student(teacher), teacher, pool, 1, 16, RefineConfig(fake_score="half"))
+
+
+def test_one_pass_discriminator_step_equals_separate_calls():
+    """The fused D call (fake and real halves in one batch; G and D losses from the same logits) gives
+    the generator and the heads the gradients of the reference's separate calls (SN frozen in eval)."""
+    torch.manual_seed(0)
+    disc = build_discriminator("dino", 1, 16).eval()
+    fake = torch.rand(16, 1, 16, 16, requires_grad=True)
+    real = torch.rand(16, 1, 16, 16)
+    heads = [p for p in disc.parameters() if p.requires_grad]
+    d_fake, d_real = disc(torch.cat([fake, real])).split(16)
+    g_fused, = torch.autograd.grad(hinge_g_loss(d_fake), fake, retain_graph=True)
+    h_fused = torch.autograd.grad(hinge_d_loss(d_real, d_fake), heads)
+    g_ref, = torch.autograd.grad(hinge_g_loss(disc(fake)), fake)
+    h_ref = torch.autograd.grad(hinge_d_loss(disc(real), disc(fake.detach())), heads)
+    assert torch.allclose(g_fused, g_ref, atol=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(h_fused, h_ref))
+
+
+def test_discriminator_fast_paths_equal_their_modules():
+    torch.manual_seed(0)
+    disc = build_discriminator("dino", 1, 16).eval()
+    head = disc.heads[0]
+    x = torch.randn(4, 64, 16)
+    assert torch.allclose(head._circular(head.res, x), head.res(x), atol=1e-5)
+    assert torch.allclose(head._pointwise(head.inp, x), head.inp(x), atol=1e-5)
+    img = torch.randn(4, 3, 16, 16)
+    emb, gh, gw = disc.backbone.embed_patches(img)
+    assert (gh, gw) == (4, 4)
+    assert torch.allclose(emb, disc.backbone.patch_embed(img).flatten(2).transpose(1, 2), atol=1e-5)

@@ -26,6 +26,22 @@ def test_ema_is_the_decayed_average():
     assert not any(p.requires_grad for p in ema.model.parameters())
 
 
+def test_ema_warmup_schedule():
+    m = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        m.weight.fill_(0.0)
+    ema = EMA(m, 0.999, warmup=True)
+    assert ema.current_decay() == 2 / 11  # d_1 = (1 + 1) / (10 + 1)
+    with torch.no_grad():
+        m.weight.fill_(1.0)
+    ema.update(m)
+    assert torch.allclose(ema.model.weight, torch.full((1, 1), 9 / 11))
+    for _ in range(20000):
+        ema.updates += 1
+    assert ema.current_decay() == 0.999  # capped at the decay
+    assert EMA(m, 0.999).current_decay() == 0.999  # no warm-up: the plain decay from the first update
+
+
 def test_teacher_and_student_losses_go_down():
     torch.manual_seed(0)
     pool = _pool()

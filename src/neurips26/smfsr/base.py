@@ -6,6 +6,8 @@ batch of one by ``check_image``).
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -31,10 +33,12 @@ def check_image(x, name: str, channels: int | None = None, min_size: int = 1, un
         raise ValueError(f"{name} must have {channels} channel(s), got {x.shape[1]} (shape {tuple(x.shape)})")
     if min(x.shape[-2:]) < min_size:
         raise ValueError(f"{name} must be at least {min_size} x {min_size} pixels, got {tuple(x.shape[-2:])}")
-    if not torch.all(torch.isfinite(x)):
+    lo, hi = torch.aminmax(x)  # one pass; NaN propagates into both, Inf into one
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(f"{name} must be finite (NaN/Inf found)")
-    if unit_range and (x.min() < 0 or x.max() > 1):
-        raise ValueError(f"{name} must lie in [0, 1], got range [{x.min().item():.4g}, {x.max().item():.4g}]")
+    if unit_range and (lo < 0 or hi > 1):
+        raise ValueError(f"{name} must lie in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
     return x
 
 

@@ -54,10 +54,20 @@ class TinyViT(nn.Module):
                                                                 activation="gelu", batch_first=True,
                                                                 norm_first=True) for _ in range(depth)])
 
+    def embed_patches(self, x: torch.Tensor) -> torch.Tensor:
+        """``patch_embed`` (a stride-``patch`` Conv2d) as one matmul over flattened patches:
+        ((B, N, D), gh, gw), the same values as the convolution."""
+        B, C, H, W = x.shape
+        p = self.patch
+        gh, gw = H // p, W // p
+        x = x[..., : gh * p, : gw * p].reshape(B, C, gh, p, gw, p).permute(0, 2, 4, 1, 3, 5)
+        w = self.patch_embed.weight.reshape(self.dim, C * p * p)
+        return x.reshape(B, gh * gw, C * p * p) @ w.T + self.patch_embed.bias, gh, gw
+
     def forward_intermediates(self, x, indices, intermediates_only: bool = True):
-        h = self.patch_embed(x)
-        B, D, gh, gw = h.shape
-        h = h.flatten(2).transpose(1, 2) + self.pos[:, : gh * gw]
+        h, gh, gw = self.embed_patches(x)
+        B, D = h.shape[0], self.dim
+        h = h + self.pos[:, : gh * gw]
         out = []
         for i, blk in enumerate(self.blocks):
             h = blk(h)
@@ -115,10 +125,27 @@ class DiscHead(nn.Module):
         self.bn2 = BatchNormLocal(hidden)
         self.out = spectral_norm(nn.Conv1d(hidden, 1, 1))
 
+    @staticmethod
+    def _pointwise(conv: nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
+        """A k=1 (spectral-normed) Conv1d as one matmul, W[:, :, 0] @ x + b (the same values; the conv
+        kernel's backward is ~10x slower on these tiny token maps)."""
+        return torch.matmul(conv.weight[..., 0], x) + conv.bias[:, None]
+
+    @staticmethod
+    def _circular(conv: nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
+        """The circular-padded k=9 Conv1d as unfold + one matmul (the same values as ``conv(x)``)."""
+        k = conv.kernel_size[0]
+        p = k // 2
+        xp = torch.cat([x[..., -p:], x, x[..., :p]], dim=-1) if p else x
+        win = xp.unfold(-1, k, 1)                                        # (B, C, L, k)
+        B, C, L, _ = win.shape
+        cols = win.permute(0, 2, 1, 3).reshape(B, L, C * k)               # (B, L, C k)
+        return (cols @ conv.weight.reshape(conv.out_channels, C * k).T + conv.bias).transpose(1, 2)
+
     def forward(self, x):
-        h = F.leaky_relu(self.bn1(self.inp(x)), 0.2)
-        h = (h + F.leaky_relu(self.bn2(self.res(h)), 0.2)) / math.sqrt(2)
-        return self.out(h)  # (B, 1, L)
+        h = F.leaky_relu(self.bn1(self._pointwise(self.inp, x)), 0.2)
+        h = (h + F.leaky_relu(self.bn2(self._circular(self.res, h)), 0.2)) / math.sqrt(2)
+        return self._pointwise(self.out, h)  # (B, 1, L)
 
 
 class DinoProjectedDiscriminator(nn.Module):

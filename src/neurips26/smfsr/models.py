@@ -27,6 +27,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.smfsr.base import SCALE, upsample
@@ -77,12 +78,13 @@ class IntervalEmbedding(nn.Module):
         return self.time_mlp(sinusoid(x, self.freq_dim).to(p.dtype))
 
     def forward(self, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        e_t = self.embed(t)
         if self.mode is None:
-            return e_t
+            return self.embed(t)
+        # both times through the shared TimeMLP in one call (the same values as two calls)
+        second = r if (self.mode == "released" or self.second == "r") else t - r
+        e_t, e_2 = self.embed(torch.cat([t, second])).split(t.shape[0])
         if self.mode == "released":
-            return self.interval_mlp(torch.cat([self.embed(r), e_t], dim=-1))
-        e_2 = self.embed(t - r if self.second == "t-r" else r)
+            return self.interval_mlp(torch.cat([e_2, e_t], dim=-1))
         return e_t + self.interval_mlp(torch.cat([e_t, e_2], dim=-1))
 
 
@@ -96,6 +98,14 @@ class SRBackbone(nn.Module):
         self.channels = check_scalar(channels, "channels", int, min=1)
         self.hr_size = hr_size
         self.temb = IntervalEmbedding(dim, 64 if dim <= 256 else 256, None, second)
+        self.grad_checkpointing = False  # recompute each block in backward (``scale.enable_checkpointing``)
+
+    def run_block(self, blk: nn.Module, *args) -> torch.Tensor:
+        """``blk(*args)``, through ``torch.utils.checkpoint`` when gradient checkpointing is on and a
+        gradient is being recorded (same values and gradients, fewer saved activations)."""
+        if self.grad_checkpointing and torch.is_grad_enabled():
+            return checkpoint(blk, *args, use_reentrant=False)
+        return blk(*args)
 
     @property
     def interval_mode(self) -> str | None:
@@ -150,7 +160,7 @@ class MLPBackbone(SRBackbone):
         up = (lr.reshape(B * C, -1) @ self.up_matrix.to(lr.dtype)).reshape(B, -1)
         h = self.inp(torch.cat([z.flatten(1), up], dim=1))
         for blk in self.blocks:
-            h = blk(h, e)
+            h = self.run_block(blk, h, e)
         return self.out(h).view_as(z)
 
 
@@ -219,7 +229,7 @@ class TinyDiT4SR(SRBackbone):
         n = self.grid ** 2
         x = torch.cat([self.tokens(z, 0), self.tokens(upsample(lr), 1)], dim=1)
         for blk in self.blocks:
-            x = blk(x, c)
+            x = self.run_block(blk, x, c)
         sh, sc = self.final_ada(c).chunk(2, dim=-1)
         x = self.final(modulate(self.norm(x[:, :n]), sh, sc))
         B, p, C, g = z.shape[0], self.patch, self.channels, self.grid
@@ -262,9 +272,9 @@ class UNetSR(SRBackbone):
         if z.shape[-1] % 2 or z.shape[-2] % 2:
             raise ValueError(f"the unet backbone needs an even HR size, got {tuple(z.shape[-2:])}")
         e = F.silu(self.temb(r, t))
-        h1 = self.d1(self.inp(torch.cat([z, upsample(lr)], dim=1)), e)
-        h2 = self.mid(self.down(h1), e)
-        return self.out(F.silu(self.u1(torch.cat([self.up(h2), h1], dim=1), e)))
+        h1 = self.run_block(self.d1, self.inp(torch.cat([z, upsample(lr)], dim=1)), e)
+        h2 = self.run_block(self.mid, self.down(h1), e)
+        return self.out(F.silu(self.run_block(self.u1, torch.cat([self.up(h2), h1], dim=1), e)))
 
 
 def build_backbone(name: str, channels: int = 1, hr_size: int = 16, **kwargs) -> SRBackbone:

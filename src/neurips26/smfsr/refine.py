@@ -29,9 +29,13 @@ from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.smfsr.base import upsample
 from neurips26.smfsr.discriminator import build_discriminator, diff_augment, hinge_d_loss, hinge_g_loss
 from neurips26.smfsr.flows import interpolate
+from neurips26.smfsr.lora import lora_copy
 from neurips26.smfsr.metrics import ms_ssim
 from neurips26.smfsr.sampler import STARTS
 from neurips26.smfsr.training import TrainLog, draw_batch
+
+
+FAKE_SCORES = ("full", "lora")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class RefineConfig:
     disc_img: int = 16
     disc_batch: int | None = 32      # ASSUMPTION (laptop cost): D and the adversarial term see this many
                                      # samples of each batch; None = all
+    fake_score: str = "full"         # "full" copy of the teacher (laptop) or "lora" (OSEDiff; full scale)
+    lora_rank: int = 4
 
 
 def generate(model, lr: torch.Tensor, eps: torch.Tensor | None, start: str = "noise") -> torch.Tensor:
@@ -89,10 +95,10 @@ def fake_score_loss(fake_v, x_hat: torch.Tensor, lr: torch.Tensor, t: torch.Tens
 
 
 def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConfig | None = None,
-           seed: int = 0, deadline: float | None = None):
+           seed: int = 0, deadline: float | None = None, clock=time.perf_counter):
     """Stage 2 on a copy of ``student``; returns (generator model, TrainLog, parts) where parts has the
     last-50-step means of each loss term. The real score is the frozen ``teacher``; the fake score a
-    trainable full copy of it (LoRA at full scale)."""
+    trainable full copy of it, or a LoRA of it (``cfg.fake_score="lora"``, rank ``cfg.lora_rank``)."""
     cfg = cfg or RefineConfig()
     steps = check_scalar(steps, "steps", int, min=0)
     check_choice(cfg.start, "start", STARTS)
@@ -100,17 +106,23 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
     g = torch.Generator().manual_seed(seed)
     gen = copy.deepcopy(student).train().requires_grad_(True)
     teacher = teacher.eval().requires_grad_(False)
-    fake = copy.deepcopy(teacher).train().requires_grad_(True) if use_vsd else None
+    check_choice(cfg.fake_score, "fake_score", FAKE_SCORES)
+    fake = None
+    if use_vsd:
+        fake = (copy.deepcopy(teacher).requires_grad_(True) if cfg.fake_score == "full"
+                else lora_copy(teacher, cfg.lora_rank)).train()
+    fake_params = [p for p in fake.parameters() if p.requires_grad] if use_vsd else []
     disc = build_discriminator(cfg.discriminator, gen.channels, cfg.disc_img).train() if use_adv else None
-    opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.g_lr)
-    opt_f = torch.optim.Adam(fake.parameters(), lr=cfg.fake_lr) if use_vsd else None
-    opt_d = (torch.optim.Adam([p for p in disc.parameters() if p.requires_grad], lr=cfg.d_lr,
-                              betas=(0.0, 0.99)) if use_adv else None)
+    gen_params = list(gen.parameters())
+    d_params = [p for p in disc.parameters() if p.requires_grad] if use_adv else []
+    opt_g = torch.optim.Adam(gen_params, lr=cfg.g_lr)
+    opt_f = torch.optim.Adam(fake_params, lr=cfg.fake_lr) if use_vsd else None
+    opt_d = torch.optim.Adam(d_params, lr=cfg.d_lr, betas=(0.0, 0.99)) if use_adv else None
     log = TrainLog()
     parts = {k: [] for k in ("rec", "perc", "vsd", "adv", "d", "fake")}
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(steps):
-        if deadline is not None and time.perf_counter() >= deadline:
+        if deadline is not None and clock() >= deadline:
             log.stopped_by_time = True
             break
         hr, y = draw_batch(pool, batch, g)
@@ -129,18 +141,29 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
             loss = loss + cfg.lam_vsd * lv
             parts["vsd"].append(float(lv.detach()))
         if use_adv:
+            # One D pass serves both players: the heads do not change between the generator's and the
+            # discriminator's update, and the frozen backbone's features of the fake batch are the same
+            # with or without the generator's graph, so D(aug(x_hat)) here equals the D step's
+            # D(aug(sg(x_hat))) in value; the generator's loss only updates gen's parameters and the
+            # hinge loss only D's heads (``backward(inputs=...)``). Real and fake share one call when
+            # BatchNormLocal's groups of 8 cannot straddle the halves (nb a multiple of 8).
             nb = hr.shape[0] if cfg.disc_batch is None else min(cfg.disc_batch, hr.shape[0])
-            la = hinge_g_loss(disc(diff_augment(x_hat[:nb].clamp(0, 1), g)))  # head grads cleared before D
+            fake_aug = diff_augment(x_hat[:nb].clamp(0, 1), g)
+            real_aug = diff_augment(hr[:nb], g)
+            if nb % 8 == 0:
+                d_fake, d_real = disc(torch.cat([fake_aug, real_aug])).split(nb)
+            else:
+                d_fake, d_real = disc(fake_aug), disc(real_aug)
+            la = hinge_g_loss(d_fake)
             loss = loss + cfg.lam_adv * la
             parts["adv"].append(float(la.detach()))
         opt_g.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward(inputs=gen_params, retain_graph=use_adv)
         opt_g.step()
         if use_adv:
             opt_d.zero_grad(set_to_none=True)
-            ld = hinge_d_loss(disc(diff_augment(hr[:nb], g)),
-                              disc(diff_augment(x_hat[:nb].detach().clamp(0, 1), g)))
-            ld.backward()
+            ld = hinge_d_loss(d_real, d_fake)
+            ld.backward(inputs=d_params)
             opt_d.step()
             parts["d"].append(float(ld.detach()))
         if use_vsd:
@@ -151,7 +174,7 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
             parts["fake"].append(float(lf.detach()))
         log.losses.append(float(loss.detach()))
         log.steps += 1
-    log.seconds = time.perf_counter() - t0
+    log.seconds = clock() - t0
     gen.eval().requires_grad_(False)
     summary = {k: (sum(v[-50:]) / len(v[-50:]) if v else None) for k, v in parts.items()}
     return gen, log, summary

@@ -36,16 +36,31 @@ BOUNDARY_TARGETS = ("teacher", "data")
 
 
 class EMA:
-    """Exponential moving average of a model's parameters (a frozen copy, ``.model``)."""
+    """Exponential moving average of a model's parameters (a frozen copy, ``.model``).
 
-    def __init__(self, model: torch.nn.Module, decay: float = 0.999):
+    theta_ema <- d_n theta_ema + (1 - d_n) theta after update n (n = 1, 2, ...), with d_n = ``decay``, or
+    with ``warmup`` d_n = min(decay, (1 + n) / (10 + n)) (the usual EMA warm-up, e.g. diffusers'
+    ``EMAModel``): a plain 0.999 EMA after 1,200 steps still puts 0.999^1200 = 30% of its weight on the
+    initialisation (here the teacher), a lag the warm-up removes while d_n -> decay.
+    """
+
+    def __init__(self, model: torch.nn.Module, decay: float = 0.999, warmup: bool = False):
         self.decay = check_scalar(decay, "decay", float, min=0, max=1)
+        self.warmup = bool(warmup)
+        self.updates = 0
         self.model = copy.deepcopy(model).requires_grad_(False).eval()
+
+    def current_decay(self) -> float:
+        """d_n of the next update."""
+        n = self.updates + 1
+        return min(self.decay, (1 + n) / (10 + n)) if self.warmup else self.decay
 
     @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
+        d = self.current_decay()
+        self.updates += 1
         for pe, p in zip(self.model.parameters(), model.parameters()):
-            pe.lerp_(p.detach(), 1 - self.decay)
+            pe.lerp_(p.detach(), 1 - d)
         for be, b in zip(self.model.buffers(), model.buffers()):
             be.copy_(b)
 
@@ -70,19 +85,20 @@ def draw_batch(pool, batch: int, generator: torch.Generator) -> tuple[torch.Tens
 
 
 def _loop(step_fn, params, steps: int | None, seconds: float | None, lr: float, betas=(0.9, 0.999),
-          after=None, deadline: float | None = None) -> TrainLog:
+          after=None, deadline: float | None = None, clock=time.perf_counter) -> TrainLog:
     """Adam on ``params``; ``step_fn()`` returns the loss. Stops after ``steps`` steps, or after
-    ``seconds`` of wall-clock (for time-matched baselines), or at the absolute ``deadline``."""
+    ``seconds`` of wall-clock (for time-matched baselines), or at the absolute ``deadline``, both read on
+    ``clock`` (``time.perf_counter``; ``time.process_time`` counts this process's CPU seconds only)."""
     opt = torch.optim.Adam(params, lr=lr, betas=betas)
     log = TrainLog()
-    t0 = time.perf_counter()
+    t0 = clock()
     while True:
         if steps is not None and log.steps >= steps:
             break
-        el = time.perf_counter() - t0
+        el = clock() - t0
         if seconds is not None and el >= seconds:
             break
-        if deadline is not None and time.perf_counter() >= deadline:
+        if deadline is not None and clock() >= deadline:
             log.stopped_by_time = True
             break
         loss = step_fn()
@@ -93,7 +109,7 @@ def _loop(step_fn, params, steps: int | None, seconds: float | None, lr: float, 
             after()
         log.losses.append(float(loss.detach()))
         log.steps += 1
-    log.seconds = time.perf_counter() - t0
+    log.seconds = clock() - t0
     return log
 
 
@@ -107,7 +123,7 @@ def teacher_loss(teacher, hr: torch.Tensor, lr: torch.Tensor, generator: torch.G
 
 
 def train_teacher(teacher, pool, steps: int, batch: int = 128, lr: float = 1e-3, seed: int = 0,
-                  deadline: float | None = None) -> TrainLog:
+                  deadline: float | None = None, clock=time.perf_counter) -> TrainLog:
     """Stage 0: train the LR-conditioned rectified-flow teacher in place."""
     steps = check_scalar(steps, "steps", int, min=0)
     batch = check_scalar(batch, "batch", int, min=1)
@@ -118,9 +134,41 @@ def train_teacher(teacher, pool, steps: int, batch: int = 128, lr: float = 1e-3,
         hr, y = draw_batch(pool, batch, g)
         return teacher_loss(teacher, hr, y, g)
 
-    log = _loop(step, teacher.parameters(), steps, None, lr, deadline=deadline)
+    log = _loop(step, teacher.parameters(), steps, None, lr, deadline=deadline, clock=clock)
     teacher.eval()
     return log
+
+
+def draw_split_batch(hr: torch.Tensor, generator: torch.Generator, p_bnd: float = 0.5, p_one: float = 0.1
+                     ) -> dict:
+    """The random draws of one SplitMeanFlow step for a batch shaped like ``hr``: eps, (r, t, kind), lam."""
+    n = hr.shape[0]
+    eps = torch.randn(hr.shape, generator=generator, dtype=hr.dtype)
+    r, t, kind = sample_split_intervals(n, p_bnd, p_one, generator, dtype=hr.dtype)
+    lam = torch.rand(n, generator=generator, dtype=hr.dtype)
+    return {"eps": eps, "r": r, "t": t, "kind": kind, "lam": lam}
+
+
+def splitmeanflow_loss_from(student, teacher, hr: torch.Tensor, lr: torch.Tensor, draws: dict,
+                            boundary: str = "teacher", adaptive: bool = False) -> torch.Tensor:
+    """The SplitMeanFlow loss on given draws (``draw_split_batch``); a data-parallel rank passes its
+    slice of the global batch's draws (``scale.ddp_splitmeanflow``)."""
+    boundary = check_choice(boundary, "boundary", BOUNDARY_TARGETS)
+    eps, r, t, kind, lam = (draws[k] for k in ("eps", "r", "t", "kind", "lam"))
+    z = interpolate(hr, eps, t)
+    target = torch.empty_like(hr)
+    bnd = kind == BOUNDARY
+    if bnd.any():
+        if boundary == "teacher":
+            with torch.no_grad():
+                target[bnd] = teacher(z[bnd], t[bnd], t[bnd], lr[bnd]).to(target.dtype)  # (autocast)
+        else:
+            target[bnd] = velocity(hr[bnd], eps[bnd])
+    sp = ~bnd
+    if sp.any():
+        target[sp] = split_target(student, z[sp], r[sp], t[sp], lam[sp], lr[sp]).to(target.dtype)
+    pred = student(z, r, t, lr)
+    return weighted_loss(pred, target.detach(), adaptive)
 
 
 def splitmeanflow_loss(student, teacher, hr: torch.Tensor, lr: torch.Tensor, generator: torch.Generator,
@@ -128,34 +176,19 @@ def splitmeanflow_loss(student, teacher, hr: torch.Tensor, lr: torch.Tensor, gen
                        adaptive: bool = False) -> torch.Tensor:
     """One SplitMeanFlow loss (see the module docstring). Targets carry no gradient."""
     boundary = check_choice(boundary, "boundary", BOUNDARY_TARGETS)
-    n = hr.shape[0]
-    eps = torch.randn(hr.shape, generator=generator, dtype=hr.dtype)
-    r, t, kind = sample_split_intervals(n, p_bnd, p_one, generator, dtype=hr.dtype)
-    lam = torch.rand(n, generator=generator, dtype=hr.dtype)
-    z = interpolate(hr, eps, t)
-    target = torch.empty_like(hr)
-    bnd = kind == BOUNDARY
-    if bnd.any():
-        if boundary == "teacher":
-            with torch.no_grad():
-                target[bnd] = teacher(z[bnd], t[bnd], t[bnd], lr[bnd])
-        else:
-            target[bnd] = velocity(hr[bnd], eps[bnd])
-    sp = ~bnd
-    if sp.any():
-        target[sp] = split_target(student, z[sp], r[sp], t[sp], lam[sp], lr[sp])
-    pred = student(z, r, t, lr)
-    return weighted_loss(pred, target.detach(), adaptive)
+    return splitmeanflow_loss_from(student, teacher, hr, lr, draw_split_batch(hr, generator, p_bnd, p_one),
+                                   boundary, adaptive)
 
 
 def train_splitmeanflow(student, teacher, pool, steps: int | None, batch: int = 128, lr: float = 1e-3,
                         p_bnd: float = 0.5, p_one: float = 0.1, boundary: str = "teacher",
                         adaptive: bool = False, ema_decay: float = 0.999, seed: int = 0,
-                        seconds: float | None = None, deadline: float | None = None) -> tuple[EMA, TrainLog]:
+                        seconds: float | None = None, deadline: float | None = None,
+                        ema_warmup: bool = False, clock=time.perf_counter) -> tuple[EMA, TrainLog]:
     """Stage 1: SplitMeanFlow distillation of ``teacher`` into ``student`` (in place); returns (EMA, log)."""
     batch = check_scalar(batch, "batch", int, min=1)
     teacher.eval().requires_grad_(False)
-    ema = EMA(student, ema_decay)
+    ema = EMA(student, ema_decay, ema_warmup)
     g = torch.Generator().manual_seed(seed)
     student.train()
 
@@ -164,7 +197,7 @@ def train_splitmeanflow(student, teacher, pool, steps: int | None, batch: int = 
         return splitmeanflow_loss(student, teacher, hr, y, g, p_bnd, p_one, boundary, adaptive)
 
     log = _loop(step, student.parameters(), steps, seconds, lr, after=lambda: ema.update(student),
-                deadline=deadline)
+                deadline=deadline, clock=clock)
     student.eval()
     return ema, log
 
@@ -183,11 +216,12 @@ def meanflow_loss(student, hr: torch.Tensor, lr: torch.Tensor, generator: torch.
 
 def train_meanflow(student, pool, steps: int | None = None, seconds: float | None = None, batch: int = 128,
                    lr: float = 1e-3, adaptive: bool = True, ema_decay: float = 0.999, seed: int = 0,
-                   deadline: float | None = None) -> tuple[EMA, TrainLog]:
+                   deadline: float | None = None, ema_warmup: bool = False, clock=time.perf_counter
+                   ) -> tuple[EMA, TrainLog]:
     """The MeanFlow-JVP student, for ``steps`` steps or ``seconds`` of wall-clock (equal-time baseline)."""
     if steps is None and seconds is None:
         raise ValueError("give steps or seconds")
-    ema = EMA(student, ema_decay)
+    ema = EMA(student, ema_decay, ema_warmup)
     g = torch.Generator().manual_seed(seed)
     student.train()
 
@@ -196,7 +230,7 @@ def train_meanflow(student, pool, steps: int | None = None, seconds: float | Non
         return meanflow_loss(student, hr, y, g, adaptive)
 
     log = _loop(step, student.parameters(), steps, seconds, lr, after=lambda: ema.update(student),
-                deadline=deadline)
+                deadline=deadline, clock=clock)
     student.eval()
     return ema, log
 
