@@ -157,9 +157,9 @@ def _window_lambdas_numba(x, W):  # pragma: no cover - compiled
 
 
 @_numba.njit(cache=True, nogil=True)
-def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
-    """Λ_1..Λ_{N-1} from the suffix array ``sa`` and the permuted LCP (``plcp[sa[k]]`` = lcp of the
-    suffixes ``sa[k]`` and ``sa[k+1]``, 0 for the last) by two
+def _sa_lambdas_numba(sa, lcp, overlap):  # pragma: no cover - compiled
+    """Λ_1..Λ_{N-1} from the suffix array ``sa`` and the LCP array in suffix-array order (``lcp[k]`` = lcp of
+    the suffixes ``sa[k]`` and ``sa[k+1]``, 0 for the last; ``_lcp_in_sa_order``) by two
     sequential sweeps of the LCP-interval tree (the suffix tree's internal nodes), no suffix links.
 
     For a node v (string depth d_v, smallest suffix start m_v in its interval) on the path to leaf i, every
@@ -167,15 +167,14 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
     (non-overlapping; m_v < i with overlap). Along the path d_v increases and m_v never decreases, so
     ℓ_i = max_v min(d_v, i − m_v) is found by a binary search over the ancestors:
     ℓ_i = max(d_{s*}, i − m_{s*+1}) with s* the deepest ancestor with d + m ≤ i.
-    Sweep 1 (left to right) closes the nodes bottom-up and records (d, lb, rb, m) in post-order; sweep 2
-    (right to left) opens them in reverse post-order, so the stack always holds leaf k's ancestors.
+    Sweep 1 (left to right) closes the nodes bottom-up and records (d, lb, rb, m) in post-order, interleaved
+    in one array (one sequential stream each way); sweep 2 (right to left) opens them in reverse post-order,
+    so the stack always holds leaf k's ancestors. Both sweeps read ``sa`` and ``lcp`` sequentially; the one
+    random access per token is sweep 2's write of Λ at text position ``sa[k]``.
     """
     n = sa.shape[0]
-    # sweep 1: post-order list of internal nodes
-    nd_d = np.empty(n, np.int32)
-    nd_lb = np.empty(n, np.int32)
-    nd_rb = np.empty(n, np.int32)
-    nd_m = np.empty(n, np.int32)
+    # sweep 1: post-order list of internal nodes, 4 int32 per node [d, lb, rb, m]
+    nodes = np.empty(4 * n, np.int32)
     s_d = np.empty(n + 1, np.int32)
     s_lb = np.empty(n + 1, np.int32)
     s_m = np.empty(n + 1, np.int32)
@@ -186,14 +185,14 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
     n_nodes = 0
     for k in range(n):
         cur = np.int64(sa[k])
-        h = plcp[cur] if k < n - 1 else 0
+        h = lcp[k]
         lb = k
         while s_d[top] > h:
             m = min(s_m[top], cur)
-            nd_d[n_nodes] = s_d[top]
-            nd_lb[n_nodes] = s_lb[top]
-            nd_rb[n_nodes] = k
-            nd_m[n_nodes] = m
+            nodes[4 * n_nodes] = s_d[top]
+            nodes[4 * n_nodes + 1] = s_lb[top]
+            nodes[4 * n_nodes + 2] = k
+            nodes[4 * n_nodes + 3] = m
             n_nodes += 1
             cur = m
             lb = s_lb[top]
@@ -205,25 +204,26 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
             s_m[top] = cur
         else:
             s_m[top] = min(s_m[top], cur)
-    # sweep 2: ancestors of leaf k on a stack (depth and min increase upwards; root sentinel at 0)
+    # sweep 2: ancestors of leaf k on a stack (depth and min increase upwards; root sentinel at 0);
+    # the stacks of sweep 1 are reused ([d, m, lb] of sweep 2 in s_d, s_m, s_lb)
     key = np.empty(n + 1, np.int32)   # d + m (non-overlapping test) or m (overlap test)
-    a_d = np.empty(n + 1, np.int32)
-    a_m = np.empty(n + 1, np.int32)
-    a_lb = np.empty(n + 1, np.int32)
+    a_d, a_m, a_lb = s_d, s_m, s_lb
     a_d[0] = 0
     a_m[0] = 0
     a_lb[0] = -1
     key[0] = 0
     top = 0
     p = n_nodes - 1
-    lam = np.empty(max(n - 1, 0), np.int32)
+    lam = np.empty(max(n - 1, 0), np.int64)
     for k in range(n - 1, -1, -1):
-        while p >= 0 and nd_rb[p] == k:
+        while p >= 0 and nodes[4 * p + 2] == k:
             top += 1
-            a_d[top] = nd_d[p]
-            a_m[top] = nd_m[p]
-            a_lb[top] = nd_lb[p]
-            key[top] = nd_m[p] if overlap else nd_d[p] + nd_m[p]
+            d = nodes[4 * p]
+            mm = nodes[4 * p + 3]
+            a_d[top] = d
+            a_m[top] = mm
+            a_lb[top] = nodes[4 * p + 1]
+            key[top] = mm if overlap else d + mm
             p -= 1
         i = np.int64(sa[k])
         if i > 0:
@@ -237,7 +237,7 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
                     lo = mid
                 else:
                     hi = mid - 1
-            ell = a_d[lo]
+            ell = np.int64(a_d[lo])
             if not overlap and lo < top:
                 ell = max(ell, i - a_m[lo + 1])
             lam[i - 1] = ell + 1
@@ -246,37 +246,57 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
     return lam
 
 
+@_numba.njit(inline="always", cache=True)
+def _popcount(v):  # pragma: no cover - compiled
+    v = v - ((v >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((v * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
 @_numba.njit(cache=True, nogil=True)
 def _encode_bytes(x, lead, second):  # pragma: no cover - compiled
     """The ids ``x`` as a byte string under a prefix-free code (id c -> ``lead[c]``, then ``second[c]``
-    when it is >= 0) and, per byte offset, the index of the token starting there (-1 inside a code)."""
+    when it is >= 0), the token starts as a bit vector over the byte offsets (uint64 words) and, per word,
+    the number of token starts before it (rank directory): 1.03 bits per byte instead of an int32 per byte,
+    so the token-suffix filter's lookups stay in cache."""
     n = x.shape[0]
     m = 0
     for i in range(n):
         m += 1 if second[x[i]] < 0 else 2
     b = np.empty(m, np.uint8)
-    start = np.full(m, -1, np.int32)
+    nw = (m + 63) >> 6
+    bits = np.zeros(nw, np.uint64)
     o = 0
     for i in range(n):
         c = x[i]
-        start[o] = i
+        bits[o >> 6] |= np.uint64(1) << np.uint64(o & 63)
         b[o] = lead[c]
         o += 1
         if second[c] >= 0:
             b[o] = second[c]
             o += 1
-    return b, start
+    rank = np.empty(nw, np.int32)
+    r = 0
+    for w in range(nw):
+        rank[w] = r
+        r += _popcount(bits[w])
+    return b, bits, rank
 
 
 @_numba.njit(cache=True, nogil=True)
-def _token_suffixes(sa_bytes, start, n):  # pragma: no cover - compiled
-    """The byte suffix array restricted to token starts, as token indices (the token suffix array)."""
+def _token_suffixes(sa_bytes, bits, rank, n):  # pragma: no cover - compiled
+    """The byte suffix array restricted to token starts, as token indices (the token suffix array): a byte
+    offset o starts token rank[o // 64] + popcount(bits below o in its word) when its bit is set."""
     sa = np.empty(n, np.int32)
     k = 0
+    one = np.uint64(1)
     for j in range(sa_bytes.shape[0]):
-        t = start[sa_bytes[j]]
-        if t >= 0:
-            sa[k] = t
+        o = sa_bytes[j]
+        w = bits[o >> 6]
+        sh = np.uint64(o & 63)
+        if (w >> sh) & one:
+            sa[k] = rank[o >> 6] + _popcount(w & ((one << sh) - one))
             k += 1
     return sa
 
@@ -285,13 +305,15 @@ def _token_suffixes(sa_bytes, start, n):  # pragma: no cover - compiled
 def _plcp_numba(x, sa):  # pragma: no cover - compiled
     """Permuted LCP by the Φ method (Kärkkäinen, Manzini & Puglisi 2009): ``plcp[i]`` = longest common
     prefix of suffix i and the suffix after it in ``sa`` (0 for the last), computed in text order
-    (plcp[i+1] ≥ plcp[i] − 1): one dependent random read per position instead of Kasai's two."""
+    (plcp[i+1] ≥ plcp[i] − 1): one dependent random read per position instead of Kasai's two. Φ and PLCP
+    share one array (Φ[i] is read before PLCP[i] is written); ``x`` may be uint16 (half the random reads'
+    footprint)."""
     n = x.shape[0]
     phi = np.empty(n, np.int32)
     for k in range(n - 1):
         phi[sa[k]] = sa[k + 1]
     phi[sa[n - 1]] = -1
-    plcp = np.empty(n, np.int32)
+    plcp = phi
     h = 0
     for i in range(n):
         j = phi[i]
@@ -305,3 +327,12 @@ def _plcp_numba(x, sa):  # pragma: no cover - compiled
         if h > 0:
             h -= 1
     return plcp
+
+
+@_numba.njit(cache=True, nogil=True)
+def _lcp_in_sa_order(plcp, sa, out):  # pragma: no cover - compiled
+    """``out[k] = plcp[sa[k]]``: the LCP array in suffix-array order, gathered in a loop of its own (no
+    control flow between the independent loads, so many cache misses are in flight at once)."""
+    for k in range(sa.shape[0]):
+        out[k] = plcp[sa[k]]
+    return out

@@ -168,9 +168,11 @@ def _prefix_free_code(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def suffix_array(x: np.ndarray) -> np.ndarray:
-    """Suffix array (int32) of the non-negative int32 ids ``x`` (fewer than 2**30 of them): libdivsufsort
-    on their bytes under a prefix-free code (``_prefix_free_code``: ~1.25 bytes per token on text; a
-    fixed 3-byte code when σ > 65,281), keeping the suffixes that start on a token boundary."""
+    """Suffix array (int32) of the non-negative int32 ids ``x`` with every id < 2**31 (fewer than 2**30 ids):
+    libdivsufsort on their bytes under a prefix-free code (``_prefix_free_code``: ~1.25 bytes per token on
+    text; a fixed 3-byte code when σ > 65,281), keeping the suffixes that start on a token boundary (found
+    through a bit vector of the token starts with a rank directory, ~1 bit per byte, so the filter's lookups
+    stay in cache)."""
     from pydivsufsort import divsufsort
 
     from neurips26.entropy_filter import _sam_numba
@@ -181,30 +183,40 @@ def suffix_array(x: np.ndarray) -> np.ndarray:
     sigma = int(x.max()) + 1
     if sigma <= 65_281:
         lead, second = _prefix_free_code(x)
-        b, start = _sam_numba._encode_bytes(x, lead, second)
-    else:  # big-endian fixed width 3 (σ ≤ n < 2**30)
-        b = np.empty((n, 3), np.uint8)
-        for j in range(3):
-            b[:, j] = (x >> (8 * (2 - j))) & 0xFF
-        b = b.reshape(-1)
-        start = np.full(b.size, -1, np.int32)
-        start[::3] = np.arange(n, dtype=np.int32)
+        b, bits, rank = _sam_numba._encode_bytes(x, lead, second)
+        with _one_omp_thread():
+            sab = divsufsort(b)
+        del b
+        if sab.size == n:
+            return sab.astype(np.int32, copy=False)
+        return _sam_numba._token_suffixes(sab, bits, rank, n)
+    # big-endian fixed width 3 (σ ≤ n < 2**30): token starts are the offsets divisible by 3
+    b = np.empty((n, 3), np.uint8)
+    for j in range(3):
+        b[:, j] = (x >> (8 * (2 - j))) & 0xFF
     with _one_omp_thread():
-        sab = divsufsort(b)
-    if b.size == n:
-        return sab.astype(np.int32, copy=False)
-    return _sam_numba._token_suffixes(sab, start, n)
+        sab = divsufsort(b.reshape(-1))
+    sab = sab[sab % 3 == 0]
+    return (sab // 3).astype(np.int32, copy=False)
 
 
 def _sa_lambdas(x: np.ndarray, overlap: bool) -> np.ndarray:
-    """Λ by the suffix-array construction (``_sam_numba._sa_lambdas_numba``)."""
+    """Λ by the suffix-array construction: ``suffix_array``, the Φ-method PLCP (on uint16 ids when σ ≤ 2^16),
+    the LCP gathered into suffix-array order, then ``_sam_numba._sa_lambdas_numba``'s two sweeps. Every
+    pass but three (Φ's scatter, the LCP gather, the Λ scatter: each a loop of independent accesses) reads
+    and writes sequentially, and no int64 array is touched before Λ itself."""
     from neurips26.entropy_filter import _sam_numba
 
-    # int32 throughout: at 10^6 tokens the ids, SA, rank and LCP (4 MB each) stay in the last-level cache
-    x32 = (x if int(x.max()) < 2**31 else _dense(x)[0]).astype(np.int32)
+    # ids relabelled (an order-preserving bijection: same Λ) only when they do not fit a 1-2 byte code
+    x32 = (x if int(x.max()) < 65_281 else _dense(x)[0]).astype(np.int32)
     sa = suffix_array(x32)
-    plcp = _sam_numba._plcp_numba(x32, sa)
-    return _sam_numba._sa_lambdas_numba(sa, plcp, overlap).astype(np.int64)
+    xs = x32.astype(np.uint16) if int(x32.max()) < 2**16 else x32
+    del x32
+    plcp = _sam_numba._plcp_numba(xs, sa)
+    del xs
+    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, np.empty(sa.size, np.int32))
+    del plcp
+    return _sam_numba._sa_lambdas_numba(sa, lcp, overlap)
 
 
 @contextmanager
