@@ -195,6 +195,24 @@ def test_sa_equals_sam_on_real_text_and_wide_vocabularies():
 
 
 @needs_sa
+@pytest.mark.parametrize("sigma", [65_300, 70_000])
+def test_sa_equals_sam_past_the_two_byte_code(sigma):
+    # σ > 65,281: the fixed 3-byte code; σ ≤ 2^16 after relabelling: uint16 PLCP, else int32 (both paths),
+    # with copied segments so that long matches and deep LCP intervals occur past the prefetch distance
+    rng = np.random.default_rng(sigma)
+    base = rng.permutation(sigma).astype(np.int64) * 3 + 10**9
+    parts = [base]
+    for _ in range(30):
+        a = int(rng.integers(0, sigma - 500))
+        parts.append(base[a:a + int(rng.integers(40, 500))])
+        parts.append(rng.integers(0, sigma, 200) * 3 + 10**9)
+    x = np.concatenate(parts)
+    for overlap in (False, True):
+        np.testing.assert_array_equal(match_lengths(x, overlap=overlap, backend="sa"),
+                                      match_lengths(x, overlap=overlap, backend="numba"))
+
+
+@needs_sa
 def test_auto_backend_takes_the_suffix_array_from_sa_min_n():
     import importlib
 

@@ -12,6 +12,42 @@ Fibonacci hashing and linear probing (N < 2^31 tokens).
 
 import numba as _numba
 import numpy as np
+from llvmlite import binding as _llvm
+from llvmlite import ir as _ir
+from numba.core import cgutils as _cgutils
+from numba.core import types as _types
+from numba.extending import intrinsic as _intrinsic
+
+# llvm.prefetch's name carries the pointer type: opaque pointers ("p0") from LLVM 15
+_PREFETCH = "llvm.prefetch.p0" if _llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+
+
+def _make_prefetch(write):
+    """An intrinsic ``prefetch(arr, i)``: a cache hint for ``arr[i]`` (read or write; x86's prefetch never
+    faults, and ``i`` is kept in bounds by the callers anyway). The suffix-array passes know the text
+    positions they will touch D iterations ahead, so DRAM misses overlap instead of stalling one by one."""
+    @_intrinsic
+    def prefetch(typingctx, arr, idx):
+        sig = _types.void(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+            i8p = _ir.PointerType(_ir.IntType(8))
+            i32 = _ir.IntType(32)
+            fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(),
+                                                                                  [i8p, i32, i32, i32]), _PREFETCH)
+            builder.call(fn, [builder.bitcast(ptr, i8p), _ir.Constant(i32, int(write)), _ir.Constant(i32, 3),
+                              _ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+        return sig, codegen
+    return prefetch
+
+
+_prefetch_r = _make_prefetch(False)
+_prefetch_w = _make_prefetch(True)
+_PF = 32  # prefetch distance (iterations)
 
 
 @_numba.njit(inline="always", cache=True)
@@ -225,6 +261,8 @@ def _sa_lambdas_numba(sa, lcp, overlap):  # pragma: no cover - compiled
             a_lb[top] = nodes[4 * p + 1]
             key[top] = mm if overlap else d + mm
             p -= 1
+        if k >= _PF and sa[k - _PF] > 0:
+            _prefetch_w(lam, sa[k - _PF] - 1)
         i = np.int64(sa[k])
         if i > 0:
             # s* = last s with key[s] <= bound (key increases along the stack; key[0] = 0 <= bound)
@@ -311,11 +349,15 @@ def _plcp_numba(x, sa):  # pragma: no cover - compiled
     n = x.shape[0]
     phi = np.empty(n, np.int32)
     for k in range(n - 1):
+        if k + _PF < n:
+            _prefetch_w(phi, sa[k + _PF])
         phi[sa[k]] = sa[k + 1]
     phi[sa[n - 1]] = -1
     plcp = phi
     h = 0
     for i in range(n):
+        if i + _PF < n and phi[i + _PF] >= 0:
+            _prefetch_r(x, phi[i + _PF])
         j = phi[i]
         if j < 0:
             h = 0
@@ -333,6 +375,9 @@ def _plcp_numba(x, sa):  # pragma: no cover - compiled
 def _lcp_in_sa_order(plcp, sa, out):  # pragma: no cover - compiled
     """``out[k] = plcp[sa[k]]``: the LCP array in suffix-array order, gathered in a loop of its own (no
     control flow between the independent loads, so many cache misses are in flight at once)."""
-    for k in range(sa.shape[0]):
+    n = sa.shape[0]
+    for k in range(n):
+        if k + _PF < n:
+            _prefetch_r(plcp, sa[k + _PF])
         out[k] = plcp[sa[k]]
     return out
