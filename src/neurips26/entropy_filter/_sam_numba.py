@@ -193,7 +193,7 @@ def _window_lambdas_numba(x, W):  # pragma: no cover - compiled
 
 
 @_numba.njit(cache=True, nogil=True)
-def _sa_lambdas_numba(sa, lcp, overlap):  # pragma: no cover - compiled
+def _sa_lambdas_numba(sa, lcp, overlap, nodes, s_d, s_lb, s_m, key, lam):  # pragma: no cover - compiled
     """Λ_1..Λ_{N-1} from the suffix array ``sa`` and the LCP array in suffix-array order (``lcp[k]`` = lcp of
     the suffixes ``sa[k]`` and ``sa[k+1]``, 0 for the last; ``_lcp_in_sa_order``) by two
     sequential sweeps of the LCP-interval tree (the suffix tree's internal nodes), no suffix links.
@@ -207,13 +207,12 @@ def _sa_lambdas_numba(sa, lcp, overlap):  # pragma: no cover - compiled
     in one array (one sequential stream each way); sweep 2 (right to left) opens them in reverse post-order,
     so the stack always holds leaf k's ancestors. Both sweeps read ``sa`` and ``lcp`` sequentially; the one
     random access per token is sweep 2's write of Λ at text position ``sa[k]``.
+    Buffers come from the caller (numpy allocations, which get transparent huge pages on Linux, so the random
+    accesses do not also miss the TLB): ``nodes`` 4N int32, ``s_d``/``s_lb``/``s_m``/``key`` N+1 int32,
+    ``lam`` N−1 int64 (the result).
     """
     n = sa.shape[0]
     # sweep 1: post-order list of internal nodes, 4 int32 per node [d, lb, rb, m]
-    nodes = np.empty(4 * n, np.int32)
-    s_d = np.empty(n + 1, np.int32)
-    s_lb = np.empty(n + 1, np.int32)
-    s_m = np.empty(n + 1, np.int32)
     top = 0
     s_d[0] = 0
     s_lb[0] = 0
@@ -242,7 +241,7 @@ def _sa_lambdas_numba(sa, lcp, overlap):  # pragma: no cover - compiled
             s_m[top] = min(s_m[top], cur)
     # sweep 2: ancestors of leaf k on a stack (depth and min increase upwards; root sentinel at 0);
     # the stacks of sweep 1 are reused ([d, m, lb] of sweep 2 in s_d, s_m, s_lb)
-    key = np.empty(n + 1, np.int32)   # d + m (non-overlapping test) or m (overlap test)
+    # key: d + m (non-overlapping test) or m (overlap test)
     a_d, a_m, a_lb = s_d, s_m, s_lb
     a_d[0] = 0
     a_m[0] = 0
@@ -250,7 +249,6 @@ def _sa_lambdas_numba(sa, lcp, overlap):  # pragma: no cover - compiled
     key[0] = 0
     top = 0
     p = n_nodes - 1
-    lam = np.empty(max(n - 1, 0), np.int64)
     for k in range(n - 1, -1, -1):
         while p >= 0 and nodes[4 * p + 2] == k:
             top += 1
@@ -293,18 +291,22 @@ def _popcount(v):  # pragma: no cover - compiled
 
 
 @_numba.njit(cache=True, nogil=True)
-def _encode_bytes(x, lead, second):  # pragma: no cover - compiled
+def _code_size(x, second):  # pragma: no cover - compiled
+    """Bytes of ``x`` under the prefix-free code (``_encode_bytes``)."""
+    m = 0
+    for i in range(x.shape[0]):
+        m += 1 if second[x[i]] < 0 else 2
+    return m
+
+
+@_numba.njit(cache=True, nogil=True)
+def _encode_bytes(x, lead, second, b, bits):  # pragma: no cover - compiled
     """The ids ``x`` as a byte string under a prefix-free code (id c -> ``lead[c]``, then ``second[c]``
     when it is >= 0), the token starts as a bit vector over the byte offsets (uint64 words) and, per word,
-    the number of token starts before it (rank directory): 1.03 bits per byte instead of an int32 per byte,
-    so the token-suffix filter's lookups stay in cache."""
+    the number of token starts before it (rank directory, returned): 1.5 bits per byte instead of an int32
+    per byte, so the token-suffix filter's lookups stay in cache."""
     n = x.shape[0]
-    m = 0
-    for i in range(n):
-        m += 1 if second[x[i]] < 0 else 2
-    b = np.empty(m, np.uint8)
-    nw = (m + 63) >> 6
-    bits = np.zeros(nw, np.uint64)
+    nw = bits.shape[0]   # (len(b) + 63) // 64 zeroed words; b: _code_size(x, second) bytes
     o = 0
     for i in range(n):
         c = x[i]
@@ -319,14 +321,14 @@ def _encode_bytes(x, lead, second):  # pragma: no cover - compiled
     for w in range(nw):
         rank[w] = r
         r += _popcount(bits[w])
-    return b, bits, rank
+    return rank
 
 
 @_numba.njit(cache=True, nogil=True)
-def _token_suffixes(sa_bytes, bits, rank, n):  # pragma: no cover - compiled
-    """The byte suffix array restricted to token starts, as token indices (the token suffix array): a byte
-    offset o starts token rank[o // 64] + popcount(bits below o in its word) when its bit is set."""
-    sa = np.empty(n, np.int32)
+def _token_suffixes(sa_bytes, bits, rank, sa):  # pragma: no cover - compiled
+    """The byte suffix array restricted to token starts, as token indices (the token suffix array, written
+    to ``sa``): a byte offset o starts token rank[o // 64] + popcount(bits below o in its word) when its
+    bit is set."""
     k = 0
     one = np.uint64(1)
     for j in range(sa_bytes.shape[0]):
@@ -340,14 +342,13 @@ def _token_suffixes(sa_bytes, bits, rank, n):  # pragma: no cover - compiled
 
 
 @_numba.njit(cache=True, nogil=True)
-def _plcp_numba(x, sa):  # pragma: no cover - compiled
+def _plcp_numba(x, sa, phi):  # pragma: no cover - compiled
     """Permuted LCP by the Φ method (Kärkkäinen, Manzini & Puglisi 2009): ``plcp[i]`` = longest common
     prefix of suffix i and the suffix after it in ``sa`` (0 for the last), computed in text order
     (plcp[i+1] ≥ plcp[i] − 1): one dependent random read per position instead of Kasai's two. Φ and PLCP
     share one array (Φ[i] is read before PLCP[i] is written); ``x`` may be uint16 (half the random reads'
-    footprint)."""
+    footprint); ``phi`` is the caller's int32 buffer of N."""
     n = x.shape[0]
-    phi = np.empty(n, np.int32)
     for k in range(n - 1):
         if k + _PF < n:
             _prefetch_w(phi, sa[k + _PF])

@@ -183,13 +183,16 @@ def suffix_array(x: np.ndarray) -> np.ndarray:
     sigma = int(x.max()) + 1
     if sigma <= 65_281:
         lead, second = _prefix_free_code(x)
-        b, bits, rank = _sam_numba._encode_bytes(x, lead, second)
+        m = _sam_numba._code_size(x, second)
+        b = np.empty(m, np.uint8)
+        bits = np.zeros((m + 63) // 64, np.uint64)
+        rank = _sam_numba._encode_bytes(x, lead, second, b, bits)
         with _one_omp_thread():
             sab = divsufsort(b)
         del b
         if sab.size == n:
             return sab.astype(np.int32, copy=False)
-        return _sam_numba._token_suffixes(sab, bits, rank, n)
+        return _sam_numba._token_suffixes(sab, bits, rank, np.empty(n, np.int32))
     # big-endian fixed width 3 (σ ≤ n < 2**30): token starts are the offsets divisible by 3
     b = np.empty((n, 3), np.uint8)
     for j in range(3):
@@ -212,11 +215,15 @@ def _sa_lambdas(x: np.ndarray, overlap: bool) -> np.ndarray:
     sa = suffix_array(x32)
     xs = x32.astype(np.uint16) if int(x32.max()) < 2**16 else x32
     del x32
-    plcp = _sam_numba._plcp_numba(xs, sa)
+    n = sa.size
+    plcp = _sam_numba._plcp_numba(xs, sa, np.empty(n, np.int32))
     del xs
-    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, np.empty(sa.size, np.int32))
+    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, np.empty(n, np.int32))
     del plcp
-    return _sam_numba._sa_lambdas_numba(sa, lcp, overlap)
+    # every buffer from numpy (huge pages where the OS gives them: the random accesses then hit the TLB)
+    stacks = [np.empty(n + 1, np.int32) for _ in range(4)]
+    return _sam_numba._sa_lambdas_numba(sa, lcp, overlap, np.empty(4 * n, np.int32), *stacks,
+                                        np.empty(n - 1, np.int64))
 
 
 @contextmanager
