@@ -213,6 +213,30 @@ def test_sa_equals_sam_past_the_two_byte_code(sigma):
 
 
 @needs_sa
+def test_thread_limit_reaches_the_libgomp_libdivsufsort_is_bound_to():
+    # another wheel's copy of the same libgomp (scikit-learn bundles the same file) loaded first: libdivsufsort
+    # binds to it by soname, so the 1-thread limit must go to that copy, not to a second one opened by path
+    import subprocess
+    import sys
+
+    pytest.importorskip("sklearn")
+    code = (
+        "import glob, os, sklearn.utils._openmp_helpers\n"
+        "maps = lambda: sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})\n"
+        "import pydivsufsort\n"
+        "before = maps()\n"
+        "import importlib\n"
+        "ml = importlib.import_module('neurips26.entropy_filter.match_lengths')\n"
+        "omp = ml._omp()\n"
+        "with ml._one_omp_thread():\n"
+        "    inside = omp.omp_get_max_threads()\n"
+        "print(before == maps(), inside)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "1"]   # no second libgomp copy opened; the limit is in force
+
+
+@needs_sa
 def test_auto_backend_takes_the_suffix_array_from_sa_min_n():
     import importlib
 

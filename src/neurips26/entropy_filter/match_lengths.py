@@ -115,20 +115,31 @@ def _check_backend(backend: str, n: int = 0) -> str:
 
 @lru_cache(maxsize=1)
 def _omp() -> object:
-    """pydivsufsort's bundled libgomp (ctypes), or None: libdivsufsort is run single-threaded (its OpenMP
-    pool costs ~7 ms of spin-up per call, more than sorting 10^4 tokens, and would take both cores)."""
+    """The libgomp that libdivsufsort is bound to (ctypes), or None: libdivsufsort is run single-threaded (its
+    OpenMP pool costs ~7 ms of spin-up per call, more than sorting 10^4 tokens, and would take both cores).
+
+    pydivsufsort bundles libgomp under an auditwheel name (``libgomp-<hash>.so.1.0.0``, also its soname) that
+    other wheels share (scikit-learn bundles the same file): when one of them is loaded first, the loader binds libdivsufsort to
+    that copy by its soname, and opening pydivsufsort's file by path would give a second, unused copy whose
+    thread limit libdivsufsort never sees (seen in the bench: ProcessEntropy imports scikit-learn, and every
+    divsufsort call ran 2 threads, 1.9-3.8 ms CPU per 1,500-token document instead of 0.3). So the soname is
+    opened first (the loaded copy, once libdivsufsort is loaded), the path only as a fallback."""
     import ctypes
     import glob
     import os
 
-    import pydivsufsort
+    import pydivsufsort  # loads libdivsufsort, and with it the libgomp it binds to
 
     libs = glob.glob(os.path.join(os.path.dirname(pydivsufsort.__file__), os.pardir, "pydivsufsort.libs",
                                   "libgomp*"))
-    try:
-        return ctypes.CDLL(libs[0]) if libs else None
-    except OSError:
+    if not libs:
         return None
+    for name in (os.path.basename(libs[0]), libs[0]):  # the soname (= the file name) first, then the path
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
 
 
 @contextmanager
