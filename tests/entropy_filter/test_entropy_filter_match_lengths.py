@@ -195,6 +195,48 @@ def test_sa_equals_sam_on_real_text_and_wide_vocabularies():
 
 
 @needs_sa
+@pytest.mark.parametrize("sigma", [65_300, 70_000])
+def test_sa_equals_sam_past_the_two_byte_code(sigma):
+    # σ > 65,281: the fixed 3-byte code; σ ≤ 2^16 after relabelling: uint16 PLCP, else int32 (both paths),
+    # with copied segments so that long matches and deep LCP intervals occur past the prefetch distance
+    rng = np.random.default_rng(sigma)
+    base = rng.permutation(sigma).astype(np.int64) * 3 + 10**9
+    parts = [base]
+    for _ in range(30):
+        a = int(rng.integers(0, sigma - 500))
+        parts.append(base[a:a + int(rng.integers(40, 500))])
+        parts.append(rng.integers(0, sigma, 200) * 3 + 10**9)
+    x = np.concatenate(parts)
+    for overlap in (False, True):
+        np.testing.assert_array_equal(match_lengths(x, overlap=overlap, backend="sa"),
+                                      match_lengths(x, overlap=overlap, backend="numba"))
+
+
+@needs_sa
+def test_thread_limit_reaches_the_libgomp_libdivsufsort_is_bound_to():
+    # another wheel's copy of the same libgomp (scikit-learn bundles the same file) loaded first: libdivsufsort
+    # binds to it by soname, so the 1-thread limit must go to that copy, not to a second one opened by path
+    import subprocess
+    import sys
+
+    pytest.importorskip("sklearn")
+    code = (
+        "import glob, os, sklearn.utils._openmp_helpers\n"
+        "maps = lambda: sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})\n"
+        "import pydivsufsort\n"
+        "before = maps()\n"
+        "import importlib\n"
+        "ml = importlib.import_module('neurips26.entropy_filter.match_lengths')\n"
+        "omp = ml._omp()\n"
+        "with ml._one_omp_thread():\n"
+        "    inside = omp.omp_get_max_threads()\n"
+        "print(before == maps(), inside)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "1"]   # no second libgomp copy opened; the limit is in force
+
+
+@needs_sa
 def test_auto_backend_takes_the_suffix_array_from_sa_min_n():
     import importlib
 

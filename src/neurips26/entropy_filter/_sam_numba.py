@@ -1,8 +1,9 @@
 """numba kernels of ``match_lengths`` (imported lazily, on first use; compiled once and cached by numba).
 
 Two constructions of the same Λ: the suffix automaton (``_sam_lambdas_numba``, fastest while its arrays
-fit in cache) and the suffix-array sweeps (``_sa_lambdas_numba`` after libdivsufsort and ``_plcp_numba``:
-sequential passes only, so the cost per token stays flat to 10^6+ tokens).
+fit in cache) and the suffix-array sweeps (``_sa_lambdas_numba`` after libdivsufsort, ``_token_suffixes``,
+``_plcp_numba`` and ``_lcp_in_sa_order``: sequential passes, and loops of independent random accesses with
+software prefetch, so the cost per token grows little past the caches).
 
 Suffix automaton with flat arrays: per state [len, link, firstpos, len(link)] interleaved, each state's
 outgoing characters in a linked edge list (to copy them when cloning) and all transitions in one
@@ -12,6 +13,42 @@ Fibonacci hashing and linear probing (N < 2^31 tokens).
 
 import numba as _numba
 import numpy as np
+from llvmlite import binding as _llvm
+from llvmlite import ir as _ir
+from numba.core import cgutils as _cgutils
+from numba.core import types as _types
+from numba.extending import intrinsic as _intrinsic
+
+# llvm.prefetch's name carries the pointer type: opaque pointers ("p0") from LLVM 15
+_PREFETCH = "llvm.prefetch.p0" if _llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+
+
+def _make_prefetch(write):
+    """An intrinsic ``prefetch(arr, i)``: a cache hint for ``arr[i]`` (read or write; x86's prefetch never
+    faults, and ``i`` is kept in bounds by the callers anyway). The suffix-array passes know the text
+    positions they will touch D iterations ahead, so DRAM misses overlap instead of stalling one by one."""
+    @_intrinsic
+    def prefetch(typingctx, arr, idx):
+        sig = _types.void(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+            i8p = _ir.PointerType(_ir.IntType(8))
+            i32 = _ir.IntType(32)
+            fn = _cgutils.get_or_insert_function(builder.module, _ir.FunctionType(_ir.VoidType(),
+                                                                                  [i8p, i32, i32, i32]), _PREFETCH)
+            builder.call(fn, [builder.bitcast(ptr, i8p), _ir.Constant(i32, int(write)), _ir.Constant(i32, 3),
+                              _ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+        return sig, codegen
+    return prefetch
+
+
+_prefetch_r = _make_prefetch(False)
+_prefetch_w = _make_prefetch(True)
+_PF = 32  # prefetch distance (iterations)
 
 
 @_numba.njit(inline="always", cache=True)
@@ -157,9 +194,9 @@ def _window_lambdas_numba(x, W):  # pragma: no cover - compiled
 
 
 @_numba.njit(cache=True, nogil=True)
-def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
-    """Λ_1..Λ_{N-1} from the suffix array ``sa`` and the permuted LCP (``plcp[sa[k]]`` = lcp of the
-    suffixes ``sa[k]`` and ``sa[k+1]``, 0 for the last) by two
+def _sa_lambdas_numba(sa, lcp, overlap, nodes, s_d, s_lb, s_m, key, lam):  # pragma: no cover - compiled
+    """Λ_1..Λ_{N-1} from the suffix array ``sa`` and the LCP array in suffix-array order (``lcp[k]`` = lcp of
+    the suffixes ``sa[k]`` and ``sa[k+1]``, 0 for the last; ``_lcp_in_sa_order``) by two
     sequential sweeps of the LCP-interval tree (the suffix tree's internal nodes), no suffix links.
 
     For a node v (string depth d_v, smallest suffix start m_v in its interval) on the path to leaf i, every
@@ -167,18 +204,16 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
     (non-overlapping; m_v < i with overlap). Along the path d_v increases and m_v never decreases, so
     ℓ_i = max_v min(d_v, i − m_v) is found by a binary search over the ancestors:
     ℓ_i = max(d_{s*}, i − m_{s*+1}) with s* the deepest ancestor with d + m ≤ i.
-    Sweep 1 (left to right) closes the nodes bottom-up and records (d, lb, rb, m) in post-order; sweep 2
-    (right to left) opens them in reverse post-order, so the stack always holds leaf k's ancestors.
+    Sweep 1 (left to right) closes the nodes bottom-up and records (d, lb, rb, m) in post-order, interleaved
+    in one array (one sequential stream each way); sweep 2 (right to left) opens them in reverse post-order,
+    so the stack always holds leaf k's ancestors. Both sweeps read ``sa`` and ``lcp`` sequentially; the one
+    random access per token is sweep 2's write of Λ at text position ``sa[k]``.
+    Buffers come from the caller (numpy allocations, which get transparent huge pages on Linux, so the random
+    accesses do not also miss the TLB): ``nodes`` 4N int32, ``s_d``/``s_lb``/``s_m``/``key`` N+1 int32,
+    ``lam`` N−1 int64 (the result).
     """
     n = sa.shape[0]
-    # sweep 1: post-order list of internal nodes
-    nd_d = np.empty(n, np.int32)
-    nd_lb = np.empty(n, np.int32)
-    nd_rb = np.empty(n, np.int32)
-    nd_m = np.empty(n, np.int32)
-    s_d = np.empty(n + 1, np.int32)
-    s_lb = np.empty(n + 1, np.int32)
-    s_m = np.empty(n + 1, np.int32)
+    # sweep 1: post-order list of internal nodes, 4 int32 per node [d, lb, rb, m]
     top = 0
     s_d[0] = 0
     s_lb[0] = 0
@@ -186,14 +221,14 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
     n_nodes = 0
     for k in range(n):
         cur = np.int64(sa[k])
-        h = plcp[cur] if k < n - 1 else 0
+        h = lcp[k]
         lb = k
         while s_d[top] > h:
             m = min(s_m[top], cur)
-            nd_d[n_nodes] = s_d[top]
-            nd_lb[n_nodes] = s_lb[top]
-            nd_rb[n_nodes] = k
-            nd_m[n_nodes] = m
+            nodes[4 * n_nodes] = s_d[top]
+            nodes[4 * n_nodes + 1] = s_lb[top]
+            nodes[4 * n_nodes + 2] = k
+            nodes[4 * n_nodes + 3] = m
             n_nodes += 1
             cur = m
             lb = s_lb[top]
@@ -205,26 +240,28 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
             s_m[top] = cur
         else:
             s_m[top] = min(s_m[top], cur)
-    # sweep 2: ancestors of leaf k on a stack (depth and min increase upwards; root sentinel at 0)
-    key = np.empty(n + 1, np.int32)   # d + m (non-overlapping test) or m (overlap test)
-    a_d = np.empty(n + 1, np.int32)
-    a_m = np.empty(n + 1, np.int32)
-    a_lb = np.empty(n + 1, np.int32)
+    # sweep 2: ancestors of leaf k on a stack (depth and min increase upwards; root sentinel at 0);
+    # the stacks of sweep 1 are reused ([d, m, lb] of sweep 2 in s_d, s_m, s_lb)
+    # key: d + m (non-overlapping test) or m (overlap test)
+    a_d, a_m, a_lb = s_d, s_m, s_lb
     a_d[0] = 0
     a_m[0] = 0
     a_lb[0] = -1
     key[0] = 0
     top = 0
     p = n_nodes - 1
-    lam = np.empty(max(n - 1, 0), np.int32)
     for k in range(n - 1, -1, -1):
-        while p >= 0 and nd_rb[p] == k:
+        while p >= 0 and nodes[4 * p + 2] == k:
             top += 1
-            a_d[top] = nd_d[p]
-            a_m[top] = nd_m[p]
-            a_lb[top] = nd_lb[p]
-            key[top] = nd_m[p] if overlap else nd_d[p] + nd_m[p]
+            d = nodes[4 * p]
+            mm = nodes[4 * p + 3]
+            a_d[top] = d
+            a_m[top] = mm
+            a_lb[top] = nodes[4 * p + 1]
+            key[top] = mm if overlap else d + mm
             p -= 1
+        if k >= _PF and sa[k - _PF] > 0:
+            _prefetch_w(lam, sa[k - _PF] - 1)
         i = np.int64(sa[k])
         if i > 0:
             # s* = last s with key[s] <= bound (key increases along the stack; key[0] = 0 <= bound)
@@ -237,7 +274,7 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
                     lo = mid
                 else:
                     hi = mid - 1
-            ell = a_d[lo]
+            ell = np.int64(a_d[lo])
             if not overlap and lo < top:
                 ell = max(ell, i - a_m[lo + 1])
             lam[i - 1] = ell + 1
@@ -246,54 +283,83 @@ def _sa_lambdas_numba(sa, plcp, overlap):  # pragma: no cover - compiled
     return lam
 
 
+@_numba.njit(inline="always", cache=True)
+def _popcount(v):  # pragma: no cover - compiled
+    v = v - ((v >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((v * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
 @_numba.njit(cache=True, nogil=True)
-def _encode_bytes(x, lead, second):  # pragma: no cover - compiled
-    """The ids ``x`` as a byte string under a prefix-free code (id c -> ``lead[c]``, then ``second[c]``
-    when it is >= 0) and, per byte offset, the index of the token starting there (-1 inside a code)."""
-    n = x.shape[0]
+def _code_size(x, second):  # pragma: no cover - compiled
+    """Bytes of ``x`` under the prefix-free code (``_encode_bytes``)."""
     m = 0
-    for i in range(n):
+    for i in range(x.shape[0]):
         m += 1 if second[x[i]] < 0 else 2
-    b = np.empty(m, np.uint8)
-    start = np.full(m, -1, np.int32)
+    return m
+
+
+@_numba.njit(cache=True, nogil=True)
+def _encode_bytes(x, lead, second, b, bits):  # pragma: no cover - compiled
+    """The ids ``x`` as a byte string under a prefix-free code (id c -> ``lead[c]``, then ``second[c]``
+    when it is >= 0), the token starts as a bit vector over the byte offsets (uint64 words) and, per word,
+    the number of token starts before it (rank directory, returned): 1.5 bits per byte instead of an int32
+    per byte, so the token-suffix filter's lookups stay in cache."""
+    n = x.shape[0]
+    nw = bits.shape[0]   # (len(b) + 63) // 64 zeroed words; b: _code_size(x, second) bytes
     o = 0
     for i in range(n):
         c = x[i]
-        start[o] = i
+        bits[o >> 6] |= np.uint64(1) << np.uint64(o & 63)
         b[o] = lead[c]
         o += 1
         if second[c] >= 0:
             b[o] = second[c]
             o += 1
-    return b, start
+    rank = np.empty(nw, np.int32)
+    r = 0
+    for w in range(nw):
+        rank[w] = r
+        r += _popcount(bits[w])
+    return rank
 
 
 @_numba.njit(cache=True, nogil=True)
-def _token_suffixes(sa_bytes, start, n):  # pragma: no cover - compiled
-    """The byte suffix array restricted to token starts, as token indices (the token suffix array)."""
-    sa = np.empty(n, np.int32)
+def _token_suffixes(sa_bytes, bits, rank, sa):  # pragma: no cover - compiled
+    """The byte suffix array restricted to token starts, as token indices (the token suffix array, written
+    to ``sa``): a byte offset o starts token rank[o // 64] + popcount(bits below o in its word) when its
+    bit is set."""
     k = 0
+    one = np.uint64(1)
     for j in range(sa_bytes.shape[0]):
-        t = start[sa_bytes[j]]
-        if t >= 0:
-            sa[k] = t
+        o = sa_bytes[j]
+        w = bits[o >> 6]
+        sh = np.uint64(o & 63)
+        if (w >> sh) & one:
+            sa[k] = rank[o >> 6] + _popcount(w & ((one << sh) - one))
             k += 1
     return sa
 
 
 @_numba.njit(cache=True, nogil=True)
-def _plcp_numba(x, sa):  # pragma: no cover - compiled
+def _plcp_numba(x, sa, phi):  # pragma: no cover - compiled
     """Permuted LCP by the Φ method (Kärkkäinen, Manzini & Puglisi 2009): ``plcp[i]`` = longest common
     prefix of suffix i and the suffix after it in ``sa`` (0 for the last), computed in text order
-    (plcp[i+1] ≥ plcp[i] − 1): one dependent random read per position instead of Kasai's two."""
+    (plcp[i+1] ≥ plcp[i] − 1): one dependent random read per position instead of Kasai's two. Φ and PLCP
+    share one array (Φ[i] is read before PLCP[i] is written); ``x`` may be uint16 (half the random reads'
+    footprint); ``phi`` is the caller's int32 buffer of N."""
     n = x.shape[0]
-    phi = np.empty(n, np.int32)
     for k in range(n - 1):
+        if k + _PF < n:
+            _prefetch_w(phi, sa[k + _PF])
         phi[sa[k]] = sa[k + 1]
     phi[sa[n - 1]] = -1
-    plcp = np.empty(n, np.int32)
+    plcp = phi
     h = 0
     for i in range(n):
+        if i + _PF < n and phi[i + _PF] >= 0:
+            _prefetch_r(x, phi[i + _PF])
         j = phi[i]
         if j < 0:
             h = 0
@@ -305,3 +371,15 @@ def _plcp_numba(x, sa):  # pragma: no cover - compiled
         if h > 0:
             h -= 1
     return plcp
+
+
+@_numba.njit(cache=True, nogil=True)
+def _lcp_in_sa_order(plcp, sa, out):  # pragma: no cover - compiled
+    """``out[k] = plcp[sa[k]]``: the LCP array in suffix-array order, gathered in a loop of its own (no
+    control flow between the independent loads, so many cache misses are in flight at once)."""
+    n = sa.shape[0]
+    for k in range(n):
+        if k + _PF < n:
+            _prefetch_r(plcp, sa[k + _PF])
+        out[k] = plcp[sa[k]]
+    return out

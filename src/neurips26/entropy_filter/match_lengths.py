@@ -20,7 +20,9 @@ Two exact constructions (equal Λ, tested against each other and the definition)
   two sequential sweeps of the LCP-interval tree: for a node v on the path to leaf i with string depth
   d_v and first occurrence m_v (smallest suffix start below v), every length h ≤ d_v above v's parent
   is feasible iff m_v + h ≤ i, so ℓ_i = max_v min(d_v, i − m_v) (binary search over the ancestors). No
-  pointer chasing: the cost per token stays flat from 10^4 to 10^6 tokens.
+  pointer chasing; the passes with random accesses (Φ, PLCP, the LCP gather, the Λ scatter) are loops of
+  independent accesses with software prefetch, on numpy buffers (transparent huge pages). Past ~10^6
+  tokens the growth left is libdivsufsort's own (bench: cost-per-token rows).
 
 ``auto`` takes ``sa`` from ``SA_MIN_N`` tokens when pydivsufsort and numba are installed, else the numba
 SAM, else the pure-Python SAM. ``naive_lambdas`` is the direct definition, for tests and the benchmark.
@@ -113,20 +115,31 @@ def _check_backend(backend: str, n: int = 0) -> str:
 
 @lru_cache(maxsize=1)
 def _omp() -> object:
-    """pydivsufsort's bundled libgomp (ctypes), or None: libdivsufsort is run single-threaded (its OpenMP
-    pool costs ~7 ms of spin-up per call, more than sorting 10^4 tokens, and would take both cores)."""
+    """The libgomp that libdivsufsort is bound to (ctypes), or None: libdivsufsort is run single-threaded (its
+    OpenMP pool costs ~7 ms of spin-up per call, more than sorting 10^4 tokens, and would take both cores).
+
+    pydivsufsort bundles libgomp under an auditwheel name (``libgomp-<hash>.so.1.0.0``, also its soname) that
+    other wheels share (scikit-learn bundles the same file): when one of them is loaded first, the loader binds libdivsufsort to
+    that copy by its soname, and opening pydivsufsort's file by path would give a second, unused copy whose
+    thread limit libdivsufsort never sees (seen in the bench: ProcessEntropy imports scikit-learn, and every
+    divsufsort call ran 2 threads, 1.9-3.8 ms CPU per 1,500-token document instead of 0.3). So the soname is
+    opened first (the loaded copy, once libdivsufsort is loaded), the path only as a fallback."""
     import ctypes
     import glob
     import os
 
-    import pydivsufsort
+    import pydivsufsort  # loads libdivsufsort, and with it the libgomp it binds to
 
     libs = glob.glob(os.path.join(os.path.dirname(pydivsufsort.__file__), os.pardir, "pydivsufsort.libs",
                                   "libgomp*"))
-    try:
-        return ctypes.CDLL(libs[0]) if libs else None
-    except OSError:
+    if not libs:
         return None
+    for name in (os.path.basename(libs[0]), libs[0]):  # the soname (= the file name) first, then the path
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
 
 
 @contextmanager
@@ -167,10 +180,34 @@ def _prefix_free_code(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lead, second
 
 
+def _divsufsort_bytes(b: np.ndarray) -> np.ndarray:
+    """libdivsufsort's suffix array (int32) of the C-contiguous uint8 array ``b``, written straight into a numpy
+    buffer (transparent huge pages where the OS gives them: −8% at 16 MB; pydivsufsort's wrapper allocates a
+    zeroed ctypes array); the wrapper when the library handle is not there or ``b`` needs the 64-bit build."""
+    import ctypes
+
+    from pydivsufsort import divsufsort
+
+    try:
+        from pydivsufsort.dll import libdivsufsort
+    except ImportError:  # pragma: no cover - another pydivsufsort layout
+        libdivsufsort = None
+    if libdivsufsort is None or b.size >= 2**31 - 1:
+        return divsufsort(b)
+    out = np.empty(b.size, np.int32)
+    rc = libdivsufsort.divsufsort(b.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p),
+                                  ctypes.c_int32(b.size))
+    if rc:
+        raise RuntimeError(f"libdivsufsort failed with code {rc}")
+    return out
+
+
 def suffix_array(x: np.ndarray) -> np.ndarray:
-    """Suffix array (int32) of the non-negative int32 ids ``x`` (fewer than 2**30 of them): libdivsufsort
-    on their bytes under a prefix-free code (``_prefix_free_code``: ~1.25 bytes per token on text; a
-    fixed 3-byte code when σ > 65,281), keeping the suffixes that start on a token boundary."""
+    """Suffix array (int32) of the non-negative int32 ids ``x`` with every id < 2**31 (fewer than 2**30 ids):
+    libdivsufsort on their bytes under a prefix-free code (``_prefix_free_code``: ~1.25 bytes per token on
+    text; a fixed 3-byte code when σ > 65,281), keeping the suffixes that start on a token boundary (found
+    through a bit vector of the token starts with a rank directory, ~1 bit per byte, so the filter's lookups
+    stay in cache)."""
     from pydivsufsort import divsufsort
 
     from neurips26.entropy_filter import _sam_numba
@@ -181,30 +218,47 @@ def suffix_array(x: np.ndarray) -> np.ndarray:
     sigma = int(x.max()) + 1
     if sigma <= 65_281:
         lead, second = _prefix_free_code(x)
-        b, start = _sam_numba._encode_bytes(x, lead, second)
-    else:  # big-endian fixed width 3 (σ ≤ n < 2**30)
-        b = np.empty((n, 3), np.uint8)
-        for j in range(3):
-            b[:, j] = (x >> (8 * (2 - j))) & 0xFF
-        b = b.reshape(-1)
-        start = np.full(b.size, -1, np.int32)
-        start[::3] = np.arange(n, dtype=np.int32)
+        m = _sam_numba._code_size(x, second)
+        b = np.empty(m, np.uint8)
+        bits = np.zeros((m + 63) // 64, np.uint64)
+        rank = _sam_numba._encode_bytes(x, lead, second, b, bits)
+        with _one_omp_thread():
+            sab = _divsufsort_bytes(b)
+        del b
+        if sab.size == n:
+            return sab.astype(np.int32, copy=False)
+        return _sam_numba._token_suffixes(sab, bits, rank, np.empty(n, np.int32))
+    # big-endian fixed width 3 (σ ≤ n < 2**30): token starts are the offsets divisible by 3
+    b = np.empty((n, 3), np.uint8)
+    for j in range(3):
+        b[:, j] = (x >> (8 * (2 - j))) & 0xFF
     with _one_omp_thread():
-        sab = divsufsort(b)
-    if b.size == n:
-        return sab.astype(np.int32, copy=False)
-    return _sam_numba._token_suffixes(sab, start, n)
+        sab = divsufsort(b.reshape(-1))
+    sab = sab[sab % 3 == 0]
+    return (sab // 3).astype(np.int32, copy=False)
 
 
 def _sa_lambdas(x: np.ndarray, overlap: bool) -> np.ndarray:
-    """Λ by the suffix-array construction (``_sam_numba._sa_lambdas_numba``)."""
+    """Λ by the suffix-array construction: ``suffix_array``, the Φ-method PLCP (on uint16 ids when σ ≤ 2^16),
+    the LCP gathered into suffix-array order, then ``_sam_numba._sa_lambdas_numba``'s two sweeps. Every
+    pass but three (Φ's scatter, the LCP gather, the Λ scatter: each a loop of independent accesses) reads
+    and writes sequentially, and no int64 array is touched before Λ itself."""
     from neurips26.entropy_filter import _sam_numba
 
-    # int32 throughout: at 10^6 tokens the ids, SA, rank and LCP (4 MB each) stay in the last-level cache
-    x32 = (x if int(x.max()) < 2**31 else _dense(x)[0]).astype(np.int32)
+    # ids relabelled (an order-preserving bijection: same Λ) only when they do not fit a 1-2 byte code
+    x32 = (x if int(x.max()) < 65_281 else _dense(x)[0]).astype(np.int32)
     sa = suffix_array(x32)
-    plcp = _sam_numba._plcp_numba(x32, sa)
-    return _sam_numba._sa_lambdas_numba(sa, plcp, overlap).astype(np.int64)
+    xs = x32.astype(np.uint16) if int(x32.max()) < 2**16 else x32
+    del x32
+    n = sa.size
+    plcp = _sam_numba._plcp_numba(xs, sa, np.empty(n, np.int32))
+    del xs
+    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, np.empty(n, np.int32))
+    del plcp
+    # every buffer from numpy (huge pages where the OS gives them: the random accesses then hit the TLB)
+    stacks = [np.empty(n + 1, np.int32) for _ in range(4)]
+    return _sam_numba._sa_lambdas_numba(sa, lcp, overlap, np.empty(4 * n, np.int32), *stacks,
+                                        np.empty(n - 1, np.int64))
 
 
 @contextmanager
