@@ -18,18 +18,13 @@ Not implemented: the curriculum stages under DDP, Voronoi-cell sharding of the a
 
 from __future__ import annotations
 
-import os
-import socket
-import tempfile
-from pathlib import Path
-
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from neurips26.bip.encoder import FREncoder, check_images
 from neurips26.bip.gapgen import GapGen, GapGenConfig, hinge_d
+from neurips26.harness.distributed import launch_local as _launch
 from neurips26.harness.validation import check_scalar
 
 
@@ -132,31 +127,10 @@ def train_stage0_ddp(job: dict) -> dict:
     return {n: p.detach().clone() for n, p in gg.G.named_parameters()}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank: int, world: int, port: int, job: dict, out: str) -> None:
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        state = train_stage0_ddp(job)
-        if rank == 0:
-            torch.save(state, out)
-    finally:
-        dist.destroy_process_group()
-
-
 def launch_local(job: dict, world: int = 2) -> dict:
     """``train_stage0_ddp(job)`` on ``world`` local gloo processes; rank 0's G parameters."""
     world = _check_world(job, world)
-    with tempfile.TemporaryDirectory() as d:
-        out = str(Path(d) / "state.pt")
-        mp.spawn(_worker, args=(world, _free_port(), job, out), nprocs=world, join=True)
-        return torch.load(out, weights_only=False)
+    return _launch(train_stage0_ddp, job, world=world)[0]
 
 
 __all__ = ["launch_local", "make_job", "train_stage0_ddp", "train_stage0_sharded"]

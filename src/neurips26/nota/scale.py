@@ -12,38 +12,18 @@ Sweeps over (method, seed, rho, bond, T) as Ray Tune trials are in ``sweep.py``.
 """
 from __future__ import annotations
 
-import os
-import socket
-import tempfile
-from pathlib import Path
-
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from neurips26.harness.distributed import launch_local as _launch
 from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.nota.cil import CILModel, TrainSettings, train_task
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 MODES = ("ddp", "fsdp")
 
 
-def _worker(rank: int, world: int, port: int, job: dict, out: str, modes: tuple[str, ...] = ("ddp",)) -> None:
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        states = {m: train_one_task(job, ddp=m == "ddp", fsdp=m == "fsdp") for m in modes}
-        if rank == 0:
-            torch.save(states, out)
-    finally:
-        dist.destroy_process_group()
+def _train_modes(job: dict, modes: tuple[str, ...]) -> dict:
+    """This rank's ``train_one_task`` in each of ``modes``, in turn: {mode: tensors}."""
+    return {m: train_one_task(job, ddp=m == "ddp", fsdp=m == "fsdp") for m in modes}
 
 
 def train_one_task(job: dict, ddp: bool = False, fsdp: bool = False) -> dict:
@@ -70,10 +50,7 @@ def launch_local(job: dict, world: int = 2, mode: str | tuple[str, ...] = "ddp")
     modes = tuple(check_choice(m, "mode", MODES) for m in modes)
     if job["settings"].batch % world:
         raise ValueError(f"batch={job['settings'].batch} must be divisible by world={world} (equal slices)")
-    with tempfile.TemporaryDirectory() as d:
-        out = str(Path(d) / "state.pt")
-        mp.spawn(_worker, args=(world, _free_port(), job, out, modes), nprocs=world, join=True)
-        states = torch.load(out, weights_only=False)
+    states = _launch(_train_modes, job, modes, world=world)[0]
     return states[mode] if isinstance(mode, str) else states
 
 

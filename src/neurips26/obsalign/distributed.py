@@ -17,15 +17,13 @@ after ``init_process_group``.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from neurips26.harness.distributed import launch_local
 from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.obsalign.consolidation import evidence_weights, fedavg_weights
 from neurips26.obsalign.federation import (METHODS, FedConfig, Method, guidance_for, source_sketch,
@@ -109,28 +107,13 @@ def run_rank(bench: ObsBench, method: Method | str, cfg: FedConfig = FedConfig()
     return RankResult(rank, omega, hist, {k: v.clone() for k, v in model.state_dict().items()})
 
 
-def _worker(rank: int, world: int, init_file: str, out_dir: str, bench, method, cfg, seed) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
-        res = run_rank(bench, method, cfg, seed)
-        torch.save({"omega": res.omega, "hist": res.omega_history, "state": res.state},
-                   Path(out_dir) / f"rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
+def _rank_result(bench: ObsBench, method, cfg: FedConfig, seed: int) -> dict:
+    res = run_rank(bench, method, cfg, seed)
+    return {"omega": res.omega, "hist": res.omega_history, "state": res.state}
 
 
 def spawn_sources(bench: ObsBench, method: Method | str = "obsalign", cfg: FedConfig = FedConfig(),
                   seed: int = 0) -> list[RankResult]:
     """Run the federation with one process per source (gloo, CPU) and collect every rank's result."""
-    import torch.multiprocessing as mp
-
-    world = len(bench.sources)
-    with tempfile.TemporaryDirectory() as tmp:
-        init_file = os.path.join(tmp, "init")
-        mp.spawn(_worker, args=(world, init_file, tmp, bench, method, cfg, seed), nprocs=world, join=True)
-        out = []
-        for r in range(world):
-            d = torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False)
-            out.append(RankResult(r, d["omega"], d["hist"], d["state"]))
-    return out
+    out = launch_local(_rank_result, bench, method, cfg, seed, world=len(bench.sources))
+    return [RankResult(r, d["omega"], d["hist"], d["state"]) for r, d in enumerate(out)]

@@ -16,15 +16,11 @@ backward (``SRBackbone.run_block``).
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
-import tempfile
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from neurips26.harness.distributed import launch_local as _launch
 from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.smfsr.models import SRBackbone, build_backbone, make_student
 from neurips26.smfsr.training import draw_split_batch, splitmeanflow_loss_from
@@ -91,30 +87,9 @@ def _ddp_loss(model, student, teacher, hr, y, draws, boundary):
     return splitmeanflow_loss_from(_Split(), teacher, hr, y, draws, boundary)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank: int, world: int, port: int, job: dict, out: str) -> None:
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        state = ddp_splitmeanflow(job, ddp=True)
-        if rank == 0:
-            torch.save(state, out)
-    finally:
-        dist.destroy_process_group()
-
-
 def launch_local(job: dict, world: int = 2) -> dict:
     """``ddp_splitmeanflow(job, ddp=True)`` on ``world`` local gloo processes; rank 0's student state."""
     world = check_scalar(world, "world", int, min=1)
     if job["batch"] % world:
         raise ValueError(f"batch={job['batch']} must be divisible by world={world} (equal slices)")
-    with tempfile.TemporaryDirectory() as d:
-        out = str(Path(d) / "state.pt")
-        mp.spawn(_worker, args=(world, _free_port(), job, out), nprocs=world, join=True)
-        return torch.load(out)
+    return _launch(ddp_splitmeanflow, job, True, world=world)[0]
