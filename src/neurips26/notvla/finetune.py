@@ -22,7 +22,7 @@ from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.notvla.action_tokens import BinTokenizer, FASTTokenizer
 from neurips26.notvla.backbone import TinyVLM, Vocab
 from neurips26.notvla.camera import CameraShift
-from neurips26.notvla.execution import Query, run_episode
+from neurips26.notvla.execution import Query, run_episodes
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
 from neurips26.notvla.plan import advance_state, format_plan, state_mask, tokenize
@@ -252,17 +252,23 @@ class NoTVLAPolicy:
         return self._state_mask(state)
 
     def __call__(self, q: Query) -> str:
-        p = self.vocab.encode(prompt_words(q.instruction, q.closed)) + [self.vocab.index["<bos>"]]
+        return self.batch([q])[0]
+
+    def batch(self, queries: list[Query]) -> list[str]:
+        """One batched, grammar-masked greedy decode for several decision points (lockstep rollouts)."""
+        prompts = [
+            self.vocab.encode(prompt_words(q.instruction, q.closed)) + [self.vocab.index["<bos>"]]
+            for q in queries
+        ]
         self._rows = {}
         gen = self.model.generate(
-            torch.from_numpy(q.rgb[None].copy()),
-            [p],
+            torch.from_numpy(np.stack([q.rgb for q in queries])),
+            prompts,
             self.max_tokens,
             self.eos,
             allowed=lambda r, g: self._mask(g, r),
-        )[0]
-        words = [w for w in self.vocab.decode(gen) if w != "<eos>"]
-        return _join(words)
+        )
+        return [_join([w for w in self.vocab.decode(g) if w != "<eos>"]) for g in gen]
 
 
 def _join(words: list[str]) -> str:
@@ -337,20 +343,22 @@ def rollout_notvla(
     detokenizer=None,
     max_steps: int = 300,
 ) -> list[dict]:
-    out = []
+    """NoTVLA episodes in lockstep: one batched plan-writing call per round of decision points."""
+    envs, instrs = [], []
     for i, s in enumerate(seeds):
         env = TabletopSim(image_size, colours=colours, camera_shift=shift)
         env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
-        instr = rewrite(env.instruction(), i) if rewrite else None
-        r = run_episode(env, policy, detokenizer, instruction=instr, max_calls=max_calls, max_steps=max_steps)
-        out.append(
-            {
-                "success": bool(getattr(r, "success", False)),
-                "calls": getattr(r, "calls", 0),
-                "tokens": getattr(r, "tokens", 0),
-                "steps": env.t,
-                "parse_failures": getattr(r, "parse_failures", 0),
-                "plan": r.plans[0] if getattr(r, "plans", None) else "",
-            }
-        )
-    return out
+        envs.append(env)
+        instrs.append(rewrite(env.instruction(), i) if rewrite else None)
+    res = run_episodes(envs, policy, detokenizer, instructions=instrs, max_calls=max_calls, max_steps=max_steps)
+    return [
+        {
+            "success": bool(getattr(r, "success", False)),
+            "calls": getattr(r, "calls", 0),
+            "tokens": getattr(r, "tokens", 0),
+            "steps": env.t,
+            "parse_failures": getattr(r, "parse_failures", 0),
+            "plan": r.plans[0] if getattr(r, "plans", None) else "",
+        }
+        for env, r in zip(envs, res)
+    ]
