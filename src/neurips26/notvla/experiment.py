@@ -45,7 +45,7 @@ class PretrainCfg:
 class FinetuneCfg:
     steps: int = 150
     demos: int = 40
-    methods: tuple = ("notvla", "dense_chunk")
+    methods: tuple = ("notvla", "dense_chunk", "dense_bin", "fast")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,13 @@ CONFIGS = {
                      max_calls=3),
     ),
     "quick": Config(),
+    # what this 2-core box can run in ~20-30 min: long enough pre-training for pointing / depth reading to
+    # leave chance (they start to move only after ~300-400 steps of pointing alone), 4x the fine-tuning
+    "mid": Config(
+        pretrain=PretrainCfg(steps=5000),
+        finetune=FinetuneCfg(steps=600),
+        eval=EvalCfg(oracle_episodes=40, ablation_episodes=20, episodes=20),
+    ),
     "full": Config(
         SimCfg(128),
         PretrainCfg(50_000, 20_000, 32, 256, 6),
