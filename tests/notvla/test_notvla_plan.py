@@ -155,3 +155,31 @@ def test_incremental_policy_mask_equals_allowed_next():
         assert torch.equal(pol._mask(ids[:k]), torch.tensor(want)), k
     assert pol._mask(ids + [vocab.index["<eos>"]]) is None
     assert torch.equal(pol._mask(ids[:3], row=1), torch.tensor(allowed_next(toks[:3], vocab.words)))
+
+
+def test_no_depth_grammar_and_sensor_fill():
+    """The no-depth ablation: plans without depth slots follow the depth=False automaton, and filling
+    each anchor's depth from the sensor gives a canonical plan near the oracle's analytic depths."""
+    import numpy as np
+
+    from neurips26.notvla.execution import OraclePolicy, Query
+    from neurips26.notvla.finetune import _fill_sensor_depth, _join
+    from neurips26.notvla.plan import advance_state, parse_plan, strip_depth, tokenize
+    from neurips26.notvla.sim import TabletopSim
+
+    env = TabletopSim(64)
+    env.reset(seed=2, options={"template": "bowl"})
+    o = env.observe()
+    text = OraclePolicy(seed=2).reset(env)(Query(o["rgb"], o["depth"], False, env.instruction(), 0))
+    toks = strip_depth(tokenize(text))
+    assert "depth" not in toks and len(toks) < len(tokenize(text))
+    state = "verb"
+    for t in toks:
+        state = advance_state(state, t, depth=False)
+    assert state == "end"
+    filled = parse_plan(_join(_fill_sensor_depth(toks, o["depth"].astype(float))))
+    ref = parse_plan(text)
+    assert [(s.verb, s.u, s.v, s.height) for s in filled] == [(s.verb, s.u, s.v, s.height) for s in ref]
+    for a, b in zip(filled, ref):
+        if b.anchored:
+            assert abs(a.depth - b.depth) < 0.05

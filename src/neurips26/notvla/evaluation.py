@@ -15,6 +15,7 @@ from neurips26.notvla.execution import OraclePolicy, run_episode
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor
 from neurips26.notvla.finetune import (
+    NOTVLA_VARIANTS,
     DenseCodec,
     NoTVLAPolicy,
     collect_demos,
@@ -88,8 +89,8 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
         for m in ft_cfg.methods:
             t0 = time.perf_counter()
             model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
-            if m == "notvla":
-                samples, images = notvla_data(records, bcfg.image_size)
+            if m in NOTVLA_VARIANTS:
+                samples, images = notvla_data(records, bcfg.image_size, depth=m == "notvla")
             else:
                 codec = DenseCodec(m, vocab, acts)
                 samples, images = dense_data(records, codec, bcfg.image_size)
@@ -98,12 +99,14 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             post = score_probes(model, vocab, pim, psamples)
             detail[m] = retention(pre, post) | {"post": post}
             t0 = time.perf_counter()
-            if m == "notvla":
-                pol = NoTVLAPolicy(model, vocab)
+            if m in NOTVLA_VARIANTS:
+                pol = NoTVLAPolicy(model, vocab, depth=m == "notvla")
                 kw = {
                     "image_size": bcfg.image_size,
                     "max_calls": ev_cfg.max_calls,
                     "max_steps": ev_cfg.max_steps,
+                    # no-depth ablation: pixel only, depth from the sensor
+                    "detokenizer": None if m == "notvla" else Detokenizer(depth_source="sensor"),
                 }
                 r = {
                     "id": rollout_notvla(pol, id_seeds, **kw),
@@ -111,7 +114,8 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
                     + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
                     "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw),
                 }
-                example = r["id"][0]["plan"]
+                if m == "notvla":
+                    example = r["id"][0]["plan"]
             else:
                 kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps}
                 r = {

@@ -25,11 +25,14 @@ from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.execution import Query, run_episodes
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
-from neurips26.notvla.plan import advance_state, format_plan, state_mask, tokenize
+from neurips26.notvla.detokenizer import sensor_depth
+from neurips26.notvla.errors import DepthUnavailableError
+from neurips26.notvla.plan import advance_state, format_plan, state_mask, strip_depth, tokenize
 from neurips26.notvla.pretrain import Sample, train_steps
 from neurips26.notvla.sim import ROBOT_COLOURS, TEMPLATES, TabletopSim
 
-METHODS = ("notvla", "dense_bin", "dense_chunk", "fast", "actions_as_language")
+METHODS = ("notvla", "notvla_no_depth", "dense_bin", "dense_chunk", "fast", "actions_as_language")
+NOTVLA_VARIANTS = ("notvla", "notvla_no_depth")  # plan writers (the rest are dense baselines)
 CHUNK = {"dense_bin": 1, "dense_chunk": 8, "fast": 16, "actions_as_language": 8}
 MODES = ("full", "lora")
 
@@ -81,17 +84,19 @@ def _render_states(states, image_size: int) -> np.ndarray:
     return imgs
 
 
-def notvla_data(records: list[DemoRecord], image_size: int = 64):
+def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = True):
+    """Decision frames -> remaining plan; ``depth=False``: the no-depth ablation (no ``depth D`` slots)."""
     states, samples = [], []
     for r in records:
         for f, plan in zip(r.frames, r.plans):
             st = r.demo.states[f]
+            toks = tokenize(format_plan(plan))
             samples.append(
                 Sample(
                     len(states),
                     prompt_words(r.demo.instruction, st["closed"]),
-                    tokenize(format_plan(plan)),
-                    "notvla",
+                    toks if depth else strip_depth(toks),
+                    "notvla" if depth else "notvla_no_depth",
                 )
             )
             states.append(st)
@@ -222,8 +227,10 @@ def finetune(
 class NoTVLAPolicy:
     """The fine-tuned model as a plan writer: greedy decoding constrained by the plan grammar."""
 
-    def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120):
-        self.model, self.vocab, self.max_tokens = model, vocab, max_tokens
+    def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120, depth: bool = True):
+        """``depth=False``: the no-depth ablation -- the model writes ``at (U, V) height H`` and the depth
+        of each anchor is read from the depth sensor at that pixel (3 x 3 median for holes)."""
+        self.model, self.vocab, self.max_tokens, self.depth = model, vocab, max_tokens, depth
         self.eos = vocab.index["<eos>"]
         self._masks: dict[str, torch.Tensor] = {}  # automaton state -> mask over the vocabulary
         self._rows: dict[int, tuple[int, str]] = {}  # row -> (tokens consumed, automaton state)
@@ -247,7 +254,7 @@ class NoTVLAPolicy:
         if gen_ids and self.vocab.words[gen_ids[-1]] == "<eos>":
             return None
         for w in words:  # every generated word passed the mask, so the automaton accepts it
-            state = advance_state(state, w)
+            state = advance_state(state, w, self.depth)
         self._rows[row] = (len(gen_ids), state)
         return self._state_mask(state)
 
@@ -268,7 +275,29 @@ class NoTVLAPolicy:
             self.eos,
             allowed=lambda r, g: self._mask(g, r),
         )
-        return [_join([w for w in self.vocab.decode(g) if w != "<eos>"]) for g in gen]
+        texts = []
+        for q, g in zip(queries, gen):
+            words = [w for w in self.vocab.decode(g) if w != "<eos>"]
+            texts.append(_join(words if self.depth else _fill_sensor_depth(words, q.depth)))
+        return texts
+
+
+def _fill_sensor_depth(words: list[str], depth_image: np.ndarray) -> list[str]:
+    """Insert ``depth DM . DC`` after each anchor pixel ``at ( U , V )``, read from the depth image there
+    (``sensor_depth``); an unreadable pixel leaves the text as written (then it does not parse)."""
+    H, W = depth_image.shape
+    out = []
+    for i, w in enumerate(words):
+        out.append(w)
+        if w == ")" and i >= 4 and words[i - 4] == "(" and words[i - 2] == ",":
+            try:
+                U, V = int(words[i - 3]), int(words[i - 1])
+                d = sensor_depth(depth_image, np.array([(U + 0.5) * W / 100, (V + 0.5) * H / 100]))
+            except (ValueError, DepthUnavailableError):
+                continue
+            cm = int(round(d * 100))
+            out += ["depth", str(cm // 100), ".", str(cm % 100)]
+    return out
 
 
 def _join(words: list[str]) -> str:
