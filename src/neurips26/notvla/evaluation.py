@@ -9,6 +9,7 @@ import time
 import numpy as np
 import torch
 
+from neurips26.harness.validation import check_scalar
 from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.detokenizer import Detokenizer
 from neurips26.notvla.execution import OraclePolicy, run_episode
@@ -33,15 +34,35 @@ from neurips26.notvla.sim import TEMPLATES, DepthNoise, TabletopSim
 
 def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = None, seed0: int = 0,
                     detokenizer: Detokenizer | None = None, replan: str = "every_waypoint",
-                    depth_noise: DepthNoise | None = None) -> dict:
-    """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length."""
+                    depth_noise: DepthNoise | None = None, workers: int = 1, backend: str = "auto") -> dict:
+    """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length.
+
+    ``workers > 1``: the episodes are split into contiguous ranges run through
+    ``harness.parallel.map_tasks`` (a process pool, or Ray actors when a Ray cluster is up); episode ``i``
+    uses seed ``seed0 + i`` and template ``i % 4`` either way, so the result equals the serial one.
+    """
+    n = check_scalar(n, "n", int, min=1)
+    workers = check_scalar(workers, "workers", int, min=1)
+    args = (image_size, shift, seed0, detokenizer, replan, depth_noise)
+    if workers == 1:
+        return _oracle_range((0, n) + args)
+    from neurips26.harness.parallel import map_tasks
+
+    cuts = np.linspace(0, n, min(workers, n) + 1).round().astype(int)
+    tasks = [(int(a), int(b)) + args for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    parts = map_tasks(_oracle_range, tasks, backend=backend, workers=workers, progress=False)
+    return {k: [x for p in parts for x in p[k]] for k in parts[0]}
+
+
+def _oracle_range(task) -> dict:
+    i0, i1, image_size, shift, seed0, detokenizer, replan, depth_noise = task
     env = TabletopSim(image_size, camera_shift=shift, depth_noise=depth_noise)
     X = WaypointExtractor()
     out = {
         k: []
         for k in ("success", "calls", "tokens", "tokens_never", "expert_steps", "train_tokens", "compression")
     }
-    for i in range(n):
+    for i in range(i0, i1):
         s = seed0 + i
         env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
         state = env.get_state()

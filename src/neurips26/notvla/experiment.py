@@ -57,6 +57,7 @@ class EvalCfg:
     retention_questions: int = 200
     max_steps: int = 300  # episode limit
     max_calls: int = 15  # NoTVLA queries per episode (a stuck plan writer stops here)
+    workers: int = 1  # oracle rollouts through harness.parallel.map_tasks when > 1 (process pool / Ray)
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ CONFIGS = {
         SimCfg(128),
         PretrainCfg(50_000, 20_000, 32, 256, 6),
         FinetuneCfg(5_000, 500, ("notvla", "dense_bin", "dense_chunk", "fast", "actions_as_language")),
-        EvalCfg(100, 100, 1000),
+        EvalCfg(100, 100, 1000, workers=16),
     ),
 }
 
@@ -113,7 +114,8 @@ def run(cfg: Config, ctx) -> dict:
 def analyse_interface(cfg: Config, ctx) -> dict:
     out = {}
     for name, shift in (("id", CameraShift()), ("camera_shift", CameraShift(azimuth=CAMERA_SHIFT_DEG))):
-        r = oracle_rollouts(cfg.eval.oracle_episodes, cfg.sim.image_size, shift, seed0=1000 * ctx.seed)
+        r = oracle_rollouts(cfg.eval.oracle_episodes, cfg.sim.image_size, shift, seed0=1000 * ctx.seed,
+                            workers=cfg.eval.workers)
         k, n = int(sum(r["success"])), len(r["success"])
         out[name] = {
             "success": k / n,
@@ -136,7 +138,8 @@ def analyse_interface(cfg: Config, ctx) -> dict:
     }
     out["ablations"] = {}
     for name, kw in ablations.items():
-        r = oracle_rollouts(cfg.eval.ablation_episodes, cfg.sim.image_size, seed0=1000 * ctx.seed + 500, **kw)
+        r = oracle_rollouts(cfg.eval.ablation_episodes, cfg.sim.image_size, seed0=1000 * ctx.seed + 500,
+                            workers=cfg.eval.workers, **kw)
         k, n = int(sum(r["success"])), len(r["success"])
         out["ablations"][name] = {"k": k, "n": n, "success": k / n, "calls": float(np.mean(r["calls"]))}
     return out
