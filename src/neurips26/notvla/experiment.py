@@ -35,7 +35,7 @@ class SimCfg:
 
 @dataclass(frozen=True)
 class PretrainCfg:
-    steps: int = 600
+    steps: int = 1000
     scenes: int = 2000
     batch: int = 32
     d_model: int = 128
@@ -88,7 +88,7 @@ CONFIGS = {
         SimCfg(128),
         PretrainCfg(50_000, 20_000, 32, 256, 6),
         FinetuneCfg(5_000, 500, ("notvla", "dense_bin", "dense_chunk", "fast", "actions_as_language")),
-        EvalCfg(100, 100, 1000, workers=16),
+        EvalCfg(100, 100, 100, workers=16),
     ),
 }
 
