@@ -44,8 +44,8 @@ def bench(ctx) -> list[BenchRow]:
         compare(
             "render 64x64 RGB + depth + seg",
             lambda: env.views(),
-            None,
-            "pybullet TINY_RENDERER",
+            _bullet_render(),
+            "pybullet TINY_RENDERER (PandaBulletEnv)",
             unit="ms",
             rounds=rounds,
             missing="pybullet not installed (optional extra)",
@@ -89,6 +89,18 @@ def bench(ctx) -> list[BenchRow]:
         rows[0].note + f"; {100 * detok_ms / model_rows[0].ours:.2g}% of one plan call",
     )
     return rows + model_rows
+
+
+def _bullet_render():
+    """PandaBulletEnv.observe at 64 x 64 (RGB, z-depth, seg), or None without pybullet."""
+    try:
+        from neurips26.notvla.pybullet_env import PandaBulletEnv
+
+        benv = PandaBulletEnv(64)
+    except ImportError:
+        return None
+    benv.reset(seed=0, options={"template": "pick"})
+    return benv.observe
 
 
 def _model_rows(smoke: bool, calls_notvla: float, steps_dense: float, plan_tokens: float) -> list[BenchRow]:
