@@ -69,7 +69,7 @@ def _oracle_range(task) -> dict:
         demo = run_expert(env, np.random.default_rng(s), record=False)
         ex = X.extract(demo.positions, demo.gripper)
         env.set_state(state)
-        pol = OraclePolicy(seed=s).reset(env)
+        pol = OraclePolicy(seed=s).reset(env, demo, ex)  # the same demo and waypoints, not recomputed
         r = run_episode(env, pol, detokenizer, replan=replan)
         out["success"].append(bool(r.success))
         out["calls"].append(r.calls)

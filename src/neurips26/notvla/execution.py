@@ -184,12 +184,15 @@ class OraclePolicy:
         self.extractor = WaypointExtractor(eta)
         self.seed = seed
 
-    def reset(self, env: TabletopSim) -> "OraclePolicy":
+    def reset(self, env: TabletopSim, demo=None, extraction=None) -> "OraclePolicy":
+        """``demo`` / ``extraction``: the expert's demo of this episode (``run_expert`` from the current
+        state with ``default_rng(seed)``) and its waypoints, when the caller already has them."""
         self.env = env
         state = env.get_state()
-        demo = run_expert(env, np.random.default_rng(self.seed), record=False)
-        env.set_state(state)
-        ex = self.extractor.extract(demo.positions, demo.gripper)
+        if demo is None:
+            demo = run_expert(env, np.random.default_rng(self.seed), record=False)
+            env.set_state(state)
+        ex = extraction if extraction is not None else self.extractor.extract(demo.positions, demo.gripper)
         enc = encode_waypoints(demo.positions, ex.frames, ex.phases, state, env.camera, env.task)
         self.positions = demo.positions
         self.frames, self.phases = [0] + enc.frames, ["approach"] + enc.phases
