@@ -26,6 +26,7 @@ from neurips26.notvla.finetune import (
     rollout_dense,
     rollout_notvla,
 )
+from neurips26.notvla.noanchor import XYZDetokenizer
 from neurips26.notvla.language import HELD_OUT_COLOURS, with_synonyms
 from neurips26.notvla.plan import tokenize
 from neurips26.notvla.pretrain import PretrainSettings, pretrain, probe_set, retention, score_probes
@@ -111,7 +112,7 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             t0 = time.perf_counter()
             model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
             if m in NOTVLA_VARIANTS:
-                samples, images = notvla_data(records, bcfg.image_size, depth=m == "notvla")
+                samples, images = notvla_data(records, bcfg.image_size, variant=m)
             else:
                 codec = DenseCodec(m, vocab, acts)
                 samples, images = dense_data(records, codec, bcfg.image_size)
@@ -121,13 +122,15 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             detail[m] = retention(pre, post) | {"post": post}
             t0 = time.perf_counter()
             if m in NOTVLA_VARIANTS:
-                pol = NoTVLAPolicy(model, vocab, depth=m == "notvla")
+                pol = NoTVLAPolicy(model, vocab, depth=m != "notvla_no_depth",
+                                   grammar="xyz" if m == "notvla_no_anchor" else "narrative")
                 kw = {
                     "image_size": bcfg.image_size,
                     "max_calls": ev_cfg.max_calls,
                     "max_steps": ev_cfg.max_steps,
                     # no-depth ablation: pixel only, depth from the sensor
-                    "detokenizer": None if m == "notvla" else Detokenizer(depth_source="sensor"),
+                    "detokenizer": {"notvla": None, "notvla_no_depth": Detokenizer(depth_source="sensor"),
+                                    "notvla_no_anchor": XYZDetokenizer()}[m],
                 }
                 r = {
                     "id": rollout_notvla(pol, id_seeds, **kw),

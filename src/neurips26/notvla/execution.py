@@ -94,7 +94,7 @@ class _Episode:
         res.tokens += len(tokenize(text))
         res.plans.append(text)
         try:
-            steps = parse_plan(text)
+            steps = self.detok.parse(text)
             motion = self.detok(steps, env.camera, env.ee, env.closed, q.depth, self.anchor_z)
         except (PlanParseError, DepthUnavailableError, ValueError):
             res.parse_failures += 1

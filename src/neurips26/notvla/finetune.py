@@ -27,12 +27,13 @@ from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
 from neurips26.notvla.detokenizer import sensor_depth
 from neurips26.notvla.errors import DepthUnavailableError
+from neurips26.notvla.noanchor import advance_xyz, format_xyz, to_xyz, xyz_state_mask
 from neurips26.notvla.plan import advance_state, format_plan, state_mask, strip_depth, tokenize
 from neurips26.notvla.pretrain import Sample, train_steps
 from neurips26.notvla.sim import ROBOT_COLOURS, TEMPLATES, TabletopSim
 
-METHODS = ("notvla", "notvla_no_depth", "dense_bin", "dense_chunk", "fast", "actions_as_language")
-NOTVLA_VARIANTS = ("notvla", "notvla_no_depth")  # plan writers (the rest are dense baselines)
+METHODS = ("notvla", "notvla_no_depth", "notvla_no_anchor", "dense_bin", "dense_chunk", "fast", "actions_as_language")
+NOTVLA_VARIANTS = ("notvla", "notvla_no_depth", "notvla_no_anchor")  # plan writers (the rest are dense baselines)
 CHUNK = {"dense_bin": 1, "dense_chunk": 8, "fast": 16, "actions_as_language": 8}
 MODES = ("full", "lora")
 
@@ -47,6 +48,7 @@ class DemoRecord:
     task: object
     frames: list  # decision frames
     plans: list  # remaining plan (steps) at each decision frame
+    anchor_z: list | None = None  # the most recent anchor top z before each decision frame (None: none)
 
 
 def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS) -> list[DemoRecord]:
@@ -61,7 +63,7 @@ def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS
         full = encode_waypoints(demo.positions, ex.frames, ex.phases, demo.states[0], env.camera, env.task)
         frames = [0] + full.frames
         phases = ["approach"] + full.phases
-        dec, plans = [], []
+        dec, plans, zs = [], [], []
         for k in range(len(full.steps)):
             f = frames[k]
             z = full.anchor_z[k - 1] if k >= 1 else None
@@ -71,7 +73,8 @@ def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS
             if enc.steps:
                 dec.append(f)
                 plans.append(enc.steps)
-        out.append(DemoRecord(demo, env.task, dec, plans))
+                zs.append(z)
+        out.append(DemoRecord(demo, env.task, dec, plans, zs))
     return out
 
 
@@ -84,21 +87,24 @@ def _render_states(states, image_size: int) -> np.ndarray:
     return imgs
 
 
-def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = True):
-    """Decision frames -> remaining plan; ``depth=False``: the no-depth ablation (no ``depth D`` slots)."""
+def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = True, variant: str = "notvla"):
+    """Decision frames -> remaining plan. ``variant``: ``notvla``; ``notvla_no_depth`` (or ``depth=False``:
+    no ``depth D`` slots); ``notvla_no_anchor`` (absolute x y z in cm, ``noanchor``)."""
+    if not depth:
+        variant = "notvla_no_depth"
+    check_choice(variant, "variant", NOTVLA_VARIANTS)
+    env = TabletopSim(image_size)
     states, samples = [], []
     for r in records:
-        for f, plan in zip(r.frames, r.plans):
+        for k, (f, plan) in enumerate(zip(r.frames, r.plans)):
             st = r.demo.states[f]
-            toks = tokenize(format_plan(plan))
-            samples.append(
-                Sample(
-                    len(states),
-                    prompt_words(r.demo.instruction, st["closed"]),
-                    toks if depth else strip_depth(toks),
-                    "notvla" if depth else "notvla_no_depth",
-                )
-            )
+            if variant == "notvla_no_anchor":
+                z = r.anchor_z[k] if r.anchor_z else None
+                toks = tokenize(format_xyz(to_xyz(plan, env.camera, r.demo.positions[f], z)))
+            else:
+                toks = tokenize(format_plan(plan))
+                toks = toks if variant == "notvla" else strip_depth(toks)
+            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"]), toks, variant))
             states.append(st)
     return samples, _render_states(states, image_size)
 
@@ -227,10 +233,13 @@ def finetune(
 class NoTVLAPolicy:
     """The fine-tuned model as a plan writer: greedy decoding constrained by the plan grammar."""
 
-    def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120, depth: bool = True):
+    def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120, depth: bool = True,
+                 grammar: str = "narrative"):
         """``depth=False``: the no-depth ablation -- the model writes ``at (U, V) height H`` and the depth
-        of each anchor is read from the depth sensor at that pixel (3 x 3 median for holes)."""
+        of each anchor is read from the depth sensor at that pixel (3 x 3 median for holes).
+        ``grammar="xyz"``: the no-anchor ablation's absolute-position text (``noanchor``)."""
         self.model, self.vocab, self.max_tokens, self.depth = model, vocab, max_tokens, depth
+        self.grammar = check_choice(grammar, "grammar", ("narrative", "xyz"))
         self.eos = vocab.index["<eos>"]
         self._masks: dict[str, torch.Tensor] = {}  # automaton state -> mask over the vocabulary
         self._rows: dict[int, tuple[int, str]] = {}  # row -> (tokens consumed, automaton state)
@@ -239,7 +248,7 @@ class NoTVLAPolicy:
         """``allowed_next`` for every prefix ending in ``state`` (it depends on the state only), memoised."""
         if state not in self._masks:
             words = self.vocab.words
-            ok = state_mask(state, words)
+            ok = state_mask(state, words) if self.grammar == "narrative" else xyz_state_mask(state, words)
             if not any(ok):  # complete plan: only <eos>
                 ok = [w == "<eos>" for w in words]
             self._masks[state] = torch.tensor(ok)
@@ -254,7 +263,7 @@ class NoTVLAPolicy:
         if gen_ids and self.vocab.words[gen_ids[-1]] == "<eos>":
             return None
         for w in words:  # every generated word passed the mask, so the automaton accepts it
-            state = advance_state(state, w, self.depth)
+            state = advance_state(state, w, self.depth) if self.grammar == "narrative" else advance_xyz(state, w)
         self._rows[row] = (len(gen_ids), state)
         return self._state_mask(state)
 
@@ -278,7 +287,10 @@ class NoTVLAPolicy:
         texts = []
         for q, g in zip(queries, gen):
             words = [w for w in self.vocab.decode(g) if w != "<eos>"]
-            texts.append(_join(words if self.depth else _fill_sensor_depth(words, q.depth)))
+            if self.grammar == "xyz":
+                texts.append(" ".join(words))
+            else:
+                texts.append(_join(words if self.depth else _fill_sensor_depth(words, q.depth)))
         return texts
 
 
