@@ -246,3 +246,15 @@ def test_per_sample_loss_and_number_init():
     assert float((h[40] @ h[41]).detach()) > float((h[40] @ h[60]).detach()) + 0.2
     v = model.visual_tokens(torch.from_numpy(images))
     assert v.shape == (2, 16, 32) and float((v[0] - v[1]).std()) > 0.1
+
+
+def test_progress_cue_prompt():
+    """progress=True: each decision frame's prompt ends with the plan steps executed before it (0, 1, ...)."""
+    from neurips26.notvla.finetune import collect_demos, notvla_data, prompt_words
+
+    recs = collect_demos(1, 0)
+    plain, _ = notvla_data(recs)
+    cued, _ = notvla_data(recs, progress=True)
+    assert [s.prompt[-1] for s in cued] == [str(k) for k in recs[0].done]
+    assert [s.prompt for s in plain] == [s.prompt[:-2] for s in cued]
+    assert prompt_words("pick up the red cube", True, 3)[-2:] == [";", "3"]

@@ -38,8 +38,12 @@ CHUNK = {"dense_bin": 1, "dense_chunk": 8, "fast": 16, "actions_as_language": 8}
 MODES = ("full", "lora")
 
 
-def prompt_words(instruction: str, closed: bool) -> list[str]:
-    return instruction.split() + [";", "gripper", "closed" if closed else "open"]
+def prompt_words(instruction: str, closed: bool, steps_done: int | None = None) -> list[str]:
+    """Instruction ; gripper state [; the number of plan steps already executed (progress cue, optional)]."""
+    out = instruction.split() + [";", "gripper", "closed" if closed else "open"]
+    if steps_done is not None:
+        out += [";", str(min(int(steps_done), 100))]
+    return out
 
 
 @dataclass
@@ -49,6 +53,7 @@ class DemoRecord:
     frames: list  # decision frames
     plans: list  # remaining plan (steps) at each decision frame
     anchor_z: list | None = None  # the most recent anchor top z before each decision frame (None: none)
+    done: list | None = None  # plan steps executed before each decision frame
 
 
 def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS) -> list[DemoRecord]:
@@ -63,7 +68,7 @@ def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS
         full = encode_waypoints(demo.positions, ex.frames, ex.phases, demo.states[0], env.camera, env.task)
         frames = [0] + full.frames
         phases = ["approach"] + full.phases
-        dec, plans, zs = [], [], []
+        dec, plans, zs, done = [], [], [], []
         for k in range(len(full.steps)):
             f = frames[k]
             z = full.anchor_z[k - 1] if k >= 1 else None
@@ -74,7 +79,8 @@ def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS
                 dec.append(f)
                 plans.append(enc.steps)
                 zs.append(z)
-        out.append(DemoRecord(demo, env.task, dec, plans, zs))
+                done.append(k)
+        out.append(DemoRecord(demo, env.task, dec, plans, zs, done))
     return out
 
 
@@ -87,9 +93,12 @@ def _render_states(states, image_size: int) -> np.ndarray:
     return imgs
 
 
-def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = True, variant: str = "notvla"):
+def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = True, variant: str = "notvla",
+                progress: bool = False):
     """Decision frames -> remaining plan. ``variant``: ``notvla``; ``notvla_no_depth`` (or ``depth=False``:
-    no ``depth D`` slots); ``notvla_no_anchor`` (absolute x y z in cm, ``noanchor``)."""
+    no ``depth D`` slots); ``notvla_no_anchor`` (absolute x y z in cm, ``noanchor``). ``progress``: the
+    prompt also carries the number of plan steps executed (ASSUMPTION, off by default: the 64 x 64 frame
+    shows the gripper as 1-2 grey pixels, so approach / grasp / retreat frames look alike)."""
     if not depth:
         variant = "notvla_no_depth"
     check_choice(variant, "variant", NOTVLA_VARIANTS)
@@ -104,7 +113,8 @@ def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = T
             else:
                 toks = tokenize(format_plan(plan))
                 toks = toks if variant == "notvla" else strip_depth(toks)
-            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"]), toks, variant))
+            k_done = (r.done[k] if r.done else k) if progress else None
+            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"], k_done), toks, variant))
             states.append(st)
     return samples, _render_states(states, image_size)
 
@@ -234,12 +244,13 @@ class NoTVLAPolicy:
     """The fine-tuned model as a plan writer: greedy decoding constrained by the plan grammar."""
 
     def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120, depth: bool = True,
-                 grammar: str = "narrative"):
+                 grammar: str = "narrative", progress: bool = False):
         """``depth=False``: the no-depth ablation -- the model writes ``at (U, V) height H`` and the depth
         of each anchor is read from the depth sensor at that pixel (3 x 3 median for holes).
         ``grammar="xyz"``: the no-anchor ablation's absolute-position text (``noanchor``)."""
         self.model, self.vocab, self.max_tokens, self.depth = model, vocab, max_tokens, depth
         self.grammar = check_choice(grammar, "grammar", ("narrative", "xyz"))
+        self.progress = progress  # prompt with the steps executed (as notvla_data(progress=True) trains)
         self.eos = vocab.index["<eos>"]
         self._masks: dict[str, torch.Tensor] = {}  # automaton state -> mask over the vocabulary
         self._rows: dict[int, tuple[int, str]] = {}  # row -> (tokens consumed, automaton state)
@@ -273,7 +284,8 @@ class NoTVLAPolicy:
     def batch(self, queries: list[Query]) -> list[str]:
         """One batched, grammar-masked greedy decode for several decision points (lockstep rollouts)."""
         prompts = [
-            self.vocab.encode(prompt_words(q.instruction, q.closed)) + [self.vocab.index["<bos>"]]
+            self.vocab.encode(prompt_words(q.instruction, q.closed, q.steps_done if self.progress else None))
+            + [self.vocab.index["<bos>"]]
             for q in queries
         ]
         self._rows = {}
