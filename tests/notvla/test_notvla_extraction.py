@@ -129,3 +129,13 @@ def test_three_parse_failures_end_the_episode():
     env.reset(seed=0)
     r = run_episode(env, lambda q: "grab it", replan="never")
     assert not r.success and r.parse_failures == 3 and r.calls == 3 and env.t == 2
+
+
+@pytest.mark.slow
+def test_oracle_rollouts_process_pool_equals_serial():
+    """Rollouts through harness.parallel.map_tasks (2 processes) give the serial result, episode by episode."""
+    from neurips26.notvla.evaluation import oracle_rollouts
+
+    serial = oracle_rollouts(4, seed0=7)
+    pooled = oracle_rollouts(4, seed0=7, workers=2, backend="process")
+    assert serial == pooled

@@ -155,3 +155,66 @@ def test_incremental_policy_mask_equals_allowed_next():
         assert torch.equal(pol._mask(ids[:k]), torch.tensor(want)), k
     assert pol._mask(ids + [vocab.index["<eos>"]]) is None
     assert torch.equal(pol._mask(ids[:3], row=1), torch.tensor(allowed_next(toks[:3], vocab.words)))
+
+
+def test_no_depth_grammar_and_sensor_fill():
+    """The no-depth ablation: plans without depth slots follow the depth=False automaton, and filling
+    each anchor's depth from the sensor gives a canonical plan near the oracle's analytic depths."""
+    import numpy as np
+
+    from neurips26.notvla.execution import OraclePolicy, Query
+    from neurips26.notvla.finetune import _fill_sensor_depth, _join
+    from neurips26.notvla.plan import advance_state, parse_plan, strip_depth, tokenize
+    from neurips26.notvla.sim import TabletopSim
+
+    env = TabletopSim(64)
+    env.reset(seed=2, options={"template": "bowl"})
+    o = env.observe()
+    text = OraclePolicy(seed=2).reset(env)(Query(o["rgb"], o["depth"], False, env.instruction(), 0))
+    toks = strip_depth(tokenize(text))
+    assert "depth" not in toks and len(toks) < len(tokenize(text))
+    state = "verb"
+    for t in toks:
+        state = advance_state(state, t, depth=False)
+    assert state == "end"
+    filled = parse_plan(_join(_fill_sensor_depth(toks, o["depth"].astype(float))))
+    ref = parse_plan(text)
+    assert [(s.verb, s.u, s.v, s.height) for s in filled] == [(s.verb, s.u, s.v, s.height) for s in ref]
+    for a, b in zip(filled, ref):
+        if b.anchored:
+            assert abs(a.depth - b.depth) < 0.05
+
+
+def test_no_anchor_text_round_trip_and_oracle_execution():
+    """The no-anchor ablation: absolute x y z text round-trips, rejects malformed text with the token
+    index, and the oracle's plans rewritten as absolute positions still solve the tasks through
+    XYZDetokenizer (its interface upper bound)."""
+    import numpy as np
+    import pytest
+
+    from neurips26.notvla.errors import PlanParseError
+    from neurips26.notvla.execution import OraclePolicy, run_episode
+    from neurips26.notvla.noanchor import XYZDetokenizer, XYZStep, format_xyz, parse_xyz, to_xyz
+    from neurips26.notvla.plan import parse_plan
+    from neurips26.notvla.sim import TabletopSim
+
+    steps = [XYZStep("approach", 45, -3, 8), XYZStep("grasp", 45, -3, 3, "close"), XYZStep("move to", 50, 12, 10)]
+    text = format_xyz(steps)
+    assert text == "approach x 45 y - 3 z 8 ; grasp x 45 y - 3 z 3 close ; move to x 50 y 12 z 10 ."
+    assert parse_xyz(text) == steps and format_xyz(parse_xyz(text)) == text
+    with pytest.raises(PlanParseError) as e:
+        parse_xyz("approach x 45 z 8 .")
+    assert e.value.position == 3  # approach(0) x(1) 45(2) z(3): "y" expected
+    env = TabletopSim(64)
+    for s, template in enumerate(("pick", "bowl", "plate", "stack")):
+        env.reset(seed=s, options={"template": template})
+        oracle = OraclePolicy(seed=s).reset(env)
+
+        def policy(q, oracle=oracle):
+            k = min(q.steps_done, len(oracle.plan) - 1)
+            z = oracle.anchor_z[k - 1] if k >= 1 else None
+            return format_xyz(to_xyz(parse_plan(oracle(q)), env.camera, env.ee, z))
+
+        r = run_episode(env, policy, XYZDetokenizer())
+        assert r.success, (template, r.plans[0])
+        assert np.all(np.isfinite(env.ee))

@@ -80,6 +80,8 @@ class BackboneConfig:
     heads: int = 4
     image_size: int = 64
     max_len: int = 192
+    coords: bool = True  # CoordConv: two pixel-coordinate input channels (x, y in [-1, 1]) for pointing
+    numeric_init: bool = True  # integer tokens 0-100: embeddings / output rows start as Fourier features
 
     def __post_init__(self) -> None:
         check_scalar(self.d_model, "d_model", int, min=8)
@@ -129,6 +131,19 @@ class Block(nn.Module):
         return x + self.ff(self.ln2(x))
 
 
+def _sincos_2d(side: int, d: int) -> torch.Tensor:
+    """(side * side, d) fixed code of each cell (row-major): sin/cos of x in the first half, of y in
+    the second, at d/4 frequencies; unit variance per dimension."""
+    q = d // 4
+    freq = 1.0 / (10.0 ** (torch.arange(q, dtype=torch.float32) / max(q, 1)))
+    ys, xs = torch.meshgrid(torch.arange(side, dtype=torch.float32), torch.arange(side, dtype=torch.float32),
+                            indexing="ij")
+    x, y = xs.reshape(-1, 1) * freq, ys.reshape(-1, 1) * freq
+    out = torch.cat([x.sin(), x.cos(), y.sin(), y.cos()], 1)
+    out = torch.cat([out, torch.zeros(side * side, d - out.shape[1])], 1)
+    return out * math.sqrt(2.0)
+
+
 class TinyVLM(nn.Module):
     """``forward(images, tokens, prefix_len)`` -> logits over the vocabulary for every position."""
 
@@ -137,22 +152,55 @@ class TinyVLM(nn.Module):
         self.cfg = cfg
         d = cfg.d_model
         self.vision = nn.Sequential(
-            nn.Conv2d(3, 32, 4, 4),
+            nn.Conv2d(5 if cfg.coords else 3, 32, 4, 4),
+            nn.GroupNorm(32, 32),
             nn.GELU(),
             nn.Conv2d(32, 64, 3, 2, 1),
+            nn.GroupNorm(64, 64),
             nn.GELU(),
             nn.Conv2d(64, d, 3, 2, 1),
+            nn.GroupNorm(d, d),  # per-image, per-channel normalisation: the table background cancels out
             nn.GELU(),
         )
+        for c in self.vision:
+            if isinstance(c, nn.Conv2d):  # variance-preserving (He) init: the default shrinks 3x per layer
+                nn.init.kaiming_normal_(c.weight, nonlinearity="relu")
+                nn.init.zeros_(c.bias)
+        # projection to the LM width, normalised so that visual tokens carry the scale of word embeddings
+        self.proj = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d))
         side = cfg.image_size // 16
         self.n_visual = 16
         self.pool = nn.AdaptiveAvgPool2d(4) if side != 4 else nn.Identity()
         self.embed = nn.Embedding(vocab_size, d)
+        # learned positions at the scale of the (unit-variance) word and visual tokens; the 16 visual
+        # tokens also get a fixed 2-D sine-cosine code of their cell, so that pointing can read where a
+        # token lies from the start (a 0.02-scale embedding is invisible next to unit-scale content)
         self.pos = nn.Parameter(torch.zeros(cfg.max_len, d))
-        nn.init.normal_(self.pos, std=0.02)
+        nn.init.normal_(self.pos, std=0.5)
+        self.register_buffer("pos2d", _sincos_2d(4, d), persistent=False)
         self.blocks = nn.ModuleList(Block(d, cfg.heads) for _ in range(cfg.layers))
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab_size, bias=False)
+        if cfg.coords:
+            r = torch.linspace(-1, 1, cfg.image_size)
+            yy, xx = torch.meshgrid(r, r, indexing="ij")
+            self.register_buffer("coord_grid", torch.stack([xx, yy])[None], persistent=False)
+
+    def init_numbers(self, ids: list[int]) -> None:
+        """Start the rows of the integer tokens ``ids[n] = "n"`` as Fourier features of ``n`` (input
+        embedding and output row alike), so that neighbouring values begin close: the answer of a
+        pointing / depth question is then learned as one smooth direction rather than 100 unrelated
+        classes. An initialisation only (every row stays trainable; the loss is the plain cross-entropy).
+        """
+        d = self.cfg.d_model
+        n = torch.arange(len(ids), dtype=torch.float32)[:, None]
+        k = torch.arange(d // 2, dtype=torch.float32)[None]
+        period = 4.0 * (400.0 / 4.0) ** (k / max(d // 2 - 1, 1))  # 4 ... 400 value units
+        phi = torch.cat([torch.sin(2 * math.pi * n / period), torch.cos(2 * math.pi * n / period)], 1)
+        phi = phi / phi.norm(dim=1, keepdim=True)
+        with torch.no_grad():
+            self.embed.weight[ids] = phi * self.embed.weight.std() * math.sqrt(d)
+            self.head.weight[ids] = phi * self.head.weight.norm(dim=1).mean()
 
     @property
     def vocab_size(self) -> int:
@@ -182,8 +230,11 @@ class TinyVLM(nn.Module):
         """uint8 (B, H, W, 3) or float (B, 3, H, W) -> (B, 16, d)."""
         if images.dtype == torch.uint8:
             images = images.permute(0, 3, 1, 2).float() / 255.0
-        f = self.pool(self.vision(images - 0.5))
-        return f.flatten(2).transpose(1, 2)
+        images = images - 0.5
+        if self.cfg.coords:
+            images = torch.cat([images, self.coord_grid.expand(len(images), -1, -1, -1)], 1)
+        f = self.pool(self.vision(images))
+        return self.proj(f.flatten(2).transpose(1, 2)) + self.pos2d
 
     @staticmethod
     def prefix_mask(T: int, prefix: torch.Tensor, device=None) -> torch.Tensor:

@@ -44,8 +44,8 @@ def bench(ctx) -> list[BenchRow]:
         compare(
             "render 64x64 RGB + depth + seg",
             lambda: env.views(),
-            None,
-            "pybullet TINY_RENDERER",
+            _bullet_render(),
+            "pybullet TINY_RENDERER (PandaBulletEnv)",
             unit="ms",
             rounds=rounds,
             missing="pybullet not installed (optional extra)",
@@ -91,6 +91,18 @@ def bench(ctx) -> list[BenchRow]:
     return rows + model_rows
 
 
+def _bullet_render():
+    """PandaBulletEnv.observe at 64 x 64 (RGB, z-depth, seg), or None without pybullet."""
+    try:
+        from neurips26.notvla.pybullet_env import PandaBulletEnv
+
+        benv = PandaBulletEnv(64)
+    except ImportError:
+        return None
+    benv.reset(seed=0, options={"template": "pick"})
+    return benv.observe
+
+
 def _model_rows(smoke: bool, calls_notvla: float, steps_dense: float, plan_tokens: float) -> list[BenchRow]:
     """Call latency and training throughput of the backbone (timing only: weights at initialisation).
 
@@ -127,8 +139,27 @@ def _model_rows(smoke: bool, calls_notvla: float, steps_dense: float, plan_token
             note=f"{n_plan}-token plan; the 20 Hz budget is 50 ms per step",
         )
         t_plan, t_bin = row.ours, row.anchor
+        # lockstep rollouts: the decision points of 10 episodes written in one batched, grammar-masked decode
+        from neurips26.notvla.execution import Query
+        from neurips26.notvla.finetune import NoTVLAPolicy
+
+        pvocab = Vocab()
+        pvocab.add([f"<a{i}>" for i in range(256)])  # the model's rows (grammar masks cover them)
+        pol = NoTVLAPolicy(model, pvocab, max_tokens=n_plan)
+        depth = np.full((64, 64), 0.6)
+        qs = [Query(img[0].numpy(), depth, False, "put the red cube in the blue bowl", 0) for _ in range(10)]
+        batched = compare(
+            "plan writing for 10 decision points: one batched call vs 10 calls",
+            lambda: pol.batch(qs),
+            lambda: [pol(q) for q in qs],
+            "10 single grammar-masked calls",
+            unit="ms",
+            rounds=rounds,
+            note=f"lockstep rollouts (run_episodes); {n_plan}-token plans",
+        )
         rows = [
             row,
+            batched,
             BenchRow(
                 "model time per episode",
                 calls_notvla * t_plan,

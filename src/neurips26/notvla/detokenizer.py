@@ -89,6 +89,10 @@ class Detokenizer:
         self.dwell = check_scalar(dwell, "dwell", int, min=0)
         self.fuse_tol = check_scalar(fuse_tol, "fuse_tol", float, min=0)
 
+    def parse(self, text: str) -> list[Step]:
+        """The text this detokenizer renders -> steps (the narrative grammar; ``PlanParseError``)."""
+        return parse_plan(text)
+
     # --- 1. grounding
     def ground(self, steps: list[Step], camera: Camera, start, depth_image=None,
                anchor_z: float | None = None) -> Waypoints:

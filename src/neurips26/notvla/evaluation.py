@@ -9,12 +9,14 @@ import time
 import numpy as np
 import torch
 
+from neurips26.harness.validation import check_scalar
 from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.detokenizer import Detokenizer
 from neurips26.notvla.execution import OraclePolicy, run_episode
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor
 from neurips26.notvla.finetune import (
+    NOTVLA_VARIANTS,
     DenseCodec,
     NoTVLAPolicy,
     collect_demos,
@@ -24,6 +26,7 @@ from neurips26.notvla.finetune import (
     rollout_dense,
     rollout_notvla,
 )
+from neurips26.notvla.noanchor import XYZDetokenizer
 from neurips26.notvla.language import HELD_OUT_COLOURS, with_synonyms
 from neurips26.notvla.plan import tokenize
 from neurips26.notvla.pretrain import PretrainSettings, pretrain, probe_set, retention, score_probes
@@ -32,22 +35,42 @@ from neurips26.notvla.sim import TEMPLATES, DepthNoise, TabletopSim
 
 def oracle_rollouts(n: int, image_size: int = 64, shift: CameraShift | None = None, seed0: int = 0,
                     detokenizer: Detokenizer | None = None, replan: str = "every_waypoint",
-                    depth_noise: DepthNoise | None = None) -> dict:
-    """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length."""
+                    depth_noise: DepthNoise | None = None, workers: int = 1, backend: str = "auto") -> dict:
+    """Oracle-plan episodes over the 4 templates: success, calls, tokens, and the expert's episode length.
+
+    ``workers > 1``: the episodes are split into contiguous ranges run through
+    ``harness.parallel.map_tasks`` (a process pool, or Ray actors when a Ray cluster is up); episode ``i``
+    uses seed ``seed0 + i`` and template ``i % 4`` either way, so the result equals the serial one.
+    """
+    n = check_scalar(n, "n", int, min=1)
+    workers = check_scalar(workers, "workers", int, min=1)
+    args = (image_size, shift, seed0, detokenizer, replan, depth_noise)
+    if workers == 1:
+        return _oracle_range((0, n) + args)
+    from neurips26.harness.parallel import map_tasks
+
+    cuts = np.linspace(0, n, min(workers, n) + 1).round().astype(int)
+    tasks = [(int(a), int(b)) + args for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    parts = map_tasks(_oracle_range, tasks, backend=backend, workers=workers, progress=False)
+    return {k: [x for p in parts for x in p[k]] for k in parts[0]}
+
+
+def _oracle_range(task) -> dict:
+    i0, i1, image_size, shift, seed0, detokenizer, replan, depth_noise = task
     env = TabletopSim(image_size, camera_shift=shift, depth_noise=depth_noise)
     X = WaypointExtractor()
     out = {
         k: []
         for k in ("success", "calls", "tokens", "tokens_never", "expert_steps", "train_tokens", "compression")
     }
-    for i in range(n):
+    for i in range(i0, i1):
         s = seed0 + i
         env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
         state = env.get_state()
         demo = run_expert(env, np.random.default_rng(s), record=False)
         ex = X.extract(demo.positions, demo.gripper)
         env.set_state(state)
-        pol = OraclePolicy(seed=s).reset(env)
+        pol = OraclePolicy(seed=s).reset(env, demo, ex)  # the same demo and waypoints, not recomputed
         r = run_episode(env, pol, detokenizer, replan=replan)
         out["success"].append(bool(r.success))
         out["calls"].append(r.calls)
@@ -88,8 +111,8 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
         for m in ft_cfg.methods:
             t0 = time.perf_counter()
             model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
-            if m == "notvla":
-                samples, images = notvla_data(records, bcfg.image_size)
+            if m in NOTVLA_VARIANTS:
+                samples, images = notvla_data(records, bcfg.image_size, variant=m)
             else:
                 codec = DenseCodec(m, vocab, acts)
                 samples, images = dense_data(records, codec, bcfg.image_size)
@@ -98,12 +121,16 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             post = score_probes(model, vocab, pim, psamples)
             detail[m] = retention(pre, post) | {"post": post}
             t0 = time.perf_counter()
-            if m == "notvla":
-                pol = NoTVLAPolicy(model, vocab)
+            if m in NOTVLA_VARIANTS:
+                pol = NoTVLAPolicy(model, vocab, depth=m != "notvla_no_depth",
+                                   grammar="xyz" if m == "notvla_no_anchor" else "narrative")
                 kw = {
                     "image_size": bcfg.image_size,
                     "max_calls": ev_cfg.max_calls,
                     "max_steps": ev_cfg.max_steps,
+                    # no-depth ablation: pixel only, depth from the sensor
+                    "detokenizer": {"notvla": None, "notvla_no_depth": Detokenizer(depth_source="sensor"),
+                                    "notvla_no_anchor": XYZDetokenizer()}[m],
                 }
                 r = {
                     "id": rollout_notvla(pol, id_seeds, **kw),
@@ -111,7 +138,8 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
                     + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
                     "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw),
                 }
-                example = r["id"][0]["plan"]
+                if m == "notvla":
+                    example = r["id"][0]["plan"]
             else:
                 kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps}
                 r = {

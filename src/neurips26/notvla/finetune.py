@@ -22,20 +22,28 @@ from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.notvla.action_tokens import BinTokenizer, FASTTokenizer
 from neurips26.notvla.backbone import TinyVLM, Vocab
 from neurips26.notvla.camera import CameraShift
-from neurips26.notvla.execution import Query, run_episode
+from neurips26.notvla.execution import Query, run_episodes
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
-from neurips26.notvla.plan import advance_state, format_plan, state_mask, tokenize
+from neurips26.notvla.detokenizer import sensor_depth
+from neurips26.notvla.errors import DepthUnavailableError
+from neurips26.notvla.noanchor import advance_xyz, format_xyz, to_xyz, xyz_state_mask
+from neurips26.notvla.plan import advance_state, format_plan, state_mask, strip_depth, tokenize
 from neurips26.notvla.pretrain import Sample, train_steps
 from neurips26.notvla.sim import ROBOT_COLOURS, TEMPLATES, TabletopSim
 
-METHODS = ("notvla", "dense_bin", "dense_chunk", "fast", "actions_as_language")
+METHODS = ("notvla", "notvla_no_depth", "notvla_no_anchor", "dense_bin", "dense_chunk", "fast", "actions_as_language")
+NOTVLA_VARIANTS = ("notvla", "notvla_no_depth", "notvla_no_anchor")  # plan writers (the rest are dense baselines)
 CHUNK = {"dense_bin": 1, "dense_chunk": 8, "fast": 16, "actions_as_language": 8}
 MODES = ("full", "lora")
 
 
-def prompt_words(instruction: str, closed: bool) -> list[str]:
-    return instruction.split() + [";", "gripper", "closed" if closed else "open"]
+def prompt_words(instruction: str, closed: bool, steps_done: int | None = None) -> list[str]:
+    """Instruction ; gripper state [; the number of plan steps already executed (progress cue, optional)]."""
+    out = instruction.split() + [";", "gripper", "closed" if closed else "open"]
+    if steps_done is not None:
+        out += [";", str(min(int(steps_done), 100))]
+    return out
 
 
 @dataclass
@@ -44,6 +52,8 @@ class DemoRecord:
     task: object
     frames: list  # decision frames
     plans: list  # remaining plan (steps) at each decision frame
+    anchor_z: list | None = None  # the most recent anchor top z before each decision frame (None: none)
+    done: list | None = None  # plan steps executed before each decision frame
 
 
 def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS) -> list[DemoRecord]:
@@ -58,7 +68,7 @@ def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS
         full = encode_waypoints(demo.positions, ex.frames, ex.phases, demo.states[0], env.camera, env.task)
         frames = [0] + full.frames
         phases = ["approach"] + full.phases
-        dec, plans = [], []
+        dec, plans, zs, done = [], [], [], []
         for k in range(len(full.steps)):
             f = frames[k]
             z = full.anchor_z[k - 1] if k >= 1 else None
@@ -68,7 +78,9 @@ def collect_demos(n: int, seed: int, image_size: int = 64, colours=ROBOT_COLOURS
             if enc.steps:
                 dec.append(f)
                 plans.append(enc.steps)
-        out.append(DemoRecord(demo, env.task, dec, plans))
+                zs.append(z)
+                done.append(k)
+        out.append(DemoRecord(demo, env.task, dec, plans, zs, done))
     return out
 
 
@@ -81,19 +93,28 @@ def _render_states(states, image_size: int) -> np.ndarray:
     return imgs
 
 
-def notvla_data(records: list[DemoRecord], image_size: int = 64):
+def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = True, variant: str = "notvla",
+                progress: bool = False):
+    """Decision frames -> remaining plan. ``variant``: ``notvla``; ``notvla_no_depth`` (or ``depth=False``:
+    no ``depth D`` slots); ``notvla_no_anchor`` (absolute x y z in cm, ``noanchor``). ``progress``: the
+    prompt also carries the number of plan steps executed (ASSUMPTION, off by default: the 64 x 64 frame
+    shows the gripper as 1-2 grey pixels, so approach / grasp / retreat frames look alike)."""
+    if not depth:
+        variant = "notvla_no_depth"
+    check_choice(variant, "variant", NOTVLA_VARIANTS)
+    env = TabletopSim(image_size)
     states, samples = [], []
     for r in records:
-        for f, plan in zip(r.frames, r.plans):
+        for k, (f, plan) in enumerate(zip(r.frames, r.plans)):
             st = r.demo.states[f]
-            samples.append(
-                Sample(
-                    len(states),
-                    prompt_words(r.demo.instruction, st["closed"]),
-                    tokenize(format_plan(plan)),
-                    "notvla",
-                )
-            )
+            if variant == "notvla_no_anchor":
+                z = r.anchor_z[k] if r.anchor_z else None
+                toks = tokenize(format_xyz(to_xyz(plan, env.camera, r.demo.positions[f], z)))
+            else:
+                toks = tokenize(format_plan(plan))
+                toks = toks if variant == "notvla" else strip_depth(toks)
+            k_done = (r.done[k] if r.done else k) if progress else None
+            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"], k_done), toks, variant))
             states.append(st)
     return samples, _render_states(states, image_size)
 
@@ -222,8 +243,14 @@ def finetune(
 class NoTVLAPolicy:
     """The fine-tuned model as a plan writer: greedy decoding constrained by the plan grammar."""
 
-    def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120):
-        self.model, self.vocab, self.max_tokens = model, vocab, max_tokens
+    def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120, depth: bool = True,
+                 grammar: str = "narrative", progress: bool = False):
+        """``depth=False``: the no-depth ablation -- the model writes ``at (U, V) height H`` and the depth
+        of each anchor is read from the depth sensor at that pixel (3 x 3 median for holes).
+        ``grammar="xyz"``: the no-anchor ablation's absolute-position text (``noanchor``)."""
+        self.model, self.vocab, self.max_tokens, self.depth = model, vocab, max_tokens, depth
+        self.grammar = check_choice(grammar, "grammar", ("narrative", "xyz"))
+        self.progress = progress  # prompt with the steps executed (as notvla_data(progress=True) trains)
         self.eos = vocab.index["<eos>"]
         self._masks: dict[str, torch.Tensor] = {}  # automaton state -> mask over the vocabulary
         self._rows: dict[int, tuple[int, str]] = {}  # row -> (tokens consumed, automaton state)
@@ -232,7 +259,7 @@ class NoTVLAPolicy:
         """``allowed_next`` for every prefix ending in ``state`` (it depends on the state only), memoised."""
         if state not in self._masks:
             words = self.vocab.words
-            ok = state_mask(state, words)
+            ok = state_mask(state, words) if self.grammar == "narrative" else xyz_state_mask(state, words)
             if not any(ok):  # complete plan: only <eos>
                 ok = [w == "<eos>" for w in words]
             self._masks[state] = torch.tensor(ok)
@@ -247,22 +274,54 @@ class NoTVLAPolicy:
         if gen_ids and self.vocab.words[gen_ids[-1]] == "<eos>":
             return None
         for w in words:  # every generated word passed the mask, so the automaton accepts it
-            state = advance_state(state, w)
+            state = advance_state(state, w, self.depth) if self.grammar == "narrative" else advance_xyz(state, w)
         self._rows[row] = (len(gen_ids), state)
         return self._state_mask(state)
 
     def __call__(self, q: Query) -> str:
-        p = self.vocab.encode(prompt_words(q.instruction, q.closed)) + [self.vocab.index["<bos>"]]
+        return self.batch([q])[0]
+
+    def batch(self, queries: list[Query]) -> list[str]:
+        """One batched, grammar-masked greedy decode for several decision points (lockstep rollouts)."""
+        prompts = [
+            self.vocab.encode(prompt_words(q.instruction, q.closed, q.steps_done if self.progress else None))
+            + [self.vocab.index["<bos>"]]
+            for q in queries
+        ]
         self._rows = {}
         gen = self.model.generate(
-            torch.from_numpy(q.rgb[None].copy()),
-            [p],
+            torch.from_numpy(np.stack([q.rgb for q in queries])),
+            prompts,
             self.max_tokens,
             self.eos,
             allowed=lambda r, g: self._mask(g, r),
-        )[0]
-        words = [w for w in self.vocab.decode(gen) if w != "<eos>"]
-        return _join(words)
+        )
+        texts = []
+        for q, g in zip(queries, gen):
+            words = [w for w in self.vocab.decode(g) if w != "<eos>"]
+            if self.grammar == "xyz":
+                texts.append(" ".join(words))
+            else:
+                texts.append(_join(words if self.depth else _fill_sensor_depth(words, q.depth)))
+        return texts
+
+
+def _fill_sensor_depth(words: list[str], depth_image: np.ndarray) -> list[str]:
+    """Insert ``depth DM . DC`` after each anchor pixel ``at ( U , V )``, read from the depth image there
+    (``sensor_depth``); an unreadable pixel leaves the text as written (then it does not parse)."""
+    H, W = depth_image.shape
+    out = []
+    for i, w in enumerate(words):
+        out.append(w)
+        if w == ")" and i >= 4 and words[i - 4] == "(" and words[i - 2] == ",":
+            try:
+                U, V = int(words[i - 3]), int(words[i - 1])
+                d = sensor_depth(depth_image, np.array([(U + 0.5) * W / 100, (V + 0.5) * H / 100]))
+            except (ValueError, DepthUnavailableError):
+                continue
+            cm = int(round(d * 100))
+            out += ["depth", str(cm // 100), ".", str(cm % 100)]
+    return out
 
 
 def _join(words: list[str]) -> str:
@@ -337,20 +396,22 @@ def rollout_notvla(
     detokenizer=None,
     max_steps: int = 300,
 ) -> list[dict]:
-    out = []
+    """NoTVLA episodes in lockstep: one batched plan-writing call per round of decision points."""
+    envs, instrs = [], []
     for i, s in enumerate(seeds):
         env = TabletopSim(image_size, colours=colours, camera_shift=shift)
         env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
-        instr = rewrite(env.instruction(), i) if rewrite else None
-        r = run_episode(env, policy, detokenizer, instruction=instr, max_calls=max_calls, max_steps=max_steps)
-        out.append(
-            {
-                "success": bool(getattr(r, "success", False)),
-                "calls": getattr(r, "calls", 0),
-                "tokens": getattr(r, "tokens", 0),
-                "steps": env.t,
-                "parse_failures": getattr(r, "parse_failures", 0),
-                "plan": r.plans[0] if getattr(r, "plans", None) else "",
-            }
-        )
-    return out
+        envs.append(env)
+        instrs.append(rewrite(env.instruction(), i) if rewrite else None)
+    res = run_episodes(envs, policy, detokenizer, instructions=instrs, max_calls=max_calls, max_steps=max_steps)
+    return [
+        {
+            "success": bool(getattr(r, "success", False)),
+            "calls": getattr(r, "calls", 0),
+            "tokens": getattr(r, "tokens", 0),
+            "steps": env.t,
+            "parse_failures": getattr(r, "parse_failures", 0),
+            "plan": r.plans[0] if getattr(r, "plans", None) else "",
+        }
+        for env, r in zip(envs, res)
+    ]

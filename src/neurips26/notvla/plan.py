@@ -114,7 +114,9 @@ class _Automaton:
     }
 
     @staticmethod
-    def advance(state: str, tok: str) -> str:
+    def advance(state: str, tok: str, depth: bool = True) -> str:
+        if state == "rp" and not depth:  # the no-depth ablation's grammar: "at (U, V) height H"
+            return "height"
         nxt = {"colour": "shape", "shape": "at", "at": "lp", "lp": "U", "U": "comma", "comma": "V", "V": "rp",
                "rp": "depth", "depth": "DM", "DM": "dot", "dot": "DC", "DC": "height", "height": "H",
                "H": "after_h", "move": "after_verb", "place": "after_verb"}
@@ -206,9 +208,22 @@ def allowed_next(prefix: list[str], vocab: list[str]) -> list[bool]:
     return [_Automaton.accepts(state, w) for w in vocab]
 
 
-def advance_state(state: str, tok: str) -> str:
-    """One automaton step from ``state`` on an accepted token (``grammar_state`` one token at a time)."""
-    return _Automaton.advance(state, tok)
+def advance_state(state: str, tok: str, depth: bool = True) -> str:
+    """One automaton step from ``state`` on an accepted token (``grammar_state`` one token at a time);
+    ``depth=False``: the no-depth ablation's grammar (no ``depth D`` slot after the anchor pixel)."""
+    return _Automaton.advance(state, tok, depth)
+
+
+def strip_depth(tokens: list[str]) -> list[str]:
+    """Plan tokens without the ``depth DM . DC`` slots (the no-depth ablation's training targets)."""
+    out, i = [], 0
+    while i < len(tokens):
+        if tokens[i] == "depth" and i + 3 < len(tokens) and tokens[i + 2] == ".":
+            i += 4
+            continue
+        out.append(tokens[i])
+        i += 1
+    return out
 
 
 def state_mask(state: str, vocab: list[str]) -> list[bool]:

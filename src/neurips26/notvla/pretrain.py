@@ -161,7 +161,10 @@ class PretrainSettings:
     scenes: int = 2000
     batch: int = 32
     questions_per_scene: int = 16
-    lr: float = 3e-4
+    lr: float = 1e-3  # pre-training only; fine-tuning keeps the matched protocol's 3e-4
+    warmup: float = 0.05  # fraction of the steps with a linear warm-up before the cosine
+    per_sample: bool = True  # loss = mean over samples of each answer's mean token CE
+    grounding_weight: float = 2.0  # pointing and depth questions drawn this many times as often
     seed: int = 0
 
 
@@ -185,12 +188,22 @@ def batch_tensors(vocab: Vocab, samples: list[Sample], images: np.ndarray, n_vis
     return imgs, tok, torch.tensor(pre), tg
 
 
-def lm_loss(model: TinyVLM, imgs, tok, pre, tg) -> torch.Tensor:
-    """Mean next-token cross-entropy over the answer positions (the head runs at those positions only:
-    the same value as the cross-entropy of the full logits with ``ignore_index=-100``)."""
+def lm_loss(model: TinyVLM, imgs, tok, pre, tg, per_sample: bool = False) -> torch.Tensor:
+    """Next-token cross-entropy over the answer positions (the head runs at those positions only).
+
+    ``per_sample=False``: the mean over all answer tokens of the batch (= the cross-entropy of the full
+    logits with ``ignore_index=-100``); ``per_sample=True``: ``L = 1/B sum_b 1/|A_b| sum_{t in A_b} CE_t``,
+    so a 40-token caption does not outweigh a 5-token pointing answer eightfold.
+    """
     keep = tg != -100
     h = model.hidden(imgs, tok, pre)[:, model.n_visual :][keep]
-    return F.cross_entropy(model.logits(h), tg[keep])
+    ce = F.cross_entropy(model.logits(h), tg[keep], reduction="none")
+    if not per_sample:
+        return ce.mean()
+    counts = keep.sum(1)
+    row = torch.repeat_interleave(torch.arange(len(tg)), counts)
+    per = torch.zeros(len(tg)).index_add_(0, row, ce) / counts.clamp(min=1)
+    return per[counts > 0].mean()
 
 
 def train_steps(
@@ -203,19 +216,31 @@ def train_steps(
     lr: float,
     seed: int,
     log=None,
+    warmup: float = 0.0,
+    per_sample: bool = False,
+    weights=None,
 ) -> list[float]:
-    """AdamW with a cosine schedule over ``steps`` (the one optimiser of the matched protocol)."""
+    """AdamW with a cosine schedule over ``steps`` (the one optimiser of the matched protocol).
+
+    lr(s) = lr * min(1, (s + 1) / w) * (1 + cos(pi * s / steps)) / 2 with w = ``warmup * steps`` warm-up
+    steps; ``weights`` (one per sample) draws the batches non-uniformly (with replacement).
+    """
     g = torch.Generator().manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, foreach=True)
+    w = max(int(round(warmup * steps)), 1)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / max(steps, 1)))
+        opt, lambda s: min(1.0, (s + 1) / w) * 0.5 * (1 + math.cos(math.pi * s / max(steps, 1)))
     )
+    probs = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
     losses = []
     model.train()
     for s in range(steps):
-        idx = torch.randint(len(samples), (batch,), generator=g).tolist()
-        loss = lm_loss(model, *batch_tensors(vocab, [samples[i] for i in idx], images))
+        if probs is None:
+            idx = torch.randint(len(samples), (batch,), generator=g).tolist()
+        else:
+            idx = torch.multinomial(probs, batch, replacement=True, generator=g).tolist()
+        loss = lm_loss(model, *batch_tensors(vocab, [samples[i] for i in idx], images), per_sample=per_sample)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -229,7 +254,7 @@ def train_steps(
 
 
 def config_hash(bcfg: BackboneConfig, settings: PretrainSettings) -> str:
-    blob = json.dumps({"backbone": asdict(bcfg), "pretrain": asdict(settings), "v": 1}, sort_keys=True)
+    blob = json.dumps({"backbone": asdict(bcfg), "pretrain": asdict(settings), "v": 2}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -249,8 +274,13 @@ def pretrain(bcfg: BackboneConfig, settings: PretrainSettings, cache: bool = Tru
     samples = [
         q for i, rec in enumerate(scenes) for q in questions(rec, rng, i, settings.questions_per_scene)
     ]
+    if bcfg.numeric_init:
+        model.init_numbers([vocab.index[str(i)] for i in range(101)])
+    gw = settings.grounding_weight
+    weights = [gw if q.kind in ("pointing", "depth") else 1.0 for q in samples]
     losses = train_steps(
-        model, vocab, samples, images, settings.steps, settings.batch, settings.lr, settings.seed, log
+        model, vocab, samples, images, settings.steps, settings.batch, settings.lr, settings.seed, log,
+        warmup=settings.warmup, per_sample=settings.per_sample, weights=weights,
     )
     final = float(np.mean(losses[-50:]))
     if cache:

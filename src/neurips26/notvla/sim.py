@@ -105,18 +105,24 @@ def sample_scene(rng: np.random.Generator, template: str, colours=ROBOT_COLOURS,
             if k not in kinds:
                 break
         kinds.append(k)
-    objs: list[Obj] = []
-    for i, (kind, colour) in enumerate(kinds):
-        r = SIZE[kind][0]
-        for _ in range(1000):
-            xy = np.array([rng.uniform(*PLACE_X), rng.uniform(*PLACE_Y)])
-            if all(np.hypot(*(xy - o.pos[:2])) > r + o.radius + 0.02 for o in objs):
+    # sequential rejection sampling; when an early layout leaves no room (several bowls / plates), the whole
+    # layout is drawn again (a layout that fits at the first attempt consumes the same draws as before)
+    for _attempt in range(100):
+        objs: list[Obj] = []
+        for i, (kind, colour) in enumerate(kinds):
+            r = SIZE[kind][0]
+            for _ in range(1000):
+                xy = np.array([rng.uniform(*PLACE_X), rng.uniform(*PLACE_Y)])
+                if all(np.hypot(*(xy - o.pos[:2])) > r + o.radius + 0.02 for o in objs):
+                    break
+            else:
                 break
-        else:  # pragma: no cover - five objects always fit
-            raise RuntimeError("could not place objects")
-        yaw = float(rng.uniform(-np.pi / 4, np.pi / 4)) if kind == "cube" else 0.0
-        objs.append(Obj(i + 1, kind, colour, np.array([xy[0], xy[1], 0.0]), yaw))
-    return objs, Task(template, 1, 2 if template != "pick" else 0)
+            yaw = float(rng.uniform(-np.pi / 4, np.pi / 4)) if kind == "cube" else 0.0
+            objs.append(Obj(i + 1, kind, colour, np.array([xy[0], xy[1], 0.0]), yaw))
+        if len(objs) == len(kinds):
+            return objs, Task(template, 1, 2 if template != "pick" else 0)
+        kinds = kinds[:-1] if len(kinds) > 2 else kinds  # drop a distractor before trying again
+    raise RuntimeError("could not place objects")  # pragma: no cover
 
 
 class TabletopSim(gym.Env):
