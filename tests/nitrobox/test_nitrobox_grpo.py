@@ -185,5 +185,10 @@ def test_bench_end_to_end_small(tmp_path, monkeypatch):
     assert rows["create vs bubblewrap (no COW)"]["ratio"] > 0
     assert rows["full lifecycles/s at c=4"]["ours"] > 0 and rows["full lifecycles/s at c=4"]["better"] == "higher"
     other = next(r for r in rows if r.startswith("memory per idle sandbox (PSS), "))
-    assert other.endswith(("direct spawner", "zygote spawner")) and 0 < rows[other]["ours"] < 64
+    assert other.endswith(("direct spawner", "zygote spawner")) and rows[other]["ours"] > 0
+    # the zygote's idle cost does not grow with the client; the direct spawner's does (A and B are forks of
+    # the client: in a 1.5 GB process, e.g. pytest late in a full run, 690 MiB vs the zygote's 10 MiB)
+    zygote = other if other.endswith("zygote spawner") else "memory per idle sandbox (PSS)"
+    assert other.endswith("zygote spawner") or "= zygote" in rows[zygote]["note"]
+    assert 0 < rows[zygote]["ours"] < 64
     assert not os.path.exists(f"/dev/shm/neurips26-nbx-bench-{os.getpid()}")
