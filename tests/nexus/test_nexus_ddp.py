@@ -2,13 +2,11 @@
 with K reducer rounds per outer step (accumulation under no_sync: 1); sync="delta" (local variant) lets phi
 differ on ranks and all-reduces Delta once, so theta is identical again after the step."""
 
-import multiprocessing as mp
-import socket
-
 import numpy as np
 import pytest
 import torch
 
+from neurips26.harness.distributed import launch_local
 from neurips26.nexus import GradAccumulation, Nexus, SourceSampler, lm_loss, tiny_llama
 from neurips26.nexus.data import Source
 
@@ -16,19 +14,12 @@ pytestmark = pytest.mark.slow
 K = 3
 
 
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank, world, port, mode, out):
+def _worker(mode):
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    rank = dist.get_rank()
     torch.manual_seed(0)
     model = tiny_llama(20, hidden=16, layers=1, heads=2, mlp=32, ctx=8)
     ddp = DDP(model)
@@ -63,21 +54,11 @@ def _worker(rank, world, port, mode, out):
             opt.step(mbs, loss_fn)
         per_step.append(rounds[0] - before)
     theta = float(sum(p.detach().double().sum() for p in model.parameters()))
-    out.put((rank, phis, per_step, theta, [m.source for m in mbs]))
-    dist.destroy_process_group()
+    return rank, phis, per_step, theta, [m.source for m in mbs]
 
 
 def _run(mode):
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    port = _port()
-    procs = [ctx.Process(target=_worker, args=(r, 2, port, mode, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    res = sorted(q.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
-    return res
+    return launch_local(_worker, mode, world=2, start_method="fork", timeout=120)
 
 
 def test_synchronous_ddp_keeps_phi_identical_with_k_reductions():
@@ -102,7 +83,7 @@ def test_local_variant_all_reduces_delta_once():
     assert th0 == pytest.approx(th1, abs=1e-9, rel=0)  # theta identical after the Delta all-reduce
 
 
-def _fsdp_worker(rank, world, port, out):
+def _fsdp_worker():
     import copy
 
     import torch.distributed as dist
@@ -110,8 +91,7 @@ def _fsdp_worker(rank, world, port, out):
 
     from neurips26.nexus import MicroBatch
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    rank = dist.get_rank()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     ref = copy.deepcopy(model)
@@ -130,20 +110,11 @@ def _fsdp_worker(rank, world, port, out):
         errs.append(max(float((a - b.detach()).abs().max()) for a, b in zip(full, ref.parameters())))
     local = sum(t.to_local().numel() for t in opt._theta)
     total = sum(p.numel() for p in ref.parameters())
-    out.put((rank, errs, type(opt._theta[0]).__name__, local, total))
-    dist.destroy_process_group()
+    return rank, errs, type(opt._theta[0]).__name__, local, total
 
 
 def test_fsdp2_sharded_snapshot_matches_the_unsharded_step():
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    port = _port()
-    procs = [ctx.Process(target=_fsdp_worker, args=(r, 2, port, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    res = [q.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
+    res = launch_local(_fsdp_worker, world=2, start_method="fork", timeout=120)
     for rank, errs, kind, local, total in res:
         assert max(errs) < 1e-5                 # fully_shard: same steps as one unsharded process
         assert kind == "DTensor"                # theta is kept sharded: no unsharded copy exists
