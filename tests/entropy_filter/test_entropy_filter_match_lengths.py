@@ -221,7 +221,7 @@ def test_thread_limit_reaches_the_libgomp_libdivsufsort_is_bound_to():
 
     pytest.importorskip("sklearn")
     code = (
-        "import glob, os, sklearn.utils._openmp_helpers\n"
+        "import sklearn.utils._openmp_helpers\n"
         "maps = lambda: sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})\n"
         "import pydivsufsort\n"
         "before = maps()\n"

@@ -159,11 +159,14 @@ class GapGen:
         self.opt_d.step()
         return float(loss.detach())
 
-    def _real_loss(self, fake: torch.Tensor, x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        """L_0 on a real batch and its fakes G(e, z) (after the critic's step)."""
+    def _real_loss(self, fake: torch.Tensor, x: torch.Tensor, e: torch.Tensor,
+                   d_fake: torch.Tensor | None = None) -> torch.Tensor:
+        """L_0 on a real batch and its fakes G(e, z) (after the critic's step); ``d_fake``: the critic's
+        scores of ``fake`` when the caller already has them (default ``D(fake)``)."""
         c = self.cfg
         ident = (1 - (self.f(fake) * e).sum(1)).mean()
-        return F.l1_loss(fake, x) + c.lambda_id * ident - c.lambda_adv * self.D(fake).mean()
+        adv = (self.D(fake) if d_fake is None else d_fake).mean()
+        return F.l1_loss(fake, x) + c.lambda_id * ident - c.lambda_adv * adv
 
     def _gap_loss(self, fake: torch.Tensor, g: torch.Tensor, lambda_nc: float) -> torch.Tensor:
         """L_s on gap targets g and their fakes G(g, z) (after the critic's step)."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from neurips26.bip.encoder import FREncoder, check_images
 from neurips26.bip.gapgen import GapGen, GapGenConfig, hinge_d
@@ -50,12 +49,6 @@ def _batches(gg: GapGen, n: int, epochs: int):
         for i in range(0, n, gg.cfg.batch):
             b = perm[i:i + gg.cfg.batch]
             yield b, gg._z(b.numel())
-
-
-def _g_loss(gg: GapGen, D, fake, x, e) -> torch.Tensor:
-    c = gg.cfg
-    ident = (1 - (gg.f(fake) * e).sum(1)).mean()
-    return F.l1_loss(fake, x) + c.lambda_id * ident - c.lambda_adv * D(fake).mean()
 
 
 def _check_world(job: dict, world: int) -> int:
@@ -90,9 +83,7 @@ def train_stage0_sharded(job: dict, world: int) -> dict:
         d_fake = gg.D(torch.cat(fakes))
         loss_g = 0.0
         for r, ((bs, _), fk) in enumerate(zip(sl, fakes)):
-            ident = (1 - (gg.f(fk) * e[bs]).sum(1)).mean()
-            adv = d_fake[r * k:(r + 1) * k].mean()
-            loss_g = loss_g + (F.l1_loss(fk, x[bs]) + gg.cfg.lambda_id * ident - gg.cfg.lambda_adv * adv) / world
+            loss_g = loss_g + gg._real_loss(fk, x[bs], e[bs], d_fake[r * k:(r + 1) * k]) / world
         gg.opt_g.zero_grad()
         loss_g.backward()
         gg.opt_g.step()
@@ -120,7 +111,7 @@ def train_stage0_ddp(job: dict) -> dict:
         gg.opt_d.zero_grad()
         loss_d.backward()
         gg.opt_d.step()
-        loss_g = _g_loss(gg, D, fake, x[bs], e[bs])
+        loss_g = gg._real_loss(fake, x[bs], e[bs], D(fake))
         gg.opt_g.zero_grad()
         loss_g.backward()
         gg.opt_g.step()

@@ -284,8 +284,8 @@ def per_token_rows(big: np.ndarray, docs: list[np.ndarray], z: Sizes, lcs: Any, 
     def flat_rows(label: str, n_far: int, fb: _CPU, fs: _CPU, tb: Timing, ts: Timing, load0: float, target: str,
                   anchor_wall: float | None = None, anchor_cpu: float | None = None, extra: str = "") -> list[BenchRow]:
         wall = _pair_ratios(tb, n_far, ts, small_n, reps)
-        cpu = _pair_ratios(fb.timing(), n_far, fs.timing(), small_n)  # _CPU already averages its reps
         cb, cs = fb.timing(), fs.timing()
+        cpu = _pair_ratios(cb, n_far, cs, small_n)  # _CPU already averages its reps
         common = (f"{ks}: {be_s}, {label}: {be_b}; {R5} interleaved rounds, the {ks} input {reps}x per call; "
                   f"load {load0:.1f} -> {_load():.1f} (1-min average, {os.cpu_count()} CPUs){extra}")
         return [

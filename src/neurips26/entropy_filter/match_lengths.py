@@ -208,8 +208,6 @@ def suffix_array(x: np.ndarray) -> np.ndarray:
     text; a fixed 3-byte code when σ > 65,281), keeping the suffixes that start on a token boundary (found
     through a bit vector of the token starts with a rank directory, ~1 bit per byte, so the filter's lookups
     stay in cache)."""
-    from pydivsufsort import divsufsort
-
     from neurips26.entropy_filter import _sam_numba
 
     n = x.size
@@ -233,7 +231,7 @@ def suffix_array(x: np.ndarray) -> np.ndarray:
     for j in range(3):
         b[:, j] = (x >> (8 * (2 - j))) & 0xFF
     with _one_omp_thread():
-        sab = divsufsort(b.reshape(-1))
+        sab = _divsufsort_bytes(b.reshape(-1))
     sab = sab[sab % 3 == 0]
     return (sab // 3).astype(np.int32, copy=False)
 

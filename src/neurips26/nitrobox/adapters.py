@@ -14,7 +14,6 @@ import os
 import posixpath
 import shlex
 import signal
-import stat
 import tarfile
 import threading
 import uuid

@@ -239,14 +239,15 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         # peak memory per idle sandbox ---------------------------------------------------------------
         from neurips26.nitrobox.backends import NitroBackend
 
-        other = "direct" if nb.create_mode() == "zygote" else "zygote"  # the mode "auto" did not pick
+        auto = nb.create_mode()  # one probe sandbox: each call creates one, and creations steer "auto"
+        other = "direct" if auto == "zygote" else "zygote"  # the mode "auto" did not pick
         zy = NitroBackend(state_root=state_root, spawn_mode=other)
         cmax = concurrency[-1]
         zy_lps = microbench.lifecycles_per_s(zy, cmax, 2 * cmax)
         docker_cmax = next(r.anchor for r in rows if r.name == f"full lifecycles/s at c={cmax}")
         rows.append(BenchRow(f"full lifecycles/s at c={cmax}, {other} spawner", zy_lps, docker_cmax, "docker",
                              "lifecycles/s", "higher", f"spawn_mode='{other}' (the default rows use "
-                             f"spawn_mode='auto' = {nb.create_mode()} here)"))
+                             f"spawn_mode='auto' = {auto} here)"))
         mem_zy = _idle_memory_nitro(zy, idle_n)
         mem_ours = _idle_memory_nitro(nb, idle_n)
         mem_docker = None
@@ -254,7 +255,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
             mem_docker = _idle_memory_docker(backends["docker"], max(1, idle_n // 2))
         rows.append(BenchRow("memory per idle sandbox (PSS)", mem_ours / 1024, None if mem_docker is None
                              else mem_docker / 1024, "docker", "MiB", "lower",
-                             f"spawn_mode='auto' = {nb.create_mode()}; ours: A + agent PSS of the live and the "
+                             f"spawn_mode='auto' = {auto}; ours: A + agent PSS of the live and the "
                              "standby tree + upper; Docker: growth of dockerd+containerd+shims+tail PSS"))
         rows.append(BenchRow(f"memory per idle sandbox (PSS), {other} spawner", mem_zy / 1024,
                              None if mem_docker is None else mem_docker / 1024, "docker", "MiB", "lower",

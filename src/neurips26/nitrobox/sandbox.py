@@ -59,9 +59,7 @@ class _Proc:
     def detach(self) -> "_Proc":
         """Move the live tree into a new ``_Proc`` (for background teardown); this one becomes empty."""
         old = _Proc()
-        for name in self.__slots__:
-            setattr(old, name, getattr(self, name))
-        self.__init__()
+        old.take(self)
         return old
 
     def take(self, other: "_Proc") -> None:

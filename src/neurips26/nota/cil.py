@@ -367,6 +367,10 @@ class FrozenBackboneCIL(nn.Module):
     def all_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits over every seen class of images ``x`` (``all_logits`` of their stem tokens)."""
+        return self.all_logits(self.backbone.embed(x))
+
     def end_task(self, tokens: torch.Tensor, labels: np.ndarray) -> None:
         """After a task's training (EASE: its prototypes); nothing by default."""
 

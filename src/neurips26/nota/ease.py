@@ -124,9 +124,6 @@ class EASE(FrozenBackboneCIL):
         """The concatenated subspace features (N, T * dim)."""
         return torch.cat(self.subspace_features(self.backbone.embed(x)), 1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.logits(self.backbone.embed(x))
-
     def trainable_params(self) -> int:
         return sum(p.numel() for p in self.branches[-1].parameters())
 

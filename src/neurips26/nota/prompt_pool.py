@@ -45,9 +45,6 @@ class PromptPool(FrozenBackboneCIL):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode(self.backbone.embed(x))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.features(x) @ torch.cat(list(self.rows)).T
-
     def all_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.encode(tokens) @ torch.cat(list(self.rows)).T
 

@@ -199,5 +199,5 @@ class Detokenizer:
 
     def __call__(self, plan, camera: Camera, start, closed: bool = False, depth_image=None,
                  anchor_z: float | None = None) -> Motion:
-        steps = parse_plan(plan) if isinstance(plan, str) else list(plan)
+        steps = self.parse(plan) if isinstance(plan, str) else list(plan)
         return self.render(start, self.ground(steps, camera, start, depth_image, anchor_z), closed)

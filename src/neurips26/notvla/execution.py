@@ -19,7 +19,7 @@ from neurips26.notvla.errors import DepthUnavailableError, PlanParseError, Refus
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
 from neurips26.notvla.language import parse_instruction
-from neurips26.notvla.plan import format_plan, parse_plan, tokenize
+from neurips26.notvla.plan import format_plan, tokenize
 from neurips26.notvla.sim import TabletopSim
 
 REPLAN = ("every_waypoint", "never")

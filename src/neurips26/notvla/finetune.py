@@ -93,14 +93,12 @@ def _render_states(states, image_size: int) -> np.ndarray:
     return imgs
 
 
-def notvla_data(records: list[DemoRecord], image_size: int = 64, depth: bool = True, variant: str = "notvla",
+def notvla_data(records: list[DemoRecord], image_size: int = 64, variant: str = "notvla",
                 progress: bool = False):
-    """Decision frames -> remaining plan. ``variant``: ``notvla``; ``notvla_no_depth`` (or ``depth=False``:
-    no ``depth D`` slots); ``notvla_no_anchor`` (absolute x y z in cm, ``noanchor``). ``progress``: the
+    """Decision frames -> remaining plan. ``variant``: ``notvla``; ``notvla_no_depth`` (no ``depth D``
+    slots); ``notvla_no_anchor`` (absolute x y z in cm, ``noanchor``). ``progress``: the
     prompt also carries the number of plan steps executed (ASSUMPTION, off by default: the 64 x 64 frame
     shows the gripper as 1-2 grey pixels, so approach / grasp / retreat frames look alike)."""
-    if not depth:
-        variant = "notvla_no_depth"
     check_choice(variant, "variant", NOTVLA_VARIANTS)
     env = TabletopSim(image_size)
     states, samples = [], []

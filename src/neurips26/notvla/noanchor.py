@@ -131,7 +131,3 @@ class XYZDetokenizer(Detokenizer):
     def ground(self, steps, camera=None, start=None, depth_image=None, anchor_z=None) -> Waypoints:
         pos = np.array([[s.x, s.y, s.z] for s in steps], float).reshape(-1, 3) / 100
         return Waypoints(pos, [s.event for s in steps], [0.0] * len(steps))
-
-    def __call__(self, plan, camera=None, start=None, closed: bool = False, depth_image=None, anchor_z=None):
-        steps = parse_xyz(plan) if isinstance(plan, str) else list(plan)
-        return self.render(start, self.ground(steps), closed)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from neurips26.harness.paper import (Claim, INCONCLUSIVE, fmt_se, get_path, judge, mean_se, verdict)
+from neurips26.harness.paper import (Claim, INCONCLUSIVE, fmt_se, get_path, judge, mean_se, seed_values, verdict)
 from neurips26.harness.validation import check_choice
 from neurips26.smfsr.base import bicubic_sr
 from neurips26.smfsr.bench import stand_in_features
@@ -397,14 +397,14 @@ def check_stochasticity(m):
     reference's samples to one constant by its definition; their fraction is reported); the LR-start
     runs are exactly deterministic (== 0)."""
     runs = getattr(m, "per_seed", None) or [m]
-    raw = min(float(get_path(r, "methods.smf1.diversity_raw_min")) for r in runs)
-    ada = min(float(get_path(r, "methods.smf1.diversity_min_nonflat")) for r in runs)
-    flat_only = all(bool(get_path(r, "methods.smf1.zero_diversity_on_flat_only")) for r in runs)
-    flat = [float(get_path(r, "eval.flat_lr_frac")) for r in runs]
-    zero = [float(get_path(r, "methods.smf1.zero_diversity_frac")) for r in runs]
-    lr_start = max(float(get_path(r, "methods.smf1_lr_start.diversity_raw")) for r in runs)
-    direct = max(float(get_path(r, "methods.direct.diversity_raw")) for r in runs)
-    mean = float(np.mean([float(get_path(r, "methods.smf1.diversity")) for r in runs]))
+    raw = min(seed_values(m, "methods.smf1.diversity_raw_min"))
+    ada = min(seed_values(m, "methods.smf1.diversity_min_nonflat"))
+    flat_only = all(seed_values(m, "methods.smf1.zero_diversity_on_flat_only"))
+    flat = seed_values(m, "eval.flat_lr_frac")
+    zero = seed_values(m, "methods.smf1.zero_diversity_frac")
+    lr_start = max(seed_values(m, "methods.smf1_lr_start.diversity_raw"))
+    direct = max(seed_values(m, "methods.direct.diversity_raw"))
+    mean = float(np.mean(seed_values(m, "methods.smf1.diversity")))
     ok = raw > 0 and ada > 0 and flat_only and lr_start == 0 and direct == 0
     return verdict(ok), (f"SMFSR-1 diversity (x255) min over LR before the colour fix {raw:.3g}, after AdaIN "
                          f"{ada:.3g} on non-flat LR (mean {mean:.3g}); AdaIN zeroes it on {max(zero):.2%} of "
