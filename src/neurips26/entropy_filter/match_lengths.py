@@ -206,7 +206,7 @@ def _divsufsort_bytes(b: np.ndarray) -> np.ndarray:
 SA_METHODS = ("sais", "divsufsort")
 
 
-def suffix_array(x: np.ndarray, method: str = "sais") -> np.ndarray:
+def suffix_array(x: np.ndarray, method: str = "sais", work: np.ndarray | None = None) -> np.ndarray:
     """Suffix array (int32) of the non-negative int32 ids ``x`` with every id < 2**31 (fewer than 2**30 ids),
     under some total order of the ids (every order gives the same Λ).
 
@@ -215,7 +215,8 @@ def suffix_array(x: np.ndarray, method: str = "sais") -> np.ndarray:
     code (``_prefix_free_code``: ~1.25 bytes per token on text; a fixed 3-byte code when σ > 65,281), keeping
     the suffixes that start on a token boundary (found through a bit vector of the token starts with a rank
     directory, ~1 bit per byte, so the filter's lookups stay in cache); kept as the cross-check and the
-    bench's anchor (SA-IS: 83 vs 154 ns/token at 10M, load ~7; the byte string grows to 1.59 bytes/token)."""
+    bench's anchor (SA-IS: 83 vs 154 ns/token at 10M, load ~7; the byte string grows to 1.59 bytes/token).
+    ``work``: SA-IS's scratch buffer (int32, len(x); ``_sais_numba.sais``), for the caller to reuse after."""
     from neurips26.entropy_filter import _sam_numba
 
     check_choice(method, "method", SA_METHODS)
@@ -225,7 +226,7 @@ def suffix_array(x: np.ndarray, method: str = "sais") -> np.ndarray:
 
         if n and int(x.max()) >= n + 65_536:   # sparse ids: relabel so the bucket table stays O(N)
             x = _dense(x)[0]
-        return _sais_numba.sais(np.ascontiguousarray(x, dtype=np.int32), int(x.max()) + 1 if n else 1)
+        return _sais_numba.sais(np.ascontiguousarray(x, dtype=np.int32), int(x.max()) + 1 if n else 1, work)
     if not HAVE_DIVSUFSORT:
         raise ValueError("method='divsufsort' needs pydivsufsort (pip install 'neurips26[entropy_filter]')")
     if int(x.max()) >= 65_281:
@@ -262,14 +263,15 @@ def _sa_lambdas(x: np.ndarray, overlap: bool, method: str = "sais") -> np.ndarra
 
     # ids relabelled (an order-preserving bijection: same Λ) only when they do not fit a 1-2 byte code
     x32 = (x if int(x.max()) < 65_281 else _dense(x)[0]).astype(np.int32)
-    sa = suffix_array(x32, method)
+    n = x32.size
+    # dead buffers are reused (SA-IS's scratch for PLCP, the ids for the LCP): fresh pages cost page faults
+    work = np.empty(n, np.int32)
+    sa = suffix_array(x32, method, work)
     xs = x32.astype(np.uint16) if int(x32.max()) < 2**16 else x32
-    del x32
-    n = sa.size
-    plcp = _sam_numba._plcp_numba(xs, sa, np.empty(n, np.int32))
+    plcp = _sam_numba._plcp_numba(xs, sa, work)
     del xs
-    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, np.empty(n, np.int32))
-    del plcp
+    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, x32)   # x32 is a copy, dead once PLCP is done
+    del plcp, work
     # every buffer from numpy (huge pages where the OS gives them: the random accesses then hit the TLB)
     stacks = [np.empty(n + 1, np.int32) for _ in range(4)]
     return _sam_numba._sa_lambdas_numba(sa, lcp, overlap, np.empty(4 * n, np.int32), *stacks,
