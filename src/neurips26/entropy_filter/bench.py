@@ -491,7 +491,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         k, k10, k2 = (f"{n / 1000:g}k" for n in (z.stream, z.stream // 10, z.stream // 2))
         rows = [_row(f"Ĥ_K of a {k}-token stream: default backend vs LCSFinder", t200, l200, LCS_NAME, "s",
                      missing=lcs_note, note=f"default = suffix array from {SA_MIN_N:,} tokens"
-                     if have_sa else "default = SAM (pydivsufsort or numba missing)")]
+                     if have_sa else "default = pure-Python SAM (numba missing)")]
         ratio_note = stat_note(t200, l200, "ms")
         rows.append(BenchRow(f"linear scaling: time({k}) / time({k10})", pair(t200, t20),
                              pair(l200, l20) if l200 and l20 else None, LCS_NAME, "x time for 10x tokens",

@@ -47,7 +47,7 @@ BACKENDS = ("auto", "numba", "python", "sa")
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 HAVE_DIVSUFSORT = importlib.util.find_spec("pydivsufsort") is not None
 # from this many tokens ``auto`` uses the suffix-array construction (bench: "SAM vs SA" rows; below it the
-# in-cache SAM is as fast or faster and libdivsufsort's per-call cost dominates)
+# in-cache SAM is as fast or faster: 1,500-token documents 37 vs 72 ns/token CPU with SA-IS, load ~8)
 SA_MIN_N = 16384
 
 
