@@ -215,7 +215,8 @@ def suffix_array(x: np.ndarray, method: str = "sais", work: np.ndarray | None = 
     code (``_prefix_free_code``: ~1.25 bytes per token on text; a fixed 3-byte code when σ > 65,281), keeping
     the suffixes that start on a token boundary (found through a bit vector of the token starts with a rank
     directory, ~1 bit per byte, so the filter's lookups stay in cache); kept as the cross-check and the
-    bench's anchor (SA-IS: 83 vs 154 ns/token at 10M, load ~7; the byte string grows to 1.59 bytes/token).
+    bench's anchor (SA-IS 95 vs 152 ns/token CPU at 10M, alternating in one process at load ~7: the byte
+    string grows to 1.59 bytes/token there; at 1M libdivsufsort is ~5% faster, within a row's noise).
     ``work``: SA-IS's scratch buffer (int32, len(x); ``_sais_numba.sais``), for the caller to reuse after."""
     from neurips26.entropy_filter import _sam_numba
 
