@@ -8,7 +8,7 @@ import pytest
 from neurips26.entropy_filter import entropy_rate, lpf_lambdas, match_lengths, naive_lambdas, window_lambdas
 from neurips26.entropy_filter.match_lengths import HAVE_DIVSUFSORT, HAVE_NUMBA
 
-BACKENDS = ["python"] + (["numba"] if HAVE_NUMBA else []) + (["sa"] if HAVE_NUMBA and HAVE_DIVSUFSORT else [])
+BACKENDS = ["python"] + (["numba", "sa"] if HAVE_NUMBA else [])
 ESTS = ["paper", "increasing_window", "sliding_window", "gao"]
 
 
@@ -160,20 +160,27 @@ def test_bad_estimator_options():
 # the suffix-array construction (issue 30 item 6: flat cost per token) equals the SAM and the definition
 # ------------------------------------------------------------------------------------------------
 
-needs_sa = pytest.mark.skipif(not (HAVE_NUMBA and HAVE_DIVSUFSORT), reason="backend='sa' needs numba + pydivsufsort")
+needs_sa = pytest.mark.skipif(not HAVE_NUMBA, reason="backend='sa' needs numba")
+needs_ds = pytest.mark.skipif(not (HAVE_NUMBA and HAVE_DIVSUFSORT), reason="needs numba + pydivsufsort")
 
 
 @needs_sa
 def test_sa_equals_sam_property():
+    import importlib
+
     from hypothesis import given, settings, strategies as st
+
+    ml = importlib.import_module("neurips26.entropy_filter.match_lengths")
 
     @settings(max_examples=150, deadline=None)
     @given(st.lists(st.integers(0, 4), min_size=0, max_size=70), st.sampled_from([1, 299, 70_001, 2**40]),
            st.booleans())
     def check(ids, scale, overlap):
         x = np.asarray(ids, dtype=np.int64) * scale   # one-byte, two-byte, three-byte and relabelled codes
-        sa = match_lengths(x, overlap=overlap, backend="sa")
+        sa = match_lengths(x, overlap=overlap, backend="sa")   # SA-IS
         np.testing.assert_array_equal(sa, match_lengths(x, overlap=overlap, backend="python"))
+        if HAVE_DIVSUFSORT and x.size >= 2:                       # the byte-code construction too
+            np.testing.assert_array_equal(ml._sa_lambdas(x, overlap, "divsufsort"), sa)
         if len(ids) <= 30:
             np.testing.assert_array_equal(sa, naive_lambdas(x, overlap=overlap))
     check()
@@ -213,6 +220,41 @@ def test_sa_equals_sam_past_the_two_byte_code(sigma):
 
 
 @needs_sa
+def test_sais_is_the_sorted_order_of_the_suffixes():
+    # SA-IS (issue 30 item 6) against sorting the suffixes directly: random, periodic, runs, a strictly
+    # decreasing text (no LMS position), one id, several recursion levels (tiled blocks), sparse ids
+    import importlib
+
+    ml = importlib.import_module("neurips26.entropy_filter.match_lengths")
+    rng = np.random.default_rng(5)
+    cases = [np.arange(40)[::-1], np.zeros(33, np.int64), np.arange(25), np.array([7]), np.array([], np.int64),
+             np.tile(rng.integers(0, 3, 7), 30), np.repeat(rng.integers(0, 4, 20), rng.integers(1, 5, 20)),
+             rng.integers(0, 2**31 - 1, 60)]
+    cases += [rng.integers(0, int(k), int(n)) for n, k in zip(rng.integers(2, 300, 200), rng.integers(1, 9, 200))]
+    for x in cases:
+        ref = sorted(range(x.size), key=lambda i: tuple(x[i:]))
+        np.testing.assert_array_equal(ml.suffix_array(x.astype(np.int32)), np.asarray(ref, np.int32), str(x))
+    with pytest.raises(ValueError, match="method"):
+        ml.suffix_array(np.arange(3, dtype=np.int32), "qsufsort")
+
+
+@needs_ds
+def test_sais_and_divsufsort_give_the_same_lambdas():
+    # the two suffix-array constructions sort under different id orders (the byte code orders ids by
+    # frequency) and must give identical Λ; real text with a two-byte code and a 3-byte-code vocabulary
+    import importlib
+
+    from neurips26.entropy_filter.corpus import pydoc_topics
+    from neurips26.entropy_filter.tokenize import dense_ids, unicode_tokenize
+
+    ml = importlib.import_module("neurips26.entropy_filter.match_lengths")
+    ids = dense_ids([w for _, t in pydoc_topics() for w in unicode_tokenize(t, None)])
+    for x in (ids, (ids * 7919) % 200_003, np.tile(ids[:700], 30)):
+        for overlap in (False, True):
+            np.testing.assert_array_equal(ml._sa_lambdas(x, overlap, "sais"), ml._sa_lambdas(x, overlap, "divsufsort"))
+
+
+@needs_ds
 def test_thread_limit_reaches_the_libgomp_libdivsufsort_is_bound_to():
     # another wheel's copy of the same libgomp (scikit-learn bundles the same file) loaded first: libdivsufsort
     # binds to it by soname, so the 1-thread limit must go to that copy, not to a second one opened by path

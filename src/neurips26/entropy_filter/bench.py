@@ -37,7 +37,7 @@ from neurips26.entropy_filter.count_lm import TrigramLM, pretraining_docs
 from neurips26.entropy_filter.estimators import entropy_rate, hk
 from neurips26.entropy_filter.filters import gopher_pass, zlib_ratio
 from neurips26.entropy_filter.match_lengths import (HAVE_DIVSUFSORT, HAVE_NUMBA, SA_MIN_N, lpf_lambdas, match_lengths,
-                                                    naive_lambdas)
+                                                    naive_lambdas, suffix_array)
 from neurips26.entropy_filter.tokenize import (dense_ids, fast_tokenize, hashed_ids, reported_tokenize,
                                                unicode_tokenize)
 from neurips26.harness import BenchRow, RunContext
@@ -325,6 +325,16 @@ def per_token_rows(big: np.ndarray, docs: list[np.ndarray], z: Sizes, lcs: Any, 
     tf, ts10 = time_interleaved(ff, fs10, rounds=R5)
     rows += flat_rows(kf, n_far, ff, fs10, tf, ts10, load0, "target <= 2 (issue 30: flat to 10M)",
                       extra=f"; {copies} copies of the {big.size / 1e6:g}M-token stream on disjoint ids")
+    if have_sa and HAVE_DIVSUFSORT:
+        # the suffix-array construction alone at 10M: SA-IS on the ids (default) vs libdivsufsort on their bytes
+        xf32 = x_far.astype(np.int32)
+        ci, cd = _CPU(lambda: suffix_array(xf32, "sais")), _CPU(lambda: suffix_array(xf32, "divsufsort"))
+        ti, td = time_interleaved(ci, cd, rounds=z.rounds)
+        rows.append(_row(f"suffix array of {kf} tokens: SA-IS on the ids (ours, default) vs libdivsufsort on a "
+                         f"byte code", ti, td, "pydivsufsort (1 OpenMP thread)", "s",
+                         note=f"why SA-IS replaced libdivsufsort; CPU {ns(ci.timing(), n_far):.0f} vs "
+                              f"{ns(cd.timing(), n_far):.0f} ns/token (medians), load {_load():.1f}"))
+        del xf32
     del x_far
     if have_sa and backend == "numba":
         # each construction on its own over the same sizes, and the SA against the SAM at N = 1M
@@ -341,7 +351,7 @@ def per_token_rows(big: np.ndarray, docs: list[np.ndarray], z: Sizes, lcs: Any, 
                              f"ns/token; {stat_note(sb, mb, 'ms')}"))
         rows.append(_row(f"match lengths of {kb} tokens: suffix array vs SAM", sb, mb,
                          "numba SAM (previous default)", "s",
-                         note="libdivsufsort (1 thread) + Φ-PLCP + LCP gather + two LCP-interval sweeps"))
+                         note="SA-IS + Φ-PLCP + LCP gather + two LCP-interval sweeps"))
         d15 = docs[:z.n_sub]
         c_sa = _CPU(lambda: [match_lengths(d, backend="sa") for d in d15])
         c_sam = _CPU(lambda: [match_lengths(d, backend="numba") for d in d15])
@@ -358,7 +368,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
     z = SMOKE if ctx.scale == "smoke" else QUICK
     sec = _Sections(ctx)
     backend = "numba" if HAVE_NUMBA else "python"
-    have_sa = HAVE_NUMBA and HAVE_DIVSUFSORT
+    have_sa = HAVE_NUMBA   # the suffix-array backend: SA-IS in numba (pydivsufsort only for the anchor rows)
     ctx.log(f"entropy_filter bench: sampling {z.n_docs} documents (SAM backend: {backend}; suffix array: "
             f"{'yes' if have_sa else 'no'})")
     texts = make_documents(z.n_docs, z.doc_tokens)
@@ -481,7 +491,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         k, k10, k2 = (f"{n / 1000:g}k" for n in (z.stream, z.stream // 10, z.stream // 2))
         rows = [_row(f"Ĥ_K of a {k}-token stream: default backend vs LCSFinder", t200, l200, LCS_NAME, "s",
                      missing=lcs_note, note=f"default = suffix array from {SA_MIN_N:,} tokens"
-                     if have_sa else "default = SAM (pydivsufsort or numba missing)")]
+                     if have_sa else "default = pure-Python SAM (numba missing)")]
         ratio_note = stat_note(t200, l200, "ms")
         rows.append(BenchRow(f"linear scaling: time({k}) / time({k10})", pair(t200, t20),
                              pair(l200, l20) if l200 and l20 else None, LCS_NAME, "x time for 10x tokens",

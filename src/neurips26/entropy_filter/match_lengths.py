@@ -16,15 +16,16 @@ Two exact constructions (equal Λ, tested against each other and the definition)
   ever shrinks by one per step (ℓ_{i+1} ≥ ℓ_i − 1), so the scan is amortised O(N). Backends: ``numba``
   (flat open-addressing transition table) and ``python`` (dict transitions, always available). Its
   pointer chasing leaves the caches beyond ~10^4 tokens (cost per token ×4-10 at 10^6).
-- suffix array (``sa``): libdivsufsort (pydivsufsort) on the ids' bytes, the Φ-method LCP, then
+- suffix array (``sa``): induced sorting (SA-IS, numba) on the ids, the Φ-method LCP, then
   two sequential sweeps of the LCP-interval tree: for a node v on the path to leaf i with string depth
   d_v and first occurrence m_v (smallest suffix start below v), every length h ≤ d_v above v's parent
   is feasible iff m_v + h ≤ i, so ℓ_i = max_v min(d_v, i − m_v) (binary search over the ancestors). No
   pointer chasing; the passes with random accesses (Φ, PLCP, the LCP gather, the Λ scatter) are loops of
-  independent accesses with software prefetch, on numpy buffers (transparent huge pages). Past ~10^6
-  tokens the growth left is libdivsufsort's own (bench: cost-per-token rows).
+  independent accesses with software prefetch, on numpy buffers (transparent huge pages); so are SA-IS's
+  scans (``_sais_numba``; libdivsufsort on a byte code of the ids is the cross-check,
+  ``suffix_array(x, "divsufsort")``, and grows ×2 per token from 1M to 10M: bench cost-per-token rows).
 
-``auto`` takes ``sa`` from ``SA_MIN_N`` tokens when pydivsufsort and numba are installed, else the numba
+``auto`` takes ``sa`` from ``SA_MIN_N`` tokens when numba is installed, else the numba
 SAM, else the pure-Python SAM. ``naive_lambdas`` is the direct definition, for tests and the benchmark.
 """
 
@@ -46,7 +47,7 @@ BACKENDS = ("auto", "numba", "python", "sa")
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 HAVE_DIVSUFSORT = importlib.util.find_spec("pydivsufsort") is not None
 # from this many tokens ``auto`` uses the suffix-array construction (bench: "SAM vs SA" rows; below it the
-# in-cache SAM is as fast or faster and libdivsufsort's per-call cost dominates)
+# in-cache SAM is as fast or faster: 1,500-token documents 37 vs 72 ns/token CPU with SA-IS, load ~8)
 SA_MIN_N = 16384
 
 
@@ -104,10 +105,10 @@ def _check_backend(backend: str, n: int = 0) -> str:
     check_choice(backend, "backend", BACKENDS)
     if backend == "numba" and not HAVE_NUMBA:
         raise ValueError("backend='numba' needs the numba package (pip install numba)")
-    if backend == "sa" and not (HAVE_NUMBA and HAVE_DIVSUFSORT):
-        raise ValueError("backend='sa' needs numba and pydivsufsort (pip install 'neurips26[entropy_filter]')")
+    if backend == "sa" and not HAVE_NUMBA:
+        raise ValueError("backend='sa' needs numba (pip install numba)")
     if backend == "auto":
-        if HAVE_NUMBA and HAVE_DIVSUFSORT and SA_MIN_N <= n < 2**30:
+        if HAVE_NUMBA and SA_MIN_N <= n < 2**30:
             return "sa"
         return "numba" if HAVE_NUMBA else "python"
     return backend
@@ -202,15 +203,33 @@ def _divsufsort_bytes(b: np.ndarray) -> np.ndarray:
     return out
 
 
-def suffix_array(x: np.ndarray) -> np.ndarray:
-    """Suffix array (int32) of the non-negative int32 ids ``x`` with every id < 2**31 (fewer than 2**30 ids):
-    libdivsufsort on their bytes under a prefix-free code (``_prefix_free_code``: ~1.25 bytes per token on
-    text; a fixed 3-byte code when σ > 65,281), keeping the suffixes that start on a token boundary (found
-    through a bit vector of the token starts with a rank directory, ~1 bit per byte, so the filter's lookups
-    stay in cache)."""
+SA_METHODS = ("sais", "divsufsort")
+
+
+def suffix_array(x: np.ndarray, method: str = "sais", work: np.ndarray | None = None) -> np.ndarray:
+    """Suffix array (int32) of the non-negative int32 ids ``x`` with every id < 2**31 (fewer than 2**30 ids),
+    under some total order of the ids (every order gives the same Λ).
+
+    ``sais`` (default): induced sorting on the ids themselves (``_sais_numba.sais``, numba; ids relabelled
+    when they are sparse). ``divsufsort``: libdivsufsort (pydivsufsort) on their bytes under a prefix-free
+    code (``_prefix_free_code``: ~1.25 bytes per token on text; a fixed 3-byte code when σ > 65,281), keeping
+    the suffixes that start on a token boundary (found through a bit vector of the token starts with a rank
+    directory, ~1 bit per byte, so the filter's lookups stay in cache); kept as the cross-check and the
+    bench's anchor (SA-IS 95 vs 152 ns/token CPU at 10M, alternating in one process at load ~7: the byte
+    string grows to 1.59 bytes/token there; at 1M libdivsufsort is ~5% faster, within a row's noise).
+    ``work``: SA-IS's scratch buffer (int32, len(x); ``_sais_numba.sais``), for the caller to reuse after."""
     from neurips26.entropy_filter import _sam_numba
 
+    check_choice(method, "method", SA_METHODS)
     n = x.size
+    if method == "sais":
+        from neurips26.entropy_filter import _sais_numba
+
+        if n and int(x.max()) >= n + 65_536:   # sparse ids: relabel so the bucket table stays O(N)
+            x = _dense(x)[0]
+        return _sais_numba.sais(np.ascontiguousarray(x, dtype=np.int32), int(x.max()) + 1 if n else 1, work)
+    if not HAVE_DIVSUFSORT:
+        raise ValueError("method='divsufsort' needs pydivsufsort (pip install 'neurips26[entropy_filter]')")
     if int(x.max()) >= 65_281:
         x = _dense(x)[0].astype(np.int32)
     sigma = int(x.max()) + 1
@@ -236,8 +255,8 @@ def suffix_array(x: np.ndarray) -> np.ndarray:
     return (sab // 3).astype(np.int32, copy=False)
 
 
-def _sa_lambdas(x: np.ndarray, overlap: bool) -> np.ndarray:
-    """Λ by the suffix-array construction: ``suffix_array``, the Φ-method PLCP (on uint16 ids when σ ≤ 2^16),
+def _sa_lambdas(x: np.ndarray, overlap: bool, method: str = "sais") -> np.ndarray:
+    """Λ by the suffix-array construction: ``suffix_array`` (``method``), the Φ-method PLCP (on uint16 ids when σ ≤ 2^16),
     the LCP gathered into suffix-array order, then ``_sam_numba._sa_lambdas_numba``'s two sweeps. Every
     pass but three (Φ's scatter, the LCP gather, the Λ scatter: each a loop of independent accesses) reads
     and writes sequentially, and no int64 array is touched before Λ itself."""
@@ -245,14 +264,15 @@ def _sa_lambdas(x: np.ndarray, overlap: bool) -> np.ndarray:
 
     # ids relabelled (an order-preserving bijection: same Λ) only when they do not fit a 1-2 byte code
     x32 = (x if int(x.max()) < 65_281 else _dense(x)[0]).astype(np.int32)
-    sa = suffix_array(x32)
+    n = x32.size
+    # dead buffers are reused (SA-IS's scratch for PLCP, the ids for the LCP): fresh pages cost page faults
+    work = np.empty(n, np.int32)
+    sa = suffix_array(x32, method, work)
     xs = x32.astype(np.uint16) if int(x32.max()) < 2**16 else x32
-    del x32
-    n = sa.size
-    plcp = _sam_numba._plcp_numba(xs, sa, np.empty(n, np.int32))
+    plcp = _sam_numba._plcp_numba(xs, sa, work)
     del xs
-    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, np.empty(n, np.int32))
-    del plcp
+    lcp = _sam_numba._lcp_in_sa_order(plcp, sa, x32)   # x32 is a copy, dead once PLCP is done
+    del plcp, work
     # every buffer from numpy (huge pages where the OS gives them: the random accesses then hit the TLB)
     stacks = [np.empty(n + 1, np.int32) for _ in range(4)]
     return _sam_numba._sa_lambdas_numba(sa, lcp, overlap, np.empty(4 * n, np.int32), *stacks,
