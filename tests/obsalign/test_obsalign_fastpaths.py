@@ -152,3 +152,62 @@ def test_batched_loss_equals_per_pair_loops_in_value_and_gradient():
                                                             b if b is not None else torch.zeros_like(a))
         if a is not None and b is not None:
             assert torch.allclose(a, b, atol=1e-6)
+
+
+# ---- the fused InfoNCE and the per-round loss plan ---------------------------------------------------
+
+import pytest
+
+from neurips26.obsalign.model import LossPlan, gated_infonce
+
+
+def _indexed_infonce(a, b, valid, w, tau):
+    idx = torch.nonzero(valid).squeeze(1)
+    sim = a[idx] @ b[idx].T / tau
+    t = torch.arange(len(idx))
+    nce = 0.5 * (F.cross_entropy(sim, t, reduction="none") + F.cross_entropy(sim.T, t, reduction="none"))
+    return (w[idx] * nce).sum()
+
+
+@pytest.mark.parametrize("tau", [0.5, 0.1, 0.01])   # 0.01 takes the max-shifted (small-tau) branch
+def test_gated_infonce_equals_indexed_cross_entropy_in_value_and_gradient(tau):
+    torch.manual_seed(3)
+    n, d = 37, 6
+    a = F.normalize(torch.randn(n, d, dtype=torch.float64), dim=1).requires_grad_()
+    b = F.normalize(torch.randn(n, d, dtype=torch.float64), dim=1).requires_grad_()
+    valid = torch.rand(n) < 0.6
+    w = torch.rand(n, dtype=torch.float64)
+    got = gated_infonce(a, b, valid, w, tau)
+    want = _indexed_infonce(a, b, valid, w, tau)
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-10)
+    for g1, g2 in zip(torch.autograd.grad(got, (a, b)), torch.autograd.grad(want, (a, b))):
+        assert torch.allclose(g1, g2, atol=1e-10)
+    assert torch.autograd.gradcheck(lambda a, b: gated_infonce(a, b, valid, w, tau), (a, b))
+    # rows outside the co-observed set change nothing
+    a2 = a.detach().clone()
+    a2[~valid] = F.normalize(torch.randn(int((~valid).sum()), d, dtype=torch.float64), dim=1)
+    assert torch.allclose(gated_infonce(a2, b, valid, w, tau), got)
+
+
+def test_loss_plan_rows_equal_a_plan_of_the_batch_and_the_loss_is_unchanged():
+    torch.manual_seed(1)
+    dims, Cm, n = (7, 5, 4), 4, 50
+    model = ObsModel(dims, Cm, d=6)
+    mods = (0, 1, 2)
+    x = [torch.randn(n, dm) for dm in dims]
+    mask = torch.rand(n, 3) < 0.6
+    mask[~mask.any(dim=1), 0] = True
+    y = torch.randint(-1, Cm, (n,))
+    w = torch.rand(3, 3, Cm) * (1 - torch.eye(3))[:, :, None]
+    g = Guidance(torch.randn(3, Cm, 6), align=torch.rand(3, 3, Cm), transfer=w)
+    full = LossPlan.build(g, mask, mods)
+    b = torch.randperm(n)[:20]
+    part = LossPlan.build(g, mask[b], mods)
+    for f in ("impute", "trans_w", "trans_t"):
+        assert torch.allclose(getattr(full.take(b), f), getattr(part, f))
+    xb = [xm[b] for xm in x]
+    with_plan = local_loss(model, xb, mask[b], y[b], mods, g, plan=full.take(b))
+    assert torch.equal(with_plan, local_loss(model, xb, mask[b], y[b], mods, g))
+    assert torch.allclose(with_plan, _loop_loss(model, xb, mask[b], y[b], mods, g), atol=1e-6)
+    with pytest.raises(ValueError, match="transfer"):
+        LossPlan.build(Guidance(g.mu, align=g.align), mask, mods)
