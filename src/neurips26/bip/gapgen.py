@@ -168,11 +168,14 @@ class GapGen:
         adv = (self.D(fake) if d_fake is None else d_fake).mean()
         return F.l1_loss(fake, x) + c.lambda_id * ident - c.lambda_adv * adv
 
-    def _gap_loss(self, fake: torch.Tensor, g: torch.Tensor, lambda_nc: float) -> torch.Tensor:
-        """L_s on gap targets g and their fakes G(g, z) (after the critic's step)."""
+    def _gap_loss(self, fake: torch.Tensor, g: torch.Tensor, lambda_nc: float,
+                  d_fake: torch.Tensor | None = None) -> torch.Tensor:
+        """L_s on gap targets g and their fakes G(g, z) (after the critic's step); ``d_fake``: the
+        critic's scores of ``fake`` when the caller already has them (default ``D(fake)``)."""
         c = self.cfg
         emb = self.f(fake)
-        loss = c.lambda_id * (1 - (emb * g).sum(1)).mean() - c.lambda_adv * self.D(fake).mean()
+        adv = (self.D(fake) if d_fake is None else d_fake).mean()
+        loss = c.lambda_id * (1 - (emb * g).sum(1)).mean() - c.lambda_adv * adv
         if lambda_nc > 0:
             loss = loss + lambda_nc * nc_penalty(emb, self.R, knn(g, self.R, c.k_real)[1], self.tau_m, c.T)
         return loss
