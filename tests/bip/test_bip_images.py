@@ -147,6 +147,25 @@ def test_hinge_losses_and_nc_penalty():
     assert math.isclose(float(pen), 0.5 / 2, rel_tol=1e-3)
 
 
+def test_nc_neighbour_rules():
+    R = torch.eye(6)
+    enc = FREncoder(6)
+    g = torch.nn.functional.normalize(torch.tensor([[1.0, 0.5, 0, 0, 0, 0]]), dim=1)       # near reals 0, 1
+    emb = torch.nn.functional.normalize(torch.tensor([[0, 0, 0, 0, 1.0, 0.4]]), dim=1)     # near reals 4, 5
+    P = torch.eye(6)[:, :3]
+    rule = {r: GapGen(enc, R, 0.5, P, GapGenConfig(k_real=2, nc_neighbours=r)) for r in ("target", "generated", "both")}
+    assert rule["target"]._nc_index(g, emb)[0].tolist() == [[0, 1]]
+    assert rule["generated"]._nc_index(g, emb)[0].tolist() == [[4, 5]]
+    idx, w = rule["both"]._nc_index(g, emb)
+    assert idx.tolist() == [[0, 1, 4, 5]] and w.tolist() == [[1, 1, 1, 1]]
+    idx, w = rule["both"]._nc_index(g, g)                       # the same reals twice count once
+    assert w.tolist() == [[1, 1, 0, 0]]
+    assert math.isclose(float(nc_penalty(g, R, idx, 0.5, 0.02, w)),
+                        float(nc_penalty(g, R, rule["target"]._nc_index(g, g)[0], 0.5, 0.02)), rel_tol=1e-6)
+    with pytest.raises(ValueError, match="nc_neighbours"):
+        GapGen(enc, R, 0.5, P, GapGenConfig(nc_neighbours="all"))
+
+
 def test_generator_and_critic_shapes():
     G, D = Generator(32, 8, 24), PatchCritic()
     x = G(torch.randn(3, 32), torch.randn(3, 8))
