@@ -270,6 +270,35 @@ class GapGen:
         self.G.eval()
         return self.G(self.jitter(e) if jitter else e, self._z(e.shape[0]))
 
+    @torch.no_grad()
+    def provision(self, v: torch.Tensor, k: int, tau_c: float, max_redraws: int = 3) -> dict:
+        """Verified provisioning: k images ``G(normalize(v + sigma_intra P xi), z)`` per virtual, each
+        accepted only if its embedding's maxcos to the real centers is < tau_c (the exact check of the
+        allocator, at image level); a rejected image is redrawn (new xi, z) up to ``max_redraws`` times, and
+        a virtual still short of k accepted images is retired. Returns the accepted images (grouped per
+        kept virtual), the kept-virtual mask, the number of draws and of rejected draws."""
+        v = as_unit(v, "v", dim=self.R.shape[1])
+        k = check_scalar(k, "k", int, min=1)
+        max_redraws = check_scalar(max_redraws, "max_redraws", int, min=0)
+        n = v.shape[0]
+        imgs = torch.zeros(n, k, 1, self.G.size, self.G.size)
+        ok = torch.zeros(n, k, dtype=torch.bool)
+        draws = rejected = 0
+        for _ in range(max_redraws + 1):
+            todo = (~ok).nonzero()
+            if todo.numel() == 0:
+                break
+            x = self.sample(v[todo[:, 0]], 1)
+            good = maxcos(self.f(x), self.R) < tau_c
+            draws += x.shape[0]
+            rejected += int((~good).sum())
+            sel = todo[good]
+            imgs[sel[:, 0], sel[:, 1]] = x[good]
+            ok[sel[:, 0], sel[:, 1]] = True
+        kept = ok.all(1)
+        return {"images": imgs[kept].reshape(-1, 1, self.G.size, self.G.size), "kept": kept,
+                "draws": draws, "rejected": rejected}
+
     def copy(self) -> "GapGen":
         """An independent copy (the stage-0 generator baseline branches off here)."""
         return copy.deepcopy(self)
