@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from neurips26.bip import Subspace, impostor_scores, margin, maxcos, synthetic_gallery, tau_far
-from neurips26.bip.sharded import (ShardedAllocator, cell_of, cross_check, deal_cells, ghost_cells,
-                                   ivf_cells)
+from neurips26.bip.sharded import ShardedAllocator, cell_of, cross_check, deal_cells, ghost_cells, ivf_cells
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +64,7 @@ def test_cross_check_drops_planted_border_collision_and_escapee():
 
 def test_sharded_allocation_has_zero_collisions_and_is_deterministic(gallery):
     R, sub, tau, tau_m = gallery
-    kw = dict(n_workers=3, n_cells=9, batch=1500, n_iter=5, seed=4)
+    kw = {"n_workers": 3, "n_cells": 9, "batch": 1500, "n_iter": 5, "seed": 4}
     A = ShardedAllocator(R, tau, tau_m, sub, **kw)
     V = A.allocate(3000)
     a = A.audit()
@@ -114,7 +113,7 @@ def test_bad_input(gallery):
 @pytest.mark.slow
 def test_processes_backend_equals_serial(gallery):
     R, sub, tau, tau_m = gallery
-    kw = dict(n_workers=2, n_cells=8, batch=1000, n_iter=4, seed=2)
+    kw = {"n_workers": 2, "n_cells": 8, "batch": 1000, "n_iter": 4, "seed": 2}
     serial = ShardedAllocator(R, tau, tau_m, sub, **kw).allocate(2000)
     P = ShardedAllocator(R, tau, tau_m, sub, backend="processes", **kw)
     procs = P.allocate(2000, timeout=300)
@@ -127,6 +126,6 @@ def test_ray_backend_equals_serial(gallery):
     pytest.importorskip("ray", reason="Ray is not installed here; the processes backend (torch.distributed "
                                       "ranks via launch_local) runs the same shards")
     R, sub, tau, tau_m = gallery
-    kw = dict(n_workers=2, n_cells=8, batch=500, n_iter=2, seed=2)
+    kw = {"n_workers": 2, "n_cells": 8, "batch": 500, "n_iter": 2, "seed": 2}
     serial = ShardedAllocator(R, tau, tau_m, sub, **kw).allocate(1000)
     assert torch.equal(ShardedAllocator(R, tau, tau_m, sub, backend="ray", **kw).allocate(1000), serial)
