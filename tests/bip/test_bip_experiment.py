@@ -32,7 +32,9 @@ def test_claims_hold_fail_inconclusive():
 
 def _img(ic_c, ic_0, coll=0):
     return {"gapgen": {"curriculum": {"ic": ic_c, "collisions": {"count": coll, "n": 800, "virtuals": coll,
-                                                                 "rate": coll / 800}},
+                                                                 "rate": coll / 800},
+                                      "provisioned": {"collisions": 0, "rejected": coll, "draws": 800 + coll,
+                                                      "retired": 0}},
                        "stage0": {"ic": ic_0, "collisions": {"count": 50, "n": 800, "virtuals": 30}},
                        "curriculum_at_b2": {"count": 150, "n": 800}, "unseen_real_images": {"rate": 0.05}}}
 

@@ -147,6 +147,49 @@ def test_hinge_losses_and_nc_penalty():
     assert math.isclose(float(pen), 0.5 / 2, rel_tol=1e-3)
 
 
+def test_nc_neighbour_rules():
+    R = torch.eye(6)
+    enc = FREncoder(6)
+    g = torch.nn.functional.normalize(torch.tensor([[1.0, 0.5, 0, 0, 0, 0]]), dim=1)       # near reals 0, 1
+    emb = torch.nn.functional.normalize(torch.tensor([[0, 0, 0, 0, 1.0, 0.4]]), dim=1)     # near reals 4, 5
+    P = torch.eye(6)[:, :3]
+    rule = {r: GapGen(enc, R, 0.5, P, GapGenConfig(k_real=2, nc_neighbours=r)) for r in ("target", "generated", "both")}
+    assert rule["target"]._nc_index(g, emb)[0].tolist() == [[0, 1]]
+    assert rule["generated"]._nc_index(g, emb)[0].tolist() == [[4, 5]]
+    idx, w = rule["both"]._nc_index(g, emb)
+    assert idx.tolist() == [[0, 1, 4, 5]] and w.tolist() == [[1, 1, 1, 1]]
+    idx, w = rule["both"]._nc_index(g, g)                       # the same reals twice count once
+    assert w.tolist() == [[1, 1, 0, 0]]
+    assert math.isclose(float(nc_penalty(g, R, idx, 0.5, 0.02, w)),
+                        float(nc_penalty(g, R, rule["target"]._nc_index(g, g)[0], 0.5, 0.02)), rel_tol=1e-6)
+    with pytest.raises(ValueError, match="nc_neighbours"):
+        GapGen(enc, R, 0.5, P, GapGenConfig(nc_neighbours="all"))
+
+
+def test_verified_provisioning_never_returns_a_colliding_image(one_thread):
+    from neurips26.bip.gallery import maxcos
+
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    enc = FREncoder(32).eval()
+    R = torch.nn.functional.normalize(torch.randn(30, 32, generator=g), dim=1)
+    P = torch.linalg.qr(torch.randn(32, 8, generator=g))[0]
+    V = torch.nn.functional.normalize(torch.randn(10, 32, generator=g), dim=1)
+    gg = GapGen(enc, R, 0.5, P, GapGenConfig(), seed=1)
+    every = gg.provision(V, 3, tau_c=2.0)                     # nothing can collide
+    assert every["kept"].all() and every["draws"] == 30 and every["rejected"] == 0
+    assert every["images"].shape == (30, 1, 24, 24)
+    none = gg.provision(V, 3, tau_c=-1.0, max_redraws=2)      # everything collides: all retired
+    assert not none["kept"].any() and none["draws"] == 90 and none["images"].shape[0] == 0
+    mc = maxcos(embed(enc, gg.sample(V, 3)), R)
+    tau = float(mc.median())                                  # about half the draws collide
+    out = gg.provision(V, 3, tau_c=tau, max_redraws=3)
+    assert 0 < out["rejected"] < out["draws"]
+    assert out["images"].shape[0] == 3 * int(out["kept"].sum())
+    if out["images"].shape[0]:
+        assert float(maxcos(embed(enc, out["images"]), R).max()) < tau
+
+
 def test_generator_and_critic_shapes():
     G, D = Generator(32, 8, 24), PatchCritic()
     x = G(torch.randn(3, 32), torch.randn(3, 8))

@@ -19,11 +19,12 @@ from neurips26.bip.gapgen import (GapGen, GapGenConfig, Generator, PatchCritic, 
 from neurips26.bip.gallery import (PCAReport, Subspace, as_unit, collisions, faiss_index, impostor_scores,
                                    knn, margin, maxcos, maxcos_faiss, pca_report, synthetic_gallery, tau_far,
                                    within_spread)
+from neurips26.bip.sharded import ShardedAllocator
 from neurips26.bip.renderer import N_ID, render, sample_nuisance
 from neurips26.bip.vlfw import (auc_eer, protocol1, protocol2, protocol3_detector, protocol3_registry,
                                 protocol4, tar_at_far, ten_fold_accuracy, verification_pairs)
 
-__all__ = ["GapAllocator", "Audit", "BatchLog", "audit", "enrollment_robustness", "exact_energy", "kernel",
+__all__ = ["GapAllocator", "ShardedAllocator", "Audit", "BatchLog", "audit", "enrollment_robustness", "exact_energy", "kernel",
            "riemannian_step", "b1_uniform_sphere", "b2_in_manifold", "b3_rejection", "b4_hyperface",
            "b5_orthogonal", "cap_fraction", "containment_fraction", "ellipsoid_ratio",
            "log10_ellipsoid_ratio", "packing_bounds", "ArcFaceHead", "PCAReport", "Subspace", "as_unit",

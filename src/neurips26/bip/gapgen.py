@@ -39,7 +39,9 @@ from torch.nn.utils.parametrizations import spectral_norm
 
 from neurips26.bip.encoder import FREncoder, check_images
 from neurips26.bip.gallery import as_unit, knn, maxcos
-from neurips26.harness.validation import check_scalar
+from neurips26.harness.validation import check_choice, check_scalar
+
+NC_NEIGHBOURS = ("target", "generated", "both")
 
 
 class Generator(nn.Module):
@@ -93,10 +95,12 @@ def slerp(a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
 
 
 def nc_penalty(emb: torch.Tensor, reals: torch.Tensor, nn_idx: torch.Tensor, tau_m: float,
-               T: float = 0.02) -> torch.Tensor:
-    """sum_{j in NN_R(g)} T softplus((cos(f(G), c_j) - tau_m) / T), averaged over the batch."""
+               T: float = 0.02, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """sum_{j in NN_R} T softplus((cos(f(G), c_j) - tau_m) / T), averaged over the batch (``weight``:
+    per-neighbour weights, e.g. 0 for a real listed twice)."""
     cos = (emb[:, None, :] * reals[nn_idx]).sum(-1)
-    return (T * F.softplus((cos - tau_m) / T)).sum(1).mean()
+    h = T * F.softplus((cos - tau_m) / T)
+    return (h if weight is None else h * weight).sum(1).mean()
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,9 @@ class GapGenConfig:
     T: float = 0.02
     k_real: int = 8
     sigma_intra: float = 0.1      # ASSUMPTION: intra-class jitter of targets (in the realizable basis)
+    # ASSUMPTION: the reals the non-collision term repels from: NN_R(g) of the target (the spec's rule),
+    # NN_R(f(G(g, z))) of the generated embedding, or both (union)
+    nc_neighbours: str = "target"
     advance: float = 0.8          # advance a stage once consistency >= advance x the real level
 
 
@@ -134,6 +141,7 @@ class GapGen:
             raise ValueError(f"basis must be (D={self.R.shape[1]}, k), got {tuple(basis.shape)}")
         self.P = basis.float()
         self.tau_m = check_scalar(tau_m, "tau_m", float, min=-1, max=1)
+        check_choice(cfg.nc_neighbours, "nc_neighbours", NC_NEIGHBOURS)
         self.cfg = cfg
         self.gen = torch.Generator().manual_seed(check_scalar(seed, "seed", int, min=0))
         torch.manual_seed(seed)
@@ -168,14 +176,32 @@ class GapGen:
         adv = (self.D(fake) if d_fake is None else d_fake).mean()
         return F.l1_loss(fake, x) + c.lambda_id * ident - c.lambda_adv * adv
 
-    def _gap_loss(self, fake: torch.Tensor, g: torch.Tensor, lambda_nc: float) -> torch.Tensor:
-        """L_s on gap targets g and their fakes G(g, z) (after the critic's step)."""
+    def _gap_loss(self, fake: torch.Tensor, g: torch.Tensor, lambda_nc: float,
+                  d_fake: torch.Tensor | None = None) -> torch.Tensor:
+        """L_s on gap targets g and their fakes G(g, z) (after the critic's step); ``d_fake``: the
+        critic's scores of ``fake`` when the caller already has them (default ``D(fake)``)."""
         c = self.cfg
         emb = self.f(fake)
-        loss = c.lambda_id * (1 - (emb * g).sum(1)).mean() - c.lambda_adv * self.D(fake).mean()
+        adv = (self.D(fake) if d_fake is None else d_fake).mean()
+        loss = c.lambda_id * (1 - (emb * g).sum(1)).mean() - c.lambda_adv * adv
         if lambda_nc > 0:
-            loss = loss + lambda_nc * nc_penalty(emb, self.R, knn(g, self.R, c.k_real)[1], self.tau_m, c.T)
+            idx, w = self._nc_index(g, emb)
+            loss = loss + lambda_nc * nc_penalty(emb, self.R, idx, self.tau_m, c.T, w)
         return loss
+
+    def _nc_index(self, g: torch.Tensor, emb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(indices, weights) of the reals in the non-collision term (``cfg.nc_neighbours``); in ``both``
+        a real that neighbours the target and the generated embedding counts once."""
+        k, rule = self.cfg.k_real, self.cfg.nc_neighbours
+        if rule == "target":
+            return knn(g, self.R, k)[1], None
+        with torch.no_grad():
+            ie = knn(emb.detach(), self.R, k)[1]
+        if rule == "generated":
+            return ie, None
+        it = knn(g, self.R, k)[1]
+        dup = (ie[:, :, None] == it[:, None, :]).any(2)
+        return torch.cat([it, ie], 1), torch.cat([torch.ones_like(it, dtype=emb.dtype), (~dup).to(emb.dtype)], 1)
 
     def _g_step(self, loss: torch.Tensor) -> None:
         self.opt_g.zero_grad()
@@ -243,6 +269,35 @@ class GapGen:
         e = as_unit(e, "e", dim=self.R.shape[1]).repeat_interleave(check_scalar(k, "k", int, min=1), 0)
         self.G.eval()
         return self.G(self.jitter(e) if jitter else e, self._z(e.shape[0]))
+
+    @torch.no_grad()
+    def provision(self, v: torch.Tensor, k: int, tau_c: float, max_redraws: int = 3) -> dict:
+        """Verified provisioning: k images ``G(normalize(v + sigma_intra P xi), z)`` per virtual, each
+        accepted only if its embedding's maxcos to the real centers is < tau_c (the exact check of the
+        allocator, at image level); a rejected image is redrawn (new xi, z) up to ``max_redraws`` times, and
+        a virtual still short of k accepted images is retired. Returns the accepted images (grouped per
+        kept virtual), the kept-virtual mask, the number of draws and of rejected draws."""
+        v = as_unit(v, "v", dim=self.R.shape[1])
+        k = check_scalar(k, "k", int, min=1)
+        max_redraws = check_scalar(max_redraws, "max_redraws", int, min=0)
+        n = v.shape[0]
+        imgs = torch.zeros(n, k, 1, self.G.size, self.G.size)
+        ok = torch.zeros(n, k, dtype=torch.bool)
+        draws = rejected = 0
+        for _ in range(max_redraws + 1):
+            todo = (~ok).nonzero()
+            if todo.numel() == 0:
+                break
+            x = self.sample(v[todo[:, 0]], 1)
+            good = maxcos(self.f(x), self.R) < tau_c
+            draws += x.shape[0]
+            rejected += int((~good).sum())
+            sel = todo[good]
+            imgs[sel[:, 0], sel[:, 1]] = x[good]
+            ok[sel[:, 0], sel[:, 1]] = True
+        kept = ok.all(1)
+        return {"images": imgs[kept].reshape(-1, 1, self.G.size, self.G.size), "kept": kept,
+                "draws": draws, "rejected": rejected}
 
     def copy(self) -> "GapGen":
         """An independent copy (the stage-0 generator baseline branches off here)."""
