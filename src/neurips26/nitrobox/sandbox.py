@@ -484,6 +484,10 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             rlimits=_limits.rlimits_for(self._limits, self._backend), cap_last=_CAP_LAST,
             seccomp=seccomp_filter.program(), env=env,
             usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None,
+            # zygote mode: A exits once B is forked (B is reparented to the zygote, a subreaper);
+            # not where A is used later: NAT (pasta/slirp open A's namespaces), disk_limit (A
+            # holds the tmpfs fd), CRIU
+            a_exits_early=self.spawn_mode == "zygote" and cfg.network != "nat" and not disk and not cfg.criu,
             criu_agent=_criu_sources() if cfg.criu else None,
             mounts=[(src, dst, mode, str(self._dir / "cow" / str(i))) for i, (src, dst, mode) in enumerate(cfg.mounts)],
             devices=list(cfg.devices),
