@@ -190,6 +190,11 @@ def test_zygote_a_exits_early_and_b_dies_with_its_zygote(state_root):
         kept = Sandbox(state_root=state_root, spawn_mode="zygote", disk_limit="16m", standby=False)
         assert not wait_fd(kept._proc.a_pidfd, 0.2)  # disk_limit: A holds the tmpfs fd and stays
         assert kept.exec("echo k") == (0, "k\n")
+        gone = Sandbox(state_root=state_root, spawn_mode="zygote", standby=False)
+        gone_ns, gone_pid = pidns_of(gone.pid), gone.pid
+        gone.exec("sleep 100 & true")
+        gone.delete(wait=True)  # returns once the zygote has reaped B: no zombie holds its pid ns
+        assert procs_in_pidns(gone_ns) == [] and gone_pid not in _children_of(z.proc.pid)
         z.proc.kill()
         z.proc.wait()
         assert wait_fd(sb._proc.pidfd, 5.0) and wait_until(lambda: procs_in_pidns(ns) == [])
