@@ -166,6 +166,48 @@ def test_zygote_mode_lifecycle(state_root):
     assert z.alive() and wait_until(lambda: _children_of(z.proc.pid) == [])  # the zygote reaps every A
 
 
+def _host_ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("PPid:")).split()[1])
+
+
+def test_zygote_a_exits_early_and_b_dies_with_its_zygote(state_root):
+    """Zygote mode: A exits once B is forked, B is the zygote's child (a subreaper) and its PDEATHSIG is
+    re-armed on the zygote: killing the zygote (what the client's death does) kills the sandbox."""
+    from neurips26.nitrobox import zygote
+    from neurips26.nitrobox.procfs import wait_fd
+
+    old = zygote._zygote
+    z = zygote.Zygote()  # a private zygote, so killing it leaves the session's alone
+    zygote._zygote = z
+    try:
+        assert wait_until(z.ready, timeout=20)
+        sb = Sandbox(state_root=state_root, spawn_mode="zygote", standby=False)
+        assert sb.exec("echo z") == (0, "z\n")
+        assert wait_fd(sb._proc.a_pidfd, 5.0)  # A is gone
+        assert _host_ppid(sb.pid) == z.proc.pid  # B was reparented to the zygote
+        ns = pidns_of(sb.pid)
+        kept = Sandbox(state_root=state_root, spawn_mode="zygote", disk_limit="16m", standby=False)
+        assert not wait_fd(kept._proc.a_pidfd, 0.2)  # disk_limit: A holds the tmpfs fd and stays
+        assert kept.exec("echo k") == (0, "k\n")
+        gone = Sandbox(state_root=state_root, spawn_mode="zygote", standby=False)
+        gone_ns, gone_pid = pidns_of(gone.pid), gone.pid
+        gone.exec("sleep 100 & true")
+        gone.delete(wait=True)  # returns once the zygote has reaped B: no zombie holds its pid ns
+        assert procs_in_pidns(gone_ns) == [] and gone_pid not in _children_of(z.proc.pid)
+        z.proc.kill()
+        z.proc.wait()
+        assert wait_fd(sb._proc.pidfd, 5.0) and wait_until(lambda: procs_in_pidns(ns) == [])
+        assert wait_fd(kept._proc.pidfd, 5.0)
+        sdir = sb.state_dir
+        sb.delete(wait=True)
+        kept.delete(wait=True)
+        assert mounts_referencing(str(sdir)) == [] and not os.path.exists(sdir)
+    finally:
+        z.close()
+        zygote._zygote = old
+
+
 def test_context_manager_deletes(state_root):
     with Sandbox(state_root=state_root) as sb:
         assert sb.exec("true").exit_code == 0

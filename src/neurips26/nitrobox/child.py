@@ -72,6 +72,10 @@ class ChildSpec:
     env: dict = field(default_factory=dict)
     usr_flags: int = 0             # locked flags of the host /usr mount, translated ST_ -> MS_
     trace: bool = False            # B reports per-step timings ("T:" line) before exec (diagnostics)
+    # zygote mode: A exits right after forking B and B is reparented to the zygote (a child
+    # subreaper), which reaps it; B then holds the namespaces alone, so a delete waits for one
+    # process exit instead of two (B's, then A's mm and mount-namespace teardown)
+    a_exits_early: bool = False
 
 
 def _send(fd: int, msg: str) -> None:
@@ -137,6 +141,8 @@ def run_a(s: ChildSpec) -> None:
         # From here on A's root follows B's pivot_root: no filesystem access.
         _send(s.sock, f"P:{pid}\n" + (f"D:{os.getpid()},{keep}\n" if keep is not None else ""))
         os.close(s.sock)
+        if s.a_exits_early:  # B re-arms its PDEATHSIG on the zygote once reparented (run_b)
+            os._exit(0)
         while True:
             try:
                 _, status = os.waitpid(pid, 0)
@@ -234,6 +240,34 @@ def _bind_mounts(m: str, s: "ChildSpec") -> None:
             os.close(fd)
 
 
+def _host_ppid(fd: int) -> int:
+    """B's parent's pid as the host sees it (getppid() in B's pid ns is 0: the parent is outside),
+    from ``fd`` = the host's /proc/self/status, opened while it was still in B's view."""
+    data = os.pread(fd, 4096, 0)
+    i = data.index(b"\nPPid:")
+    return int(data[i + 6:data.index(b"\n", i + 1)])
+
+
+def _await_reparent(s: "ChildSpec", status_fd: int, a_host: int) -> None:
+    """A exits right after reporting B's pid; B is then the zygote's child (a child subreaper).
+    Wait for that, arm PDEATHSIG on the zygote, then check it is still the parent: if the zygote
+    (and so the client) died meanwhile, B was reparented elsewhere and must not run on. Arming
+    only after the reparenting: A's exit would otherwise deliver the PDEATHSIG armed on A. Done
+    at the end of B's setup, so A's exit overlaps B's mounts instead of delaying them."""
+    end = time.monotonic() + 10.0
+    while True:
+        ppid = _host_ppid(status_fd)
+        if ppid == s.parent_pid:
+            break
+        if ppid != a_host or time.monotonic() > end:
+            raise OSError(3, "not reparented to the zygote", str(ppid))
+        time.sleep(0.0002)
+    if s.pdeathsig_b:
+        _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _host_ppid(status_fd) != s.parent_pid:
+        os._exit(1)
+
+
 def _mask_dir(path: str) -> None:
     """Hide a directory behind an empty read-only tmpfs (Docker's masked paths)."""
     if os.path.isdir(path):
@@ -258,7 +292,11 @@ def run_b(s: ChildSpec) -> None:
         marks.append((step, clock()))
     try:
         os.setsid()
-        if s.pdeathsig_b:
+        status_fd = a_host = None
+        if s.a_exits_early:  # the host's /proc is still this process's /proc (before pivot_root)
+            status_fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+            a_host = _host_ppid(status_fd)
+        if s.pdeathsig_b and not s.a_exits_early:
             _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
         m = s.merged
         step = "B:overlay"
@@ -390,6 +428,11 @@ def run_b(s: ChildSpec) -> None:
         shells = tuple(sh for sh in s.shells if _executable(sh))
         if not shells:
             raise FileNotFoundError(2, "no executable shell in the image", " or ".join(s.shells))
+        if status_fd is not None:
+            step = "B:reparent"
+            _await_reparent(s, status_fd, a_host)
+            os.close(status_fd)
+            status_fd = None
         step = "B:agent"
         if s.trace:
             marks.append((step, clock()))  # spec step 10: the agent instead of a shell

@@ -3,16 +3,41 @@
 from __future__ import annotations
 
 import os
-import selectors
+import select
+import signal
 
 
 def wait_fd(fd: int, timeout: float) -> bool:
-    sel = selectors.DefaultSelector()
-    try:
-        sel.register(fd, selectors.EVENT_READ)
-        return bool(sel.select(timeout))
-    finally:
-        sel.close()
+    """Until ``fd`` is readable (a pidfd: its process has exited) or ``timeout`` seconds; one
+    poll(2) call (no epoll instance per wait: this is on the delete path)."""
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    ms = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
+    while True:
+        try:
+            return bool(p.poll(ms))
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for older runtimes
+            continue
+
+
+def wait_released(pidfd: int, timeout: float) -> bool:
+    """Until the exited process of ``pidfd`` is reaped by its parent (a zombie still holds its pid
+    and its pid namespace): signal 0 succeeds on a zombie and fails with ESRCH once it is released."""
+    import time
+
+    end = time.monotonic() + timeout
+    pause = 20e-6
+    while True:
+        try:
+            signal.pidfd_send_signal(pidfd, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return True
+        if time.monotonic() > end:
+            return False
+        time.sleep(pause)
+        pause = min(2 * pause, 1e-3)
 
 
 def rss_bytes() -> int:

@@ -32,7 +32,7 @@ from neurips26.nitrobox.execution import BackgroundJob, ExecClient, ExecResult, 
 from neurips26.nitrobox.files import FileInfo, FilesClient
 from neurips26.nitrobox.image import Image, dir_image, host_image
 from neurips26.nitrobox.layers import LayerOps, Snapshot
-from neurips26.nitrobox.procfs import fs_type, proc_start_time, rss_bytes, subid, wait_fd
+from neurips26.nitrobox.procfs import fs_type, proc_start_time, rss_bytes, subid, wait_fd, wait_released
 
 __all__ = ["Sandbox", "ExecResult", "ExecStream", "BackgroundJob", "FileInfo", "Snapshot"]
 
@@ -44,7 +44,7 @@ class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
     __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid",
-                 "net", "rootfd")
+                 "net", "rootfd", "zygote_reaps_b")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = None
@@ -55,6 +55,7 @@ class _Proc:
         self.reap_b = False  # CRIU-restored: B is our own child (child subreaper)
         self.a_host_pid = None  # A's pid in both modes (diagnostics, memory accounting)
         self.rootfd = None  # the files fast path's fd of the tree's "/" (keeps its mount ns alive)
+        self.zygote_reaps_b = False  # zygote mode with A gone early: B is the zygote's child
 
     def detach(self) -> "_Proc":
         """Move the live tree into a new ``_Proc`` (for background teardown); this one becomes empty."""
@@ -135,6 +136,9 @@ class _Proc:
             self.a_pidfd = None
         if self.pidfd is not None:
             wait_fd(self.pidfd, 10.0)  # readable once B (and so every process of its pid ns) is gone
+            if self.zygote_reaps_b:  # B's parent is the zygote: until it has reaped the zombie (its pid
+                wait_released(self.pidfd, 5.0)  # and pid namespace are released with it)
+                self.zygote_reaps_b = False
             os.close(self.pidfd)
             self.pidfd = None
             if self.reap_b and self.b_pid is not None:
@@ -177,6 +181,9 @@ class _Proc:
 # and their exits all touch fewer page tables. Rootless keeps the old 256 MiB rule (the zygote's
 # rootless path is not exercised by the rootless tests here).
 AUTO_ZYGOTE_RSS = 32 << 20
+# delete: unlink the state dir while the kernel tears the killed tree down, then once more after it
+# is gone (False: only after, as before; kept for the paired measurement in the bench notes)
+_OVERLAP_UNLINK = True
 AUTO_ZYGOTE_RSS_ROOTLESS = 256 << 20
 
 
@@ -484,6 +491,10 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             rlimits=_limits.rlimits_for(self._limits, self._backend), cap_last=_CAP_LAST,
             seccomp=seccomp_filter.program(), env=env,
             usr_flags=_USR_FLAGS if self.image.host_usr else 0, trace=self._trace is not None,
+            # zygote mode: A exits once B is forked (B is reparented to the zygote, a subreaper);
+            # not where A is used later: NAT (pasta/slirp open A's namespaces), disk_limit (A
+            # holds the tmpfs fd), CRIU
+            a_exits_early=self.spawn_mode == "zygote" and cfg.network != "nat" and not disk and not cfg.criu,
             criu_agent=_criu_sources() if cfg.criu else None,
             mounts=[(src, dst, mode, str(self._dir / "cow" / str(i))) for i, (src, dst, mode) in enumerate(cfg.mounts)],
             devices=list(cfg.devices),
@@ -505,6 +516,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         deadline = time.monotonic() + cfg.start_timeout
         try:
             spec = self._child_spec(child_fd, paths, lowers)
+            proc.zygote_reaps_b = spec.a_exits_early
             if self.spawn_mode == "zygote":
                 from neurips26.nitrobox import zygote
 
@@ -943,6 +955,12 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             return reaper.trash(self._root, self._dir, wait=wait)
         old = self._proc.detach()
         old.signal_kill()
+        # the files fast path's root fds (used only under _life, which we hold; the live _proc no
+        # longer has them): closed now, the overlay's last reference goes with the mount namespace
+        # in the dying tree's own exit instead of in a close() here after it
+        old.close_root()
+        if spare is not None:
+            spare.close_root()
         dest = self._root / "trash" / uuid.uuid4().hex
         try:
             os.rename(self._dir, dest)
@@ -950,12 +968,17 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             dest = self._dir
 
         def job() -> None:
-            old.wait_b()  # every sandbox process is gone: nothing writes the upper any more, so its
-            if spare is not None:  # unlinking overlaps the kernel's namespace/mount teardown in A
-                spare.wait_b()
-            if inflight is None:
+            if inflight is None and _OVERLAP_UNLINK:
+                # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed
+                # process runs no more user code, and whatever a system call it was inside still
+                # creates is removed by the pass below, after every sandbox process is gone
                 reaper.force_rmtree(str(dest))
-            old.kill()  # reaps A: the mount namespace (overlay, proc, tmpfs) is gone with it
+            old.wait_b()  # every sandbox process is gone (zygote mode: and with B the namespaces)
+            if spare is not None:
+                spare.wait_b()
+            if inflight is None and not _OVERLAP_UNLINK:
+                reaper.force_rmtree(str(dest))
+            old.kill()  # reaps A (direct mode: the mount namespace (overlay, proc, tmpfs) goes with it)
             if spare is not None:
                 spare.kill()
             if inflight is not None:

@@ -5,7 +5,7 @@ above 256 MiB RSS) hands every fork to a small process started once with ``subpr
 only ``_sys.py``, ``agent.py`` and ``child.py`` by file path (no package import), receives a spec and the control socket's fd
 over a SOCK_SEQPACKET socket (``SCM_RIGHTS``), forks child A from its main thread and answers with
 A's pid. It is private to one client, holds no state after the hand-off, reaps its children
-(a SIGCHLD handler) and dies with the client (``PR_SET_PDEATHSIG`` + a ``getppid`` check). It is
+(a SIGCHLD handler; it is a child subreaper, so a B whose A exited early is its child too) and dies with the client (``PR_SET_PDEATHSIG`` + a ``getppid`` check). It is
 not a shared daemon: no registry, no images, no tenants.
 """
 
@@ -39,6 +39,7 @@ _agent = _load("_nbx_agent", os.path.join(here, "agent.py"))
 child = _load("_nbx_child", os.path.join(here, "child.py"))
 import resource, fcntl, marshal, selectors, struct as _st, time  # everything the children use, imported before any fork
 _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
+_sys.prctl(_sys.PR_SET_CHILD_SUBREAPER, 1)  # a B whose A exited early is reparented here and reaped
 if os.getppid() != parent:
     os._exit(0)
 def _reap(*_):
