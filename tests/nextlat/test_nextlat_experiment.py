@@ -67,6 +67,20 @@ def test_lm_loss_claim_uses_window_noise_for_one_seed():
         lm = {"nextlat_d1": {"val_loss": nl.mean(), "val_loss_windows": list(nl)},
               "gpt": {"val_loss": gpt.mean(), "val_loss_windows": list(gpt)}}
         assert c["lm_loss"].evaluate({"lm": lm}).verdict == want
+    sg = gpt * 1.01
+    lm["nextlat_d1_sg"] = {"val_loss": sg.mean(), "val_loss_windows": list(sg)}
+    r = c["lm_loss"].evaluate({"lm": lm})
+    assert r.verdict == "fails" and "trunk gets the CE gradient only" in r.measured and "+1.00%" in r.measured
+
+
+def test_model_names():
+    exp, _ = _claims()
+    assert exp._horizon("gpt") == (1, 0.0, True)
+    assert exp._horizon("nextlat_d3") == (3, 1.0, True)
+    assert exp._horizon("nextlat_d1_sg") == (1, 1.0, False)
+    with pytest.raises(ValueError, match="unknown model"):
+        exp._horizon("nextlat_dx")
+    assert "nextlat_d1_sg" in exp.CONFIGS["quick"].lm.models
 
 
 def test_probe_claim_is_paired_over_seeds():

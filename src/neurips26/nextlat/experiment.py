@@ -192,7 +192,9 @@ CONFIGS = {
         ),
         seeds=(0,),
     ),
-    "quick": Config(backend="process", workers=2),
+    # the quick LM adds the nextlat_d1_sg ablation (held-out CE only) beside GPT and NextLat(d=1): it
+    # separates the auxiliary gradient's effect on the trunk from the CE path in the lm_loss claim
+    "quick": Config(lm=LMConfig(models=("gpt", "nextlat_d1", "nextlat_d1_sg")), backend="process", workers=2),
     "full": Config(
         CityConfig(
             n=10,
@@ -242,13 +244,16 @@ MTP_HEADS = 2
 JTP_HORIZON = 2
 
 
-def _horizon(name: str) -> tuple[int, float]:
-    """(d, lambda) of a model name: ``gpt`` -> (1, 0); ``nextlat_d<d>`` -> (d, 1)."""
+def _horizon(name: str) -> tuple[int, float, bool]:
+    """(d, lambda, aux gradient into the trunk) of a model name: ``gpt`` -> (1, 0, True);
+    ``nextlat_d<d>`` -> (d, 1, True); ``nextlat_d<d>_sg`` -> (d, 1, False), the ablation whose psi is trained
+    on detached latents (the trunk gets the CE gradient only)."""
     if name == "gpt":
-        return 1, 0.0
-    if name.startswith("nextlat_d") and name[9:].isdigit():
-        return int(name[9:]), 1.0
-    raise ValueError(f"unknown model {name!r}: expected gpt, nextlat_d<d>, mtp or jtp")
+        return 1, 0.0, True
+    base, sg = (name[:-3], True) if name.endswith("_sg") else (name, False)
+    if base.startswith("nextlat_d") and base[9:].isdigit():
+        return int(base[9:]), 1.0, not sg
+    raise ValueError(f"unknown model {name!r}: expected gpt, nextlat_d<d>, nextlat_d<d>_sg, mtp or jtp")
 
 
 def _wrap(base, name: str, eos=None, pad=None, proj: float = 1.0, lambda_h: float = 1.0, lambda_kl: float = 1.0):
@@ -256,10 +261,10 @@ def _wrap(base, name: str, eos=None, pad=None, proj: float = 1.0, lambda_h: floa
         return MTPForCausalLM(base, n_future=MTP_HEADS, pad_token_id=pad)
     if name == "jtp":
         return JTPForCausalLM(base, horizon=JTP_HORIZON, pad_token_id=pad)
-    d, lam = _horizon(name)
+    d, lam, aux = _horizon(name)
     return NextLatForCausalLM(
         base, d=d, lambda_h=lam * lambda_h, lambda_kl=lam * lambda_kl, proj_factor=proj, eos_token_id=eos,
-        pad_token_id=pad,
+        pad_token_id=pad, aux_grad_to_trunk=aux,
     )
 
 
@@ -330,8 +335,8 @@ def _lm_data(cfg: LMConfig, seed: int):
 
 
 def lm_task(cfg: LMConfig, seed: int, name: str, threads: int = 1, parallel: str | None = None) -> dict[str, Any]:
-    """Train ``name`` on the Shakespeare char LM: held-out CE per window, token probes, and (NextLat)
-    greedy self-speculative decoding."""
+    """Train ``name`` on the Shakespeare LM (char or BPE): held-out CE per window, token probes, and (NextLat)
+    greedy self-speculative decoding. The ``nextlat_d<d>_sg`` ablation gets the held-out CE only."""
     torch.set_num_threads(threads)
     cd, evals, probe, prompts = _lm_data(cfg, seed)
     torch.manual_seed(seed)
@@ -342,17 +347,19 @@ def lm_task(cfg: LMConfig, seed: int, name: str, threads: int = 1, parallel: str
     sec = time.perf_counter() - t0
     with torch.no_grad():
         per_window = [float(m(evals[i : i + 1]).ntp) for i in range(len(evals))]
-        H = m.hidden(probe).double().numpy()
-    probes = token_probe_accuracy(H, probe.numpy(), cfg.probe_ks)
     out = {
         "vocab": cd.vocab,
         "train_loss": float(np.mean(losses[-20:])),
         "val_loss": float(np.mean(per_window)),
         "val_loss_windows": per_window,
-        "probe_ks": list(cfg.probe_ks),
-        "token_probe": [probes[k] for k in cfg.probe_ks],
         "seconds": sec,
     }
+    if name.endswith("_sg"):
+        return out
+    with torch.no_grad():
+        H = m.hidden(probe).double().numpy()
+    probes = token_probe_accuracy(H, probe.numpy(), cfg.probe_ks)
+    out.update(probe_ks=list(cfg.probe_ks), token_probe=[probes[k] for k in cfg.probe_ks])
     if isinstance(m, NextLatForCausalLM) and m.lambda_h > 0:
         out["spec"] = _spec_eval(m, prompts, cfg)
     return out
@@ -696,8 +703,18 @@ def _spec_check(m: Mapping[str, Any]) -> tuple[str, str]:
     )
 
 
+def _rel_gap(run: Mapping[str, Any], a: str, b: str) -> tuple[float, float, int]:
+    """(mean, s.e., n) of (CE_a - CE_b) / mean CE_b over the held-out windows of one run."""
+    wa = np.asarray(run["lm"][a]["val_loss_windows"])
+    wb = np.asarray(run["lm"][b]["val_loss_windows"])
+    diff = wa - wb
+    return float(diff.mean() / wb.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff)) / wb.mean()), len(diff)
+
+
 def _lm_check(m: Mapping[str, Any]) -> tuple[str, str]:
-    """NextLat/GPT - 1 <= LM_TOL: over training seeds when there are several, else over held-out windows."""
+    """NextLat/GPT - 1 <= LM_TOL: over training seeds when there are several, else over held-out windows.
+    The ``nextlat_d1_sg`` ablation (psi on detached latents: CE-only trunk gradient), when trained, is
+    reported beside it: it separates the auxiliary gradient's effect on the trunk from the CE path."""
     runs = [r for r in _runs(m) if "lm" in r]
     if not runs:
         return INCONCLUSIVE, "no LM trained in this run"
@@ -707,16 +724,17 @@ def _lm_check(m: Mapping[str, Any]) -> tuple[str, str]:
         rels = [x / y - 1 for x, y in zip(a, b)]
         (mean, se, n), what = mean_se(rels), "training seeds"
     else:
-        wa = np.asarray(runs[0]["lm"]["nextlat_d1"]["val_loss_windows"])
-        wb = np.asarray(runs[0]["lm"]["gpt"]["val_loss_windows"])
-        diff = wa - wb
-        mean = float(diff.mean() / wb.mean())
-        se = float(diff.std(ddof=1) / np.sqrt(len(diff)) / wb.mean())
-        n, what = len(diff), "held-out windows of 1 training seed (training-seed noise not included)"
-    return judge(mean, se, n, LM_TOL, K_SE, "lower"), (
+        mean, se, n = _rel_gap(runs[0], "nextlat_d1", "gpt")
+        what = "held-out windows of 1 training seed (training-seed noise not included)"
+    text = (
         f"held-out CE NextLat {np.mean(a):.3f} vs GPT {np.mean(b):.3f}: {mean:+.2%} ± {se:.2%} "
         f"(s.e. over {n} {what}; needs <= {LM_TOL:.0%}, judged at {K_SE:g} s.e.)"
     )
+    if "nextlat_d1_sg" in runs[0]["lm"]:
+        sm, ss, _ = _rel_gap(runs[0], "nextlat_d1_sg", "gpt")
+        text += (f"; ablation psi on sg[h], sg[e] (trunk gets the CE gradient only): "
+                 f"{runs[0]['lm']['nextlat_d1_sg']['val_loss']:.3f}, {sm:+.2%} ± {ss:.2%} vs GPT")
+    return judge(mean, se, n, LM_TOL, K_SE, "lower"), text
 
 
 def _growing_with_d(m: Mapping[str, Any]) -> tuple[str, str]:
@@ -724,7 +742,7 @@ def _growing_with_d(m: Mapping[str, Any]) -> tuple[str, str]:
     runs = [r for r in _runs(m) if "lm" in r]
     if not runs:
         return INCONCLUSIVE, "no LM trained in this run"
-    ds = sorted(int(k[9:]) for k, v in runs[0]["lm"].items() if k.startswith("nextlat_d") and "spec" in v)
+    ds = sorted(int(k[9:]) for k, v in runs[0]["lm"].items() if k.startswith("nextlat_d") and k[9:].isdigit() and "spec" in v)
     if len(ds) < 2:
         return INCONCLUSIVE, (
             f"needs NextLat LMs trained at several d (full: d = 1, 4, 8); this run trained d = {ds} on the LM"
