@@ -80,7 +80,7 @@ def test_model_names():
     assert exp._horizon("nextlat_d1_sg") == (1, 1.0, False)
     with pytest.raises(ValueError, match="unknown model"):
         exp._horizon("nextlat_dx")
-    assert "nextlat_d1_sg" in exp.CONFIGS["quick"].lm.models
+    assert "nextlat_d1_sg" in exp.CONFIGS["full"].lm.models
 
 
 def test_probe_claim_is_paired_over_seeds():
