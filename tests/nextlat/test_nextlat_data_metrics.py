@@ -109,3 +109,18 @@ def test_token_probes_find_the_encoded_offset():
         token_probe_accuracy(H, ids, [0])
     with pytest.raises(ValueError, match="ids"):
         token_probe_accuracy(H, ids[:, :5], [1])
+
+
+def test_bpe_is_lossless_deterministic_and_trained_on_the_training_split():
+    text = "".join(f"line {i}: to be or not to be, that is the question {i % 7}\n" for i in range(400))
+    text += "ZZZZ QQQQ unseen words only here\n" * 20          # only in the held-out tail
+    b = data.bpe_data(text, vocab_size=300, holdout=0.05)
+    cut = int(len(text) * 0.95)
+    assert b.vocab == 300 and b.train.max() < b.vocab and b.test.max() < b.vocab
+    assert b.decode(b.train) == text[:cut] and b.decode(b.test) == text[cut:]   # byte-level: lossless
+    assert np.array_equal(b.train, data.bpe_data(text, vocab_size=300, holdout=0.05).train)
+    assert len(b.train) < 0.6 * cut                          # merges compress the training text
+    per_char_test = len(b.test) / (len(text) - cut)
+    assert per_char_test > len(b.train) / cut                # unseen text compresses worse: no test leakage
+    with pytest.raises(ValueError, match="vocab_size"):
+        data.bpe_data(text, vocab_size=100)

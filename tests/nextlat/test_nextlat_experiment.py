@@ -67,6 +67,20 @@ def test_lm_loss_claim_uses_window_noise_for_one_seed():
         lm = {"nextlat_d1": {"val_loss": nl.mean(), "val_loss_windows": list(nl)},
               "gpt": {"val_loss": gpt.mean(), "val_loss_windows": list(gpt)}}
         assert c["lm_loss"].evaluate({"lm": lm}).verdict == want
+    sg = gpt * 1.01
+    lm["nextlat_d1_sg"] = {"val_loss": sg.mean(), "val_loss_windows": list(sg)}
+    r = c["lm_loss"].evaluate({"lm": lm})
+    assert r.verdict == "fails" and "trunk gets the CE gradient only" in r.measured and "+1.00%" in r.measured
+
+
+def test_model_names():
+    exp, _ = _claims()
+    assert exp._horizon("gpt") == (1, 0.0, True)
+    assert exp._horizon("nextlat_d3") == (3, 1.0, True)
+    assert exp._horizon("nextlat_d1_sg") == (1, 1.0, False)
+    with pytest.raises(ValueError, match="unknown model"):
+        exp._horizon("nextlat_dx")
+    assert "nextlat_d1_sg" in exp.CONFIGS["full"].lm.models
 
 
 def test_probe_claim_is_paired_over_seeds():
@@ -115,6 +129,9 @@ def test_full_config_is_wired():
     assert full.lm.gammas == (2, 4, 8) and len(full.lm_seeds) == 3
     assert {"nextlat_d1", "nextlat_d4", "nextlat_d8", "gpt"} <= set(full.lm.models)
     assert {"mtp", "jtp"} <= set(full.city.models)
+    assert full.countdown.pause == 8 and full.countdown.lambda_h == 2.0 and full.countdown.proj_factor == 0.5
+    assert {"gpt", "nextlat_d1", "nextlat_d4", "nextlat_d8"} == set(full.countdown.models)
+    assert full.data_parallel == "ddp"
 
 
 def test_full_benchmarks_run_at_toy_size():
@@ -135,3 +152,32 @@ def test_full_benchmarks_run_at_toy_size():
     assert c["planning_pathstar"].evaluate(runs).verdict == "inconclusive"  # one seed: no s.e.
     assert "G2_3" in c["planning_pathstar"].evaluate(runs).measured
     assert c["group_word"].evaluate({}).verdict == "inconclusive"
+    cd = exp.CountdownConfig(max_target=30, max_intermediate=1000, pause=2, train=32, test=8, hidden=64, layers=1,
+                             heads=2, steps=2, batch=8, proj_factor=1.0, models=("gpt", "nextlat_d1"))
+    runs = {"countdown": {n: exp.run_task(("countdown", cd, 0, n, 1)) for n in cd.models}}
+    assert 0 <= runs["countdown"]["nextlat_d1"]["accuracy"] <= 1 and 0 <= runs["countdown"]["gpt"]["generalization"] <= 1
+    assert c["countdown"].evaluate(runs).verdict == "inconclusive"  # one seed: no s.e.
+    assert c["countdown"].evaluate({}).verdict == "inconclusive"
+
+
+def test_lm_task_with_bpe_at_toy_size():
+    import dataclasses
+
+    exp, _ = _claims()
+    lm = dataclasses.replace(exp.CONFIGS["smoke"].lm, tokenizer="bpe", bpe_vocab=400, steps=2, probe_ks=(1, 2))
+    r = exp.run_task(("lm", lm, 0, "nextlat_d1", 1))
+    assert r["vocab"] == 400 and np.isfinite(r["val_loss"]) and r["val_loss"] < 1.5 * np.log(400)
+    assert r["spec"]["gamma4"]["equals_greedy"]
+    with pytest.raises(ValueError, match="tokenizer"):
+        exp.run_task(("lm", dataclasses.replace(lm, tokenizer="word"), 0, "gpt", 1))
+
+
+def test_countdown_claim_is_paired_over_seeds():
+    _, c = _claims()
+
+    def run(g, n):
+        return {"countdown": {"gpt": {"accuracy": g}, "nextlat_d1": {"accuracy": n}}}
+
+    r = c["countdown"].evaluate(SeedMetrics([0, 1, 2], [run(0.5, 0.6), run(0.4, 0.52), run(0.45, 0.56)]))
+    assert r.verdict == "holds" and "+0.11" in r.measured, r.measured
+    assert c["countdown"].evaluate(SeedMetrics([0, 1, 2], [run(0.6, 0.5), run(0.52, 0.4), run(0.56, 0.45)])).verdict == "fails"

@@ -53,6 +53,23 @@ def test_lambda_zero_equals_gpt():
     assert all(p.grad is None or float(p.grad.abs().max()) == 0 for p in m.psi.parameters())
 
 
+def test_aux_grad_ablation_gives_the_trunk_the_ce_gradient_only():
+    """aux_grad_to_trunk=False (ablation): trunk/head gradients equal GPT's, psi still learns; True differs."""
+    x = torch.randint(0, V, (3, 16))
+    for aux in (False, True):
+        torch.manual_seed(0)
+        base = tiny_llama(V, hidden=32, layers=1, heads=2, ctx=32, dtype=torch.float64)
+        m = NextLatForCausalLM(base, d=2, proj_factor=2.0, aux_grad_to_trunk=aux)
+        ref = copy.deepcopy(m.model)
+        m(x).loss.backward()
+        gpt_loss(ref, x).backward()
+        diff = max(float((p.grad - q.grad).abs().max()) for p, q in zip(m.model.parameters(), ref.parameters()))
+        assert (diff < 1e-12) == (not aux), (aux, diff)
+        assert float(m.psi.mlp[4].weight.grad.abs().max()) > 0
+    with pytest.raises(TypeError, match="aux_grad_to_trunk"):
+        NextLatForCausalLM(tiny_llama(V, hidden=32, layers=1, heads=2, ctx=32), aux_grad_to_trunk=1)
+
+
 def test_stop_gradient_placement():
     m = _model(d=1)
     x = torch.randint(0, V, (2, 10))

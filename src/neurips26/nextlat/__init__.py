@@ -6,6 +6,7 @@
 """
 
 from neurips26.nextlat.baselines import MTPForCausalLM, mtp_speculative_generate
+from neurips26.nextlat.distributed import train_data_parallel
 from neurips26.nextlat.latent_dynamics import LatentDynamics, latent_width
 from neurips26.nextlat.metrics import effective_rank, probe_accuracy, speedup_bound
 from neurips26.nextlat.model import NextLatForCausalLM, NextLatOutput, gpt_loss, kl_forward, tiny_llama
@@ -15,4 +16,4 @@ from neurips26.nextlat.speculative import (SpecStats, greedy_generate, normalize
 __all__ = ["LatentDynamics", "latent_width", "NextLatForCausalLM", "NextLatOutput", "gpt_loss", "kl_forward",
            "tiny_llama", "self_speculative_generate", "greedy_generate", "speculative_accept", "normalize",
            "SpecStats", "effective_rank", "probe_accuracy", "speedup_bound", "MTPForCausalLM",
-           "mtp_speculative_generate"]
+           "mtp_speculative_generate", "train_data_parallel"]

@@ -305,3 +305,59 @@ def char_data(text: str, holdout: float = 0.1) -> CharData:
     ids = lut[ids]
     cut = int(len(ids) * (1 - holdout))
     return CharData(ids[:cut], ids[cut:], chars)
+
+
+# ----------------------------------------------------------------------------- byte-level BPE (full-scale LM)
+@dataclass(frozen=True)
+class BPEData:
+    """Token streams of a byte-level BPE trained on the training split only (``tokenizers``; no download)."""
+
+    train: np.ndarray
+    test: np.ndarray
+    tokenizer: object
+
+    @property
+    def vocab(self) -> int:
+        return int(self.tokenizer.get_vocab_size())
+
+    def encode(self, s: str) -> np.ndarray:
+        return np.asarray(self.tokenizer.encode(s).ids, dtype=np.int64)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids])
+
+
+def _line_chunks(text: str, size: int = 1 << 16) -> list[str]:
+    """``text`` cut at line ends into pieces of about ``size`` characters (concatenation == text)."""
+    out, cur, n = [], [], 0
+    for line in text.splitlines(keepends=True):
+        cur.append(line)
+        n += len(line)
+        if n >= size:
+            out.append("".join(cur))
+            cur, n = [], 0
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
+def bpe_data(text: str, vocab_size: int = 1000, holdout: float = 0.1) -> BPEData:
+    """Byte-level BPE with ``vocab_size`` tokens trained on the first ``1 - holdout`` of ``text`` (the same
+    character split as ``char_data``); both splits encoded piecewise at line ends (lossless: decoding a split
+    gives its text back)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    vocab_size = check_scalar(vocab_size, "vocab_size", int, min=257)
+    holdout = check_scalar(holdout, "holdout", float, min=0, max=1, inclusive="neither")
+    cut = int(len(text) * (1 - holdout))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(_line_chunks(text[:cut]), trainer)
+
+    def encode(s: str) -> np.ndarray:
+        return np.asarray([i for enc in tok.encode_batch(_line_chunks(s)) for i in enc.ids], dtype=np.int64)
+
+    return BPEData(encode(text[:cut]), encode(text[cut:]), tok)

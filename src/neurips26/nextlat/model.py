@@ -75,16 +75,23 @@ class NextLatForCausalLM(nn.Module):
     d:            rollout horizon (official ``mtp_horizon``); lambda_h, lambda_kl: loss weights.
     proj_factor:  psi width rule (m >= 128); dropout, norm: psi options.
     eos_token_id, pad_token_id: tokens the masks use (None: no such token).
+    aux_grad_to_trunk: True (the method): L_h and L_KL reach the trunk through the input latent h_t and the
+                  embeddings e(x). False (an ABLATION, not the paper's method): psi is trained on detached h and
+                  e, so the trunk's gradient is exactly the CE gradient; it isolates what the auxiliary
+                  gradient does to the trunk (e.g. to the LM loss).
     """
 
     def __init__(self, model, d: int = 1, lambda_h: float = 1.0, lambda_kl: float = 1.0,
                  proj_factor: float = 1.0, dropout: float = 0.0, norm: str = "layernorm",
-                 eos_token_id: int | None = None, pad_token_id: int | None = None):
+                 eos_token_id: int | None = None, pad_token_id: int | None = None, aux_grad_to_trunk: bool = True):
         super().__init__()
         self.d = check_scalar(d, "d", int, min=1)
         self.lambda_h = check_scalar(lambda_h, "lambda_h", float, min=0)
         self.lambda_kl = check_scalar(lambda_kl, "lambda_kl", float, min=0)
         norm = check_choice(norm, "norm", ("layernorm", "rms"))
+        if not isinstance(aux_grad_to_trunk, bool):
+            raise TypeError(f"aux_grad_to_trunk must be a bool, got {type(aux_grad_to_trunk).__name__}")
+        self.aux_grad_to_trunk = aux_grad_to_trunk
         if getattr(model.config, "tie_word_embeddings", False):
             raise ValueError("model has a tied head (config.tie_word_embeddings=True): L_KL would update "
                              "lm_head through e(x); build it with tie_word_embeddings=False")
@@ -99,7 +106,8 @@ class NextLatForCausalLM(nn.Module):
         self.psi.to(next(model.parameters()).dtype)
         self.nextlat_config = {"d": self.d, "lambda_h": self.lambda_h, "lambda_kl": self.lambda_kl,
                                "proj_factor": proj_factor, "dropout": dropout, "norm": norm,
-                               "eos_token_id": eos_token_id, "pad_token_id": pad_token_id}
+                               "eos_token_id": eos_token_id, "pad_token_id": pad_token_id,
+                               "aux_grad_to_trunk": aux_grad_to_trunk}
 
     # ----------------------------------------------------------------- save / load
     def save_pretrained(self, path: str | Path) -> Path:
@@ -155,6 +163,8 @@ class NextLatForCausalLM(nn.Module):
     def rollout(self, h: torch.Tensor, input_ids: torch.Tensor) -> list[torch.Tensor]:
         """[h^(1), ..., h^(d)]: h^(i)[:, t] predicts h_{t+i}, shape [B, T - i, p] (vectorised by shifting)."""
         e = self.embed(input_ids)
+        if not self.aux_grad_to_trunk:  # ablation: psi sees sg[h], sg[e]
+            h, e = h.detach(), e.detach()
         out, cur = [], h
         for i in range(1, self.d + 1):
             if h.shape[1] - i < 1:

@@ -1,0 +1,74 @@
+"""DDP and FSDP2 data-parallel training: 2 gloo ranks reproduce the 1-process step (spec "Scale-out")."""
+
+import pytest
+import torch
+
+from neurips26.harness.distributed import launch_local
+from neurips26.nextlat.distributed import decoder_layers, rank_rows, train_data_parallel
+from neurips26.nextlat.model import NextLatForCausalLM, tiny_llama
+from neurips26.nextlat.training import train
+
+V, B, T, STEPS = 20, 4, 16, 3
+
+
+def _model(lam: float, d: int) -> NextLatForCausalLM:
+    torch.manual_seed(0)
+    base = tiny_llama(V, hidden=32, layers=2, heads=2, ctx=T, dtype=torch.float64)
+    return NextLatForCausalLM(base, d=d, lambda_h=lam, lambda_kl=lam, proj_factor=2.0, eos_token_id=V - 1)
+
+
+def _batches():
+    g = torch.Generator().manual_seed(1)
+    data = [torch.randint(0, V - 1, (B, T), generator=g) for _ in range(STEPS)]  # no EOS: equal counts per rank
+    return lambda step: data[step]
+
+
+def _rank(strategy: str, lam: float, d: int):
+    import torch.distributed as dist
+
+    m = _model(lam, d)
+    seen = []
+    batches = _batches()
+
+    def loss_fn(mm, ids):
+        seen.append(ids.clone())
+        return mm(ids).loss
+
+    losses = train_data_parallel(m, batches, STEPS, lr=1e-2, clip=0.5, loss_fn=loss_fn, strategy=strategy)
+    return dist.get_rank(), losses, {k: v.detach().clone() for k, v in m.state_dict().items()}, seen
+
+
+def _reference(lam: float, d: int):
+    m = _model(lam, d)
+    losses = train(m, _batches(), STEPS, lr=1e-2, clip=0.5)
+    return losses, m.state_dict()
+
+
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("strategy,lam,d", [("ddp", 1.0, 2), pytest.param("ddp", 0.0, 1, marks=SLOW),
+                                            pytest.param("fsdp2", 1.0, 2, marks=SLOW),
+                                            pytest.param("fsdp2", 0.0, 1, marks=SLOW)])
+def test_two_ranks_reproduce_the_one_process_steps(strategy, lam, d):
+    ref_losses, ref_state = _reference(lam, d)
+    res = launch_local(_rank, strategy, lam, d, world=2, start_method="fork", timeout=240)
+    full = _batches()
+    for rank, losses, state, seen in res:
+        assert losses == pytest.approx(ref_losses, abs=1e-10)        # global loss = mean of the rank means
+        for k, v in ref_state.items():
+            assert torch.allclose(state[k], v, atol=1e-10, rtol=0), (strategy, rank, k)
+        for step, ids in enumerate(seen):                             # each rank trained on its own rows
+            assert torch.equal(ids, full(step)[rank::2])
+    moved = max(float((ref_state[k] - _model(lam, d).state_dict()[k]).abs().max()) for k in ref_state)
+    assert moved > 1e-3                                               # the steps did change the weights
+
+
+def test_rank_rows_and_layers_and_errors():
+    ids = torch.arange(12).view(6, 2)
+    assert torch.equal(rank_rows(ids, 1, 3), ids[[1, 4]])
+    with pytest.raises(ValueError, match="split evenly"):
+        rank_rows(ids, 0, 4)
+    assert len(decoder_layers(_model(1.0, 1))) == 2
+    with pytest.raises(RuntimeError, match="process group"):
+        train_data_parallel(_model(1.0, 1), _batches(), 1)
