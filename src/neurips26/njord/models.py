@@ -42,7 +42,8 @@ class GraphTensors(nn.Module):
             np.linalg.norm(g[mesh.m2g[1]] - lv[0][mesh.m2g[0]], axis=1).max(),
             1e-6,
         )
-        span = float(np.ptp(g, axis=0).max()) or 1.0
+        sphere = mesh.info.get("geometry") == "sphere"  # (n, 3) unit vectors: used as they are
+        span = 1.0 if sphere else (float(np.ptp(g, axis=0).max()) or 1.0)
         self.L = len(lv)
         self.sizes = [len(p) for p in lv]
         self.n_grid = len(g)
@@ -59,15 +60,17 @@ class GraphTensors(nn.Module):
             self.feats[f"up{i}"] = _edge_feats(lv[i], lv[i + 1], mesh.up[i], scale)
             self.edges[f"down{i}"] = torch.as_tensor(mesh.down[i])
             self.feats[f"down{i}"] = _edge_feats(lv[i + 1], lv[i], mesh.down[i], scale)
-        self.node_feats = [torch.tensor((p - g.min(0)) / span, dtype=torch.float32) for p in lv]
+        origin = np.zeros(g.shape[1]) if sphere else g.min(0)
+        self.node_feats = [torch.tensor((p - origin) / span, dtype=torch.float32) for p in lv]
 
 
 class _Embedders(nn.Module):
     def __init__(self, gt: GraphTensors, d_h: int):
         super().__init__()
         self.gt = gt
-        self.edge = nn.ModuleDict({k: mlp(3, d_h, d_h) for k in gt.edges})
-        self.node = nn.ModuleList([mlp(2, d_h, d_h) for _ in range(gt.L)])
+        # [length, delta position]: 3 features on the plane, 4 on the sphere; node features = position
+        self.edge = nn.ModuleDict({k: mlp(gt.feats[k].shape[1], d_h, d_h) for k in gt.edges})
+        self.node = nn.ModuleList([mlp(gt.node_feats[i].shape[1], d_h, d_h) for i in range(gt.L)])
 
     def e(self, k):
         return self.edge[k](self.gt.feats[k])
