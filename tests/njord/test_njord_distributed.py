@@ -130,3 +130,13 @@ def test_ray_reason():
     assert isinstance(why, str) and why
     if not ok:
         assert "ray" in why
+
+
+def test_neural_lam_reason():
+    import importlib.util
+
+    from neurips26.njord.bench import neural_lam_status
+
+    ok, why = neural_lam_status()
+    if importlib.util.find_spec("neural_lam") is None:
+        assert not ok and "neural_lam" in why and "torch" in why
