@@ -140,3 +140,18 @@ def test_neural_lam_reason():
     ok, why = neural_lam_status()
     if importlib.util.find_spec("neural_lam") is None:
         assert not ok and "neural_lam" in why and "torch" in why
+
+
+def test_ray_member_ensemble_matches_per_shard_runs(ds, small_mesh):
+    """Members over 2 Ray tasks == the two shards run in this process with the tasks' seeds, gathered."""
+    ray = pytest.importorskip("ray")
+    from neurips26.njord.distributed import ray_member_ensemble
+
+    m = _model(Njord, ds, small_mesh).eval()
+    starts = ev.test_starts(ds, 2)[:2]
+    try:
+        got = ray_member_ensemble(m, ds, starts, 2, 5, tasks=2, seed=7)
+    finally:
+        ray.shutdown()
+    want = np.concatenate([model_ensemble(m, ds, starts, 2, 3, seed=7), model_ensemble(m, ds, starts, 2, 2, seed=8)])
+    np.testing.assert_allclose(got, want, rtol=1e-6)
