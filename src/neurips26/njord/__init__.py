@@ -20,7 +20,7 @@ from neurips26.njord.data import (
     to_zarr,
 )
 from neurips26.njord.layers import InteractionNet, PropagationNet, scatter_mean, scatter_sum
-from neurips26.njord.mesh import Mesh, build_mesh, kmeans_mesh, rectangular_mesh
+from neurips26.njord.mesh import Mesh, build_mesh, kmeans_mesh, rectangular_mesh, spherical_kmeans_mesh
 from neurips26.njord.metrics import (
     crps_fair,
     crps_sorted,
@@ -64,6 +64,7 @@ __all__ = [
     "build_mesh",
     "kmeans_mesh",
     "rectangular_mesh",
+    "spherical_kmeans_mesh",
     "crps_fair",
     "crps_sorted",
     "crps_standard",

@@ -42,7 +42,8 @@ class GraphTensors(nn.Module):
             np.linalg.norm(g[mesh.m2g[1]] - lv[0][mesh.m2g[0]], axis=1).max(),
             1e-6,
         )
-        span = float(np.ptp(g, axis=0).max()) or 1.0
+        sphere = mesh.info.get("geometry") == "sphere"  # (n, 3) unit vectors: used as they are
+        span = 1.0 if sphere else (float(np.ptp(g, axis=0).max()) or 1.0)
         self.L = len(lv)
         self.sizes = [len(p) for p in lv]
         self.n_grid = len(g)
@@ -59,15 +60,17 @@ class GraphTensors(nn.Module):
             self.feats[f"up{i}"] = _edge_feats(lv[i], lv[i + 1], mesh.up[i], scale)
             self.edges[f"down{i}"] = torch.as_tensor(mesh.down[i])
             self.feats[f"down{i}"] = _edge_feats(lv[i + 1], lv[i], mesh.down[i], scale)
-        self.node_feats = [torch.tensor((p - g.min(0)) / span, dtype=torch.float32) for p in lv]
+        origin = np.zeros(g.shape[1]) if sphere else g.min(0)
+        self.node_feats = [torch.tensor((p - origin) / span, dtype=torch.float32) for p in lv]
 
 
 class _Embedders(nn.Module):
     def __init__(self, gt: GraphTensors, d_h: int):
         super().__init__()
         self.gt = gt
-        self.edge = nn.ModuleDict({k: mlp(3, d_h, d_h) for k in gt.edges})
-        self.node = nn.ModuleList([mlp(2, d_h, d_h) for _ in range(gt.L)])
+        # [length, delta position]: 3 features on the plane, 4 on the sphere; node features = position
+        self.edge = nn.ModuleDict({k: mlp(gt.feats[k].shape[1], d_h, d_h) for k in gt.edges})
+        self.node = nn.ModuleList([mlp(gt.node_feats[i].shape[1], d_h, d_h) for i in range(gt.L)])
 
     def e(self, k):
         return self.edge[k](self.gt.feats[k])
@@ -291,21 +294,36 @@ class Forecaster(nn.Module):
     def update(self, x_prev1, delta):
         return x_prev1 + delta * self.diff_std + self.diff_mean
 
-    def rollout(self, x_prev2, x_prev1, forcings, members: int = 1, generator=None) -> torch.Tensor:
+    def rollout(self, x_prev2, x_prev1, forcings, members: int = 1, generator=None, boundary=None) -> torch.Tensor:
         """Autoregressive forecast: ``forcings`` (B, T, N, d_f) -> (members, B, T, N, d_x).
 
-        Members are batched along the batch axis: per step one model call on B*members rows."""
+        Members are batched along the batch axis: per step one model call on B*members rows.
+
+        ``boundary = (m_b, x_b)``: an open regional boundary (spec §7, as neural-lam): ``m_b`` (N,) in
+        [0, 1] marks the boundary strip, ``x_b`` (B, T, N, d_x) its known states; after every step
+        ``X = m_b X_b + (1 - m_b) X_hat`` before it feeds the next step. Score and train on the
+        interior only (``m_b == 0``)."""
         members = check_scalar(members, "members", int, min=1)
         if forcings.ndim != 4 or forcings.shape[1] < 1:
             raise ValueError(f"forcings must have shape (B, T>=1, N, d_f), got {tuple(forcings.shape)}")
         self.check_inputs(x_prev2, x_prev1, forcings[:, 0])
         B, T = forcings.shape[:2]
+        if boundary is not None:
+            m_b, x_b = (torch.as_tensor(v, dtype=x_prev1.dtype) for v in boundary)
+            if m_b.shape != (self.gt.n_grid,) or (m_b < 0).any() or (m_b > 1).any():
+                raise ValueError(f"boundary mask must be ({self.gt.n_grid},) in [0, 1], got {tuple(m_b.shape)}")
+            if x_b.shape != (B, T, self.gt.n_grid, self.d_x) or not torch.isfinite(x_b).all():
+                raise ValueError(f"boundary states must be finite (B, T, N, d_x) = {(B, T, self.gt.n_grid, self.d_x)}, "
+                                 f"got {tuple(x_b.shape)}")
+            m_b, x_b = m_b[None, :, None], x_b.repeat(members, 1, 1, 1)
         a = x_prev2.repeat(members, 1, 1)
         b = x_prev1.repeat(members, 1, 1)
         fs = forcings.repeat(members, 1, 1, 1)
         out = []
         for t in range(T):
             c = self.predict_step(a, b, fs[:, t], generator=generator)
+            if boundary is not None:  # X = m_b X_true + (1 - m_b) X_hat
+                c = m_b * x_b[:, t] + (1 - m_b) * c
             out.append(c)
             a, b = b, c
         return torch.stack(out, 1).reshape(members, B, T, *x_prev1.shape[1:])

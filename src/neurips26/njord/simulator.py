@@ -70,6 +70,13 @@ class OceanConfig:
     namp: float = 0.075
     relax_days: float = 30.0
     mask_seed: int = 0
+    # open boundary (spec §7, "Regional boundaries"): a sponge of the wet cells within sponge_width
+    # cells of the open side(s), relaxed towards the exterior state (rest: eta = u = v = 0, T = T*)
+    # at rate gamma(d) = (1 - d / sponge_width)^2 / sponge_days, d = distance (cells) from the side's
+    # outermost wet row/column. 0 = the closed basin (the default testbed).
+    sponge_width: int = 0
+    sponge_days: float = 1.0
+    sponge_sides: str = "e"  # any of "n", "s", "e", "w"
 
     @property
     def dt(self) -> float:
@@ -107,6 +114,9 @@ class ShallowWater:
         imp = np.zeros((4 * int(cfg.noise_sigma) * 2 + 1,) * 2)
         imp[imp.shape[0] // 2, imp.shape[1] // 2] = 1.0
         self._noise_norm = float(np.sqrt((ndimage.gaussian_filter(imp, cfg.noise_sigma) ** 2).sum()))
+        self.sponge = sponge_rate(cfg, self.mask)
+        self.sponge_u = 0.5 * (self.sponge + np.roll(self.sponge, 1, axis=1)) * self.umask
+        self.sponge_v = 0.5 * (self.sponge + np.roll(self.sponge, 1, axis=0)) * self.vmask
 
     # --- pieces ---------------------------------------------------------------------------------
     def smooth_noise(self, rng: np.random.Generator, B: int) -> np.ndarray:
@@ -178,6 +188,11 @@ class ShallowWater:
             np.where(uc > 0, uc * (T - Tw), uc * (Te - T)) + np.where(vc > 0, vc * (T - Ts), vc * (Tn - T))
         ) / dx
         dT = (-adv + (self.T_star - T) / (c.relax_days * DAY)) * self.wet
+        if c.sponge_width:  # relaxation towards the exterior (rest) state: d q/dt += -gamma (q - q_b)
+            deta = deta - self.sponge * eta
+            du = du - self.sponge_u * u
+            dv = dv - self.sponge_v * v
+            dT = dT + self.sponge * (self.T_star - T)
         return deta, du, dv, dT
 
     def step(self, s: dict, day: float, rng: np.random.Generator, namp: float) -> dict:
@@ -217,6 +232,29 @@ class ShallowWater:
         return np.stack([ssh, uc, vc, s["T"]], axis=-1) * self.wet[..., None]
 
 
+def sponge_rate(cfg: OceanConfig, mask: np.ndarray) -> np.ndarray:
+    """Sponge relaxation rate (1/s) per cell: ``gamma = (1 - d / w)^2 / (sponge_days * DAY)`` on wet
+    cells with ``d < w`` cells from the open side (``d = 0`` at the side's outermost wet row/column);
+    zero elsewhere and everywhere for ``sponge_width = 0``."""
+    w = check_scalar(cfg.sponge_width, "sponge_width", int, min=0)
+    n = mask.shape[0]
+    rate = np.zeros(mask.shape)
+    if w == 0:
+        return rate
+    check_scalar(cfg.sponge_days, "sponge_days", float, min=0.0, inclusive="neither")
+    sides = cfg.sponge_sides
+    if not sides or set(sides) - set("nsew"):
+        raise ValueError(f"sponge_sides must be letters of 'nsew', got {sides!r}")
+    rows, cols = np.nonzero(mask)
+    jj, ii = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    dist = np.full(mask.shape, np.inf)
+    for side in sides:
+        d = {"e": cols.max() - ii, "w": ii - cols.min(), "n": rows.max() - jj, "s": jj - rows.min()}[side]
+        dist = np.minimum(dist, d)
+    rate = np.where(dist < w, (1.0 - dist / w) ** 2, 0.0) / (cfg.sponge_days * DAY)
+    return rate * mask
+
+
 @dataclass(frozen=True)
 class DataConfig:
     ocean: OceanConfig = OceanConfig()
@@ -231,7 +269,11 @@ def cache_dir() -> Path:
 
 
 def config_hash(cfg: DataConfig) -> str:
-    return hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:16]
+    d = asdict(cfg)
+    if not cfg.ocean.sponge_width:  # closed basin: the hash (and cache) of the configs before the sponge
+        for k in ("sponge_width", "sponge_days", "sponge_sides"):
+            d["ocean"].pop(k)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def generate(cfg: DataConfig, cache: bool = True) -> dict:

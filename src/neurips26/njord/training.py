@@ -8,7 +8,14 @@ Phase (b) may be a curriculum of unroll lengths (``unroll_stages``, steps_2 spli
 every ``val_every`` phase-(b) steps and at the end of each stage -- fair CRPS of an ensemble of
 ``val_members`` prior samples (MAE for the twin), mean over leads 1..``val_leads`` -- and the best
 checkpoint is kept, so how long the unrolled phase runs (and whether it runs at all) is chosen on
-validation. ASSUMPTION: Graph-EFM picks its checkpoints on validation loss; the criterion is ours."""
+validation. ASSUMPTION: Graph-EFM picks its checkpoints on validation loss; the criterion is ours.
+
+``train(..., distributed=True)`` is data-parallel training inside an initialised
+``torch.distributed`` process group (spec "Scale-out"): the model is wrapped in
+``DistributedDataParallel``, every rank draws the same global batch of forecast start times (same
+seeded generator) and trains on its slice ``idx[rank::world]`` (``batch`` divisible by the world
+size), so the all-reduced (averaged) gradient is the full-batch gradient and the run equals a
+one-process run with the same ``batch`` up to float summation order (tested)."""
 
 from __future__ import annotations
 
@@ -87,6 +94,22 @@ def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt):
     return gaussian_nll(tgt, pred, model.diff_std).mean(), 0.0
 
 
+class _StepLoss(torch.nn.Module):
+    """The training loss as a module's ``forward`` (what ``DistributedDataParallel`` wraps: its
+    gradient all-reduce is armed by the forward call)."""
+
+    def __init__(self, model, cfg: TrainConfig):
+        super().__init__()
+        self.model, self.cfg = model, cfg
+
+    def forward(self, xp2, xp1, f, tgt, lam_kl: float, crps: bool):
+        if isinstance(self.model, Njord):
+            loss, kl = _loss_njord(self.model, xp2, xp1, f, tgt, self.cfg, lam_kl, crps)
+        else:
+            loss, kl = _loss_twin(self.model, xp2, xp1, f, tgt)
+        return loss, torch.tensor(kl, dtype=torch.float64)
+
+
 @torch.no_grad()
 def validation_score(model, ds: Dataset, cfg: TrainConfig, seed: int = 0) -> dict:
     """Fair CRPS (MAE for the twin), RMSE and corrected SSR per lead on ``val_starts`` evenly spaced
@@ -111,10 +134,23 @@ def validation_score(model, ds: Dataset, cfg: TrainConfig, seed: int = 0) -> dic
     return out
 
 
-def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None) -> dict:
+def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distributed: bool = False) -> dict:
     """Train ``model`` (Njord or DeterministicTwin) in place; returns the loss / KL history and, with
-    ``val_every > 0``, the validation curve and the chosen checkpoint (step, unroll)."""
+    ``val_every > 0``, the validation curve and the chosen checkpoint (step, unroll).
+
+    ``distributed=True``: DDP over forecast start times in the current process group (module doc);
+    the logged loss is the mean over ranks; every rank scores validation identically and keeps the
+    same checkpoint."""
     check_scalar(cfg.batch, "batch", int, min=1)
+    rank, world = 0, 1
+    if distributed:
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("distributed=True needs an initialised torch.distributed process group")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if cfg.batch % world:
+            raise ValueError(f"batch = {cfg.batch} must be divisible by the world size {world}")
     check_scalar(cfg.unroll, "unroll", int, min=1)
     check_scalar(cfg.val_every, "val_every", int, min=0)
     if cfg.crps_units not in ("diff_std", "state"):
@@ -122,8 +158,8 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None) -> dict
     stages = tuple(cfg.unroll_stages) or (cfg.unroll,)
     for u in stages:
         check_scalar(u, "unroll_stages entry", int, min=1)
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)  # the global batch: identical on every rank
+    torch.manual_seed(seed + rank)  # latent noise: independent per rank
     total = cfg.steps_1 + cfg.steps_2
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(total, 1))
@@ -140,23 +176,31 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None) -> dict
         if best is None or v["crps"] < best[0]:
             best = (v["crps"], step, unroll, {k: t.detach().clone() for k, t in model.state_dict().items()})
 
+    runner = _StepLoss(model, cfg)
+    if distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        # broadcasts rank 0's weights to every rank; Njord's latent maps embed edge sets (e.g. m2g)
+        # that a given loss does not reach, hence find_unused_parameters
+        runner = DistributedDataParallel(runner, find_unused_parameters=isinstance(model, Njord))
     model.train()
     for step in range(total):
         length = per_step[step]
-        idx = win[length][rng.integers(0, len(win[length]), cfg.batch)]
+        idx = win[length][rng.integers(0, len(win[length]), cfg.batch)][rank::world]
         xp2, xp1, f, tgt = batch_tensors(ds, idx, length)
-        if isinstance(model, Njord):
-            lam = cfg.lambda_kl * (min(1.0, (step + 1) / cfg.kl_warmup) if cfg.kl_warmup else 1.0)
-            loss, kl = _loss_njord(model, xp2, xp1, f, tgt, cfg, lam, crps=step >= cfg.steps_1)
-        else:
-            loss, kl = _loss_twin(model, xp2, xp1, f, tgt)
+        lam = cfg.lambda_kl * (min(1.0, (step + 1) / cfg.kl_warmup) if cfg.kl_warmup else 1.0)
+        loss, kl = runner(xp2, xp1, f, tgt, lam, step >= cfg.steps_1)
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # under DDP: gradients averaged over ranks = the full-batch gradient
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         opt.step()
         sched.step()
-        hist["loss"].append(float(loss.detach()))
-        hist["kl"].append(kl)
+        logged = torch.stack([loss.detach().double(), kl.double()])
+        if distributed:
+            dist.all_reduce(logged)
+            logged /= world
+        hist["loss"].append(float(logged[0]))
+        hist["kl"].append(float(logged[1]))
         if cfg.val_every and (
             step + 1 == cfg.steps_1
             or (step >= cfg.steps_1 and (step + 1 - cfg.steps_1) % cfg.val_every == 0)
