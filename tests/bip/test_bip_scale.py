@@ -10,13 +10,19 @@ from neurips26.bip.renderer import N_ID, render
 from neurips26.bip.scale import launch_local, make_job, train_stage0_sharded
 
 
-def _job(batch=16):
-    g = torch.Generator().manual_seed(0)
+def _toy(g):
+    """Images of 20 identities x 4, a fresh encoder, 20 real embeddings and an 8-dim subspace."""
     X = render(torch.randn(20, N_ID, generator=g).repeat_interleave(4, 0), 24, g)
     torch.manual_seed(0)
     enc = FREncoder(32).eval()
     R = torch.nn.functional.normalize(torch.randn(20, 32, generator=g), dim=1)
     P = torch.linalg.qr(torch.randn(32, 8, generator=g))[0]
+    return X, enc, R, P
+
+
+def _job(batch=16):
+    g = torch.Generator().manual_seed(0)
+    X, enc, R, P = _toy(g)
     return make_job(enc, R, 0.5, P, X, GapGenConfig(batch=batch), seed=3, epochs=1)
 
 
@@ -54,11 +60,7 @@ def _curriculum_job(advance=2.0, stage_epochs=1, n_virtual=32):
     from neurips26.bip.scale import make_curriculum_job
 
     g = torch.Generator().manual_seed(0)
-    X = render(torch.randn(20, N_ID, generator=g).repeat_interleave(4, 0), 24, g)
-    torch.manual_seed(0)
-    enc = FREncoder(32).eval()
-    R = torch.nn.functional.normalize(torch.randn(20, 32, generator=g), dim=1)
-    P = torch.linalg.qr(torch.randn(32, 8, generator=g))[0]
+    X, enc, R, P = _toy(g)
     V = torch.nn.functional.normalize(torch.randn(n_virtual, 32, generator=g), dim=1)
     cfg = GapGenConfig(batch=16, stages=2, stage_epochs=stage_epochs, advance=advance)
     gg = GapGen(enc, R, 0.5, P, cfg, seed=3).train_stage0(X, epochs=1)
