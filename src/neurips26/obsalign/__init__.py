@@ -9,7 +9,7 @@ from neurips26.obsalign.consolidation import Weights, consolidate, evidence_weig
 from neurips26.obsalign.federation import (METHODS, FedConfig, FedResult, Method, guidance_for,
                                            run_centralised, run_federation, source_accuracy,
                                            unimodal_accuracy)
-from neurips26.obsalign.model import Guidance, LossPlan, ObsModel, gated_infonce, local_loss, predict
+from neurips26.obsalign.model import Guidance, ObsModel, local_loss, predict
 from neurips26.obsalign.obsbench import (MODALITIES, ObsBench, Source, SourceSpec, Split, full_sources,
                                          make_obsbench, quick_sources)
 from neurips26.obsalign.observability import (ObservabilityTracker, OmegaParams, calibrate, kappa_neg,
@@ -21,7 +21,7 @@ __all__ = ["make_obsbench", "ObsBench", "Source", "SourceSpec", "Split", "MODALI
            "full_sources",
            "Sketch", "Pooled", "build_sketch", "pool", "OmegaParams", "ObservabilityTracker", "signals",
            "omega_raw", "calibrate", "kappa_neg", "reliability", "transfer_weight", "ObsModel", "Guidance",
-           "LossPlan", "gated_infonce", "local_loss", "predict", "Weights", "fedavg_weights", "evidence_weights", "consolidate", "Method",
+           "local_loss", "predict", "Weights", "fedavg_weights", "evidence_weights", "consolidate", "Method",
            "METHODS", "FedConfig", "FedResult", "run_federation", "run_centralised",
            "guidance_for", "source_accuracy",
            "unimodal_accuracy", "make_healthcare", "make_digits_tri"]
