@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from neurips26.harness.parallel import map_tasks
 from neurips26.harness.validation import check_scalar
 from neurips26.njord.data import Dataset
 from neurips26.njord.evaluation import model_ensemble, truth
@@ -103,7 +104,7 @@ def member_sharded_scores(block: np.ndarray, y: np.ndarray, members: int) -> dic
     if sum(len(b) for b in blocks) != members:
         raise ValueError(f"the ranks hold {sum(len(b) for b in blocks)} members, members = {members}")
     sd, sd2, sad, pair = _member_sums(block, y, blocks)
-    sd, sd2 = _all_reduce(sd), _all_reduce(sd2)
+    sd, sd2 = _all_reduce(np.stack([sd, sd2]))
     M = members
     # fair CRPS per entry: sum_i |d_i| / M - sum_ij |x_i - x_j| / (2 M (M - 1)), additive over ranks
     crps = _all_reduce((sad / M - pair / (2 * M * (M - 1))).sum((0, 2, 3)))
@@ -116,17 +117,15 @@ def member_sharded_scores(block: np.ndarray, y: np.ndarray, members: int) -> dic
 def start_sharded_scores(ens: np.ndarray, y: np.ndarray) -> dict:
     """Scores when each rank holds all M members of its own start times: ``ens`` (M, S_r, L, N, C),
     ``y`` (S_r, L, N, C); per-lead sums and counts all-reduced (a rank may hold no start)."""
-    M = ens.shape[0]
     if ens.ndim != 5 or ens.shape[1:] != y.shape:
         raise ValueError(f"ens must have shape (M, *y.shape), got {ens.shape} and {y.shape}")
-    d = ens.astype(np.float64) - y[None]
-    sd, sd2 = d.sum(0), (d**2).sum(0)
+    M = ens.shape[0]
+    sd, sd2, sad, pair = _member_sums(ens, y, [ens])
     if M > 1:
-        pair = np.abs(ens[:, None].astype(np.float64) - ens[None]).sum((0, 1))
-        crps = np.abs(d).sum(0) / M - pair / (2 * M * (M - 1))
+        crps = sad / M - pair / (2 * M * (M - 1))
         var = ((sd2 - sd**2 / M) / (M - 1)).sum((0, 2, 3))
     else:
-        crps, var = np.abs(d[0]), np.zeros(y.shape[1])
+        crps, var = sad, np.zeros(y.shape[1])
     sums = np.stack([((sd / M) ** 2).sum((0, 2, 3)), var, crps.sum((0, 2, 3)),
                      np.full(y.shape[1], float(np.prod(y.shape)) / y.shape[1])])
     sse, var, crps, count = _all_reduce(sums)
@@ -145,7 +144,7 @@ def evaluate_sharded(model, ds: Dataset, starts: np.ndarray, leads: int, members
     rank, world = rank_world()
     if shard_by == "starts":
         mine = starts[shard(len(starts), rank, world)]
-        y = truth(ds, mine, leads) if len(mine) else np.zeros((0, leads) + ds.x.shape[2:], np.float32)
+        y = truth(ds, mine, leads)
         ens = (model_ensemble(model, ds, mine, leads, members, seed=seed + rank) if len(mine)
                else np.zeros((members,) + y.shape, np.float32))
         return start_sharded_scores(ens, y)
@@ -168,28 +167,26 @@ def ray_available() -> tuple[bool, str]:
     return True, ray.__version__
 
 
+def _member_block(job) -> np.ndarray:
+    """One Ray task of ``ray_member_ensemble``: ``m`` members with generator seed ``s``."""
+    model, ds, starts, leads, m, s = job
+    torch.set_num_threads(1)
+    return model_ensemble(model, ds, starts, leads, m, seed=s)
+
+
 def ray_member_ensemble(model, ds: Dataset, starts: np.ndarray, leads: int, members: int, tasks: int = 2,
                         seed: int = 0) -> np.ndarray:
     """Members sharded over ``tasks`` Ray tasks (each runs ``shard(members)`` members, generator seeded
-    ``seed + task``); returns the gathered (members, S, L, N, C) ensemble. Needs Ray (see
-    ``ray_available``); raises ImportError naming the reason otherwise."""
+    ``seed + task``; through ``harness.parallel.map_tasks``); returns the gathered (members, S, L, N, C)
+    ensemble. Needs Ray (see ``ray_available``); raises ImportError naming the reason otherwise."""
+    tasks = check_scalar(tasks, "tasks", int, min=1)
+    members = check_scalar(members, "members", int, min=tasks)
     ok, why = ray_available()
     if not ok:
         raise ImportError(why)
-    import ray
-
-    tasks = check_scalar(tasks, "tasks", int, min=1)
-    members = check_scalar(members, "members", int, min=tasks)
-    if not ray.is_initialized():
-        ray.init(num_cpus=tasks, include_dashboard=False, log_to_driver=False)
-
-    @ray.remote
-    def _task(m, s):
-        torch.set_num_threads(1)
-        return model_ensemble(model, ds, starts, leads, m, seed=s)
-
-    sizes = [shard(members, t, tasks).stop - shard(members, t, tasks).start for t in range(tasks)]
-    return np.concatenate(ray.get([_task.remote(m, seed + t) for t, m in enumerate(sizes)]), 0)
+    jobs = [(model, ds, starts, leads, len(range(members)[shard(members, t, tasks)]), seed + t)
+            for t in range(tasks)]
+    return np.concatenate(map_tasks(_member_block, jobs, backend="ray", workers=tasks, progress=False), 0)
 
 
 __all__ = ["evaluate_sharded", "member_sharded_scores", "rank_world", "ray_available", "ray_member_ensemble",

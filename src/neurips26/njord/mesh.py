@@ -163,14 +163,17 @@ class _Sphere:
         self.periodic = abs(len(lon) * self.dlon - 360.0) < 1e-6 * 360
         self.step = np.radians(0.25 * min(abs(self.dlat), abs(self.dlon)))  # arc sampling step
 
-    def cells(self, p):
-        """(j, i) cell indices of points p (..., 3), or -1 where outside the grid."""
-        la, lo = xyz_to_lonlat(p)
+    def _cells_lonlat(self, la, lo):
+        """Raw row j, column i and the outside-the-grid mask of latitudes / longitudes (degrees)."""
         j = np.rint((la - self.lat[0]) / self.dlat).astype(int)
         i = np.rint(((lo - self.lon[0]) % 360.0) / self.dlon).astype(int)
         if self.periodic:
             i %= len(self.lon)
-        out = (j < 0) | (j >= len(self.lat)) | (i < 0) | (i >= len(self.lon))
+        return j, i, (j < 0) | (j >= len(self.lat)) | (i < 0) | (i >= len(self.lon))
+
+    def cells(self, p):
+        """(j, i) cell indices of points p (..., 3), or -1 where outside the grid."""
+        j, i, out = self._cells_lonlat(*xyz_to_lonlat(p))
         return np.where(out, -1, j), np.where(out, -1, i)
 
     def _wet(self, j, i):
@@ -183,9 +186,9 @@ class _Sphere:
             return 0
         t = np.linspace(0.0, 1.0, int(np.ceil(th / self.step)) + 2)[:, None]
         pts = (np.sin((1 - t) * th) * p + np.sin(t * th) * q) / np.sin(th)
-        j, i = self.cells(pts)
         la, lo = xyz_to_lonlat(pts)  # outside a regional grid: every sampled outside cell is land
-        jr = np.rint((la - self.lat[0]) / self.dlat).astype(int)
+        jr, i, out = self._cells_lonlat(la, lo)
+        j, i = np.where(out, -1, jr), np.where(out, -1, i)
         ir = np.rint(((lo - self.lon[0] + 180.0) % 360.0 - 180.0) / self.dlon).astype(int)
         cells = {(int(a), int(b)) if a >= 0 else ("out", int(c), int(d))
                  for a, b, c, d, w in zip(j, i, jr, ir, self._wet(j, i)) if not w}
@@ -217,8 +220,6 @@ class _Sphere:
         n = len(pos)
         if n <= 3:
             return {(a, b) for a in range(n) for b in range(a + 1, n)}
-        from scipy.spatial import ConvexHull
-
         cand = set()
         for s in self.facets(pos):
             for a, b in ((s[0], s[1]), (s[1], s[2]), (s[0], s[2])):

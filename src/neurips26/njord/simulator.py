@@ -237,7 +237,6 @@ def sponge_rate(cfg: OceanConfig, mask: np.ndarray) -> np.ndarray:
     cells with ``d < w`` cells from the open side (``d = 0`` at the side's outermost wet row/column);
     zero elsewhere and everywhere for ``sponge_width = 0``."""
     w = check_scalar(cfg.sponge_width, "sponge_width", int, min=0)
-    n = mask.shape[0]
     rate = np.zeros(mask.shape)
     if w == 0:
         return rate
@@ -246,7 +245,7 @@ def sponge_rate(cfg: OceanConfig, mask: np.ndarray) -> np.ndarray:
     if not sides or set(sides) - set("nsew"):
         raise ValueError(f"sponge_sides must be letters of 'nsew', got {sides!r}")
     rows, cols = np.nonzero(mask)
-    jj, ii = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    jj, ii = np.indices(mask.shape)
     dist = np.full(mask.shape, np.inf)
     for side in sides:
         d = {"e": cols.max() - ii, "w": ii - cols.min(), "n": rows.max() - jj, "s": jj - rows.min()}[side]
