@@ -20,9 +20,7 @@ so the scans' one random read per step gives both the bucket and the type.
 import numba as _numba
 import numpy as np
 
-from neurips26.entropy_filter._sam_numba import _prefetch_r, _prefetch_w
-
-_PF = 32  # prefetch distance (iterations)
+from neurips26.entropy_filter._sam_numba import _PF, _lcp_in_sa_order, _prefetch_r, _prefetch_w
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -173,17 +171,6 @@ def _name_lms(t, sa, names):  # pragma: no cover - compiled
     return name
 
 
-@_numba.njit(cache=True, nogil=True)
-def _gather(src, idx, out):  # pragma: no cover - compiled
-    """``out[k] = src[idx[k]]`` with prefetch."""
-    n = idx.shape[0]
-    for k in range(n):
-        if k + _PF < n:
-            _prefetch_r(src, idx[k + _PF])
-        out[k] = src[idx[k]]
-    return out
-
-
 def sais(x: np.ndarray, sigma: int, work: np.ndarray | None = None) -> np.ndarray:
     """Suffix array (int32) of the int32 ids ``x`` with 0 <= x < sigma <= 2**30 and len(x) < 2**31 − 1.
     ``work``: an int32 buffer of len(x) for the typed text (overwritten; the caller may reuse it after, so the
@@ -208,7 +195,7 @@ def sais(x: np.ndarray, sigma: int, work: np.ndarray | None = None) -> np.ndarra
     if k == m:  # every LMS substring distinct: their order is the LMS suffixes' order
         order = sa[:m].copy()
     else:
-        order = _gather(lms, sais(names, k), np.empty(m, np.int32))
+        order = _lcp_in_sa_order(lms, sais(names, k), np.empty(m, np.int32))  # out[k] = lms[sa_names[k]]
     del names
     _induce(t, sa, order, b)
     return sa

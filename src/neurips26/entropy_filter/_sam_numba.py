@@ -1,7 +1,7 @@
 """numba kernels of ``match_lengths`` (imported lazily, on first use; compiled once and cached by numba).
 
 Two constructions of the same Λ: the suffix automaton (``_sam_lambdas_numba``, fastest while its arrays
-fit in cache) and the suffix-array sweeps (``_sa_lambdas_numba`` after libdivsufsort, ``_token_suffixes``,
+fit in cache) and the suffix-array sweeps (``_sa_lambdas_numba`` after the suffix array, ``_token_suffixes``,
 ``_plcp_numba`` and ``_lcp_in_sa_order``: sequential passes, and loops of independent random accesses with
 software prefetch, so the cost per token grows little past the caches).
 

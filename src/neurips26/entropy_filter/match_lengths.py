@@ -215,13 +215,17 @@ def suffix_array(x: np.ndarray, method: str = "sais", work: np.ndarray | None = 
     code (``_prefix_free_code``: ~1.25 bytes per token on text; a fixed 3-byte code when σ > 65,281), keeping
     the suffixes that start on a token boundary (found through a bit vector of the token starts with a rank
     directory, ~1 bit per byte, so the filter's lookups stay in cache); kept as the cross-check and the
-    bench's anchor (SA-IS 95 vs 152 ns/token CPU at 10M, alternating in one process at load ~7: the byte
-    string grows to 1.59 bytes/token there; at 1M libdivsufsort is ~5% faster, within a row's noise).
+    bench's anchor (the bench row "suffix array of 10M tokens" compares the two; the byte string grows to
+    1.59 bytes/token there; at 1M libdivsufsort is ~5% faster, within a row's noise).
     ``work``: SA-IS's scratch buffer (int32, len(x); ``_sais_numba.sais``), for the caller to reuse after."""
     from neurips26.entropy_filter import _sam_numba
 
     check_choice(method, "method", SA_METHODS)
     n = x.size
+    if n and int(x.min()) < 0:
+        raise ValueError(f"x must hold non-negative ids, found {int(x.min())}")
+    if work is not None and (work.dtype != np.int32 or work.shape != (n,)):
+        raise ValueError(f"work must be an int32 array of shape ({n},), got {work.dtype} {work.shape}")
     if method == "sais":
         from neurips26.entropy_filter import _sais_numba
 
@@ -262,8 +266,9 @@ def _sa_lambdas(x: np.ndarray, overlap: bool, method: str = "sais") -> np.ndarra
     and writes sequentially, and no int64 array is touched before Λ itself."""
     from neurips26.entropy_filter import _sam_numba
 
-    # ids relabelled (an order-preserving bijection: same Λ) only when they do not fit a 1-2 byte code
-    x32 = (x if int(x.max()) < 65_281 else _dense(x)[0]).astype(np.int32)
+    # ids relabelled (an order-preserving bijection: same Λ) only when they do not fit int32; suffix_array
+    # relabels sparse ids for its own construction (astype copies: x32 is reused as the LCP buffer below)
+    x32 = (x if int(x.max()) < 2**31 else _dense(x)[0]).astype(np.int32)
     n = x32.size
     # dead buffers are reused (SA-IS's scratch for PLCP, the ids for the LCP): fresh pages cost page faults
     work = np.empty(n, np.int32)
