@@ -14,19 +14,20 @@ import torch
 
 from neurips26.harness.bench import BenchRow, compare
 from neurips26.harness.run import RunContext
-from neurips26.obsalign.consolidation import consolidate, evidence_weights, fedavg_weights
+from neurips26.obsalign.consolidation import consolidate, fedavg_weights
 from neurips26.obsalign.federation import (
     METHODS,
     FedConfig,
     guidance_for,
+    modality_counts,
+    server_step,
     shared_state,
     source_sketch,
     train_epochs,
 )
 from neurips26.obsalign.model import ObsModel
 from neurips26.obsalign.obsbench import SCARCE_LABEL_FRACTION, make_obsbench, quick_sources
-from neurips26.obsalign.observability import ObservabilityTracker, kappa_neg, reliability
-from neurips26.obsalign.sketch import pool
+from neurips26.obsalign.observability import ObservabilityTracker
 
 SIZES = {"smoke": dict(scale=0.15, rounds=3), "quick": dict(scale=1.0, rounds=7)}
 UPLOAD_TARGET = 0.15
@@ -42,14 +43,12 @@ def bench(ctx: RunContext) -> list[BenchRow]:
     specs = quick_sources(SCARCE_LABEL_FRACTION, scale=sz["scale"])   # the quick run's layout
     bench_ = make_obsbench(0, specs, unimodal_per_class=5)
     cfg = FedConfig()   # the quick run's d, E = 2 local epochs, batch
-    K, C = bench_.n_modalities, bench_.n_classes
+    C = bench_.n_classes
     torch.manual_seed(0)
     models = [ObsModel(bench_.dims, C, cfg.d) for _ in bench_.sources]
     opts = [torch.optim.Adam(m.parameters(), lr=cfg.lr) for m in models]
     gen = torch.Generator().manual_seed(0)
-    mod_counts = np.stack(
-        [s.train.mask.sum(axis=0) * np.isin(np.arange(K), s.spec.modalities) for s in bench_.sources]
-    ).astype(float)
+    mod_counts = np.stack([modality_counts(s.train, s.spec.modalities) for s in bench_.sources])
     sizes = np.array([len(s.train) for s in bench_.sources], float)
     obs = METHODS["obsalign"]
     tracker = ObservabilityTracker(obs.omega, cfg.beta)
@@ -61,10 +60,7 @@ def bench(ctx: RunContext) -> list[BenchRow]:
         ]
 
     sk0 = sketches()
-    p0 = pool(sk0)
-    om0 = tracker.update(p0)
-    kn = kappa_neg(p0)
-    state["guid"] = [guidance_for(obs, p0, om0, reliability(s, p0, kn), cfg) for s in sk0]
+    p0, _, state["guid"], _ = server_step(obs, cfg, tracker, sk0, mod_counts, sizes, C)
 
     def local(guided: bool):
         for i, (m, s) in enumerate(zip(models, bench_.sources)):
@@ -73,13 +69,8 @@ def bench(ctx: RunContext) -> list[BenchRow]:
             )
 
     def server_obs(sks):
-        p = pool(sks)
-        om = tracker.update(p)
-        k = kappa_neg(p)
-        state["guid"] = [guidance_for(obs, p, om, reliability(s, p, k), cfg) for s in sks]
-        return consolidate(
-            [shared_state(m) for m in models], evidence_weights(sks, p, om, mod_counts, cfg.tau_lo)
-        )
+        _, _, state["guid"], w = server_step(obs, cfg, tracker, sks, mod_counts, sizes, C)
+        return consolidate([shared_state(m) for m in models], w)
 
     def server_fedavg():
         return consolidate([shared_state(m) for m in models], fedavg_weights(mod_counts, sizes, C))

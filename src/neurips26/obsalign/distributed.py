@@ -25,13 +25,11 @@ import torch.distributed as dist
 
 from neurips26.harness.distributed import launch_local
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.obsalign.consolidation import evidence_weights, fedavg_weights
-from neurips26.obsalign.federation import (METHODS, FedConfig, Method, guidance_for, source_sketch,
-                                           train_epochs)
+from neurips26.obsalign.federation import (METHODS, FedConfig, Method, modality_counts, server_step,
+                                           source_sketch, train_epochs)
 from neurips26.obsalign.model import ObsModel
 from neurips26.obsalign.obsbench import ObsBench, validate_split
-from neurips26.obsalign.observability import ObservabilityTracker, kappa_neg, reliability
-from neurips26.obsalign.sketch import pool
+from neurips26.obsalign.observability import ObservabilityTracker
 
 
 @dataclass
@@ -79,7 +77,7 @@ def run_rank(bench: ObsBench, method: Method | str, cfg: FedConfig = FedConfig()
         raise ValueError(f"world size {world} != number of sources {len(bench.sources)}: one rank per source")
     if method.consolidation == "none" or method.prox_mu > 0:
         raise ValueError("run_rank covers the consolidating methods without FedProx")
-    K, C = bench.n_modalities, bench.n_classes
+    C = bench.n_classes
     src = bench.sources[rank]
     validate_split(src.train, bench.dims, C, f"sources[{rank}].train")
     torch.manual_seed(seed)
@@ -87,8 +85,7 @@ def run_rank(bench: ObsBench, method: Method | str, cfg: FedConfig = FedConfig()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     gen = torch.Generator().manual_seed(seed * 1000 + rank)          # as run_federation's source ``rank``
     tracker = ObservabilityTracker(method.omega, cfg.beta)
-    mod_counts = np.stack([s.train.mask.sum(axis=0) * np.isin(np.arange(K), s.spec.modalities)
-                           for s in bench.sources]).astype(float)   # public sizes (FedAvg weights)
+    mod_counts = np.stack([modality_counts(s.train, s.spec.modalities) for s in bench.sources])  # public sizes
     sizes = np.array([len(s.train) for s in bench.sources], float)
     guid, hist, omega = None, [], None
     for r in range(1, cfg.rounds + 1):
@@ -97,12 +94,9 @@ def run_rank(bench: ObsBench, method: Method | str, cfg: FedConfig = FedConfig()
         mine = source_sketch(model, src.train, src.spec.modalities, guid, cfg)
         sketches: list = [None] * world
         dist.all_gather_object(sketches, mine)                       # the only upload besides parameters
-        pooled = pool(sketches)
-        omega = tracker.update(pooled)
+        _, omega, guids, w = server_step(method, cfg, tracker, sketches, mod_counts, sizes, C)
         hist.append(omega.copy())
-        guid = guidance_for(method, pooled, omega, reliability(mine, pooled, kappa_neg(pooled)), cfg)
-        w = (fedavg_weights(mod_counts, sizes, C) if method.consolidation == "fedavg"
-             else evidence_weights(sketches, pooled, omega, mod_counts, cfg.tau_lo))
+        guid = guids[rank]
         _all_reduce_consolidate(model, rank, w)
     return RankResult(rank, omega, hist, {k: v.clone() for k, v in model.state_dict().items()})
 

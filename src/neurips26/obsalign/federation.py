@@ -162,6 +162,27 @@ def shared_state(model: ObsModel) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def modality_counts(split: Split, modalities: tuple[int, ...]) -> np.ndarray:
+    """(K,) samples observing each modality, counted only for the source's own modalities (public sizes)."""
+    return (split.mask.sum(axis=0) * np.isin(np.arange(split.mask.shape[1]), modalities)).astype(float)
+
+
+def server_step(method: Method, cfg: FedConfig, tracker: ObservabilityTracker, sketches: list[Sketch],
+                mod_counts: np.ndarray, sizes: np.ndarray, n_classes: int):
+    """The server's part of a round from the sources' sketches (in source order): pooled sketch, omega
+    (``tracker`` updated), each source's guidance and the consolidation weights (None without consolidation)."""
+    pooled = pool(sketches)
+    omega = tracker.update(pooled)
+    kneg = kappa_neg(pooled)
+    guid = [guidance_for(method, pooled, omega, reliability(sk, pooled, kneg), cfg) for sk in sketches]
+    w = None
+    if method.consolidation == "fedavg":
+        w = fedavg_weights(mod_counts, sizes, n_classes)
+    elif method.consolidation == "evidence":
+        w = evidence_weights(sketches, pooled, omega, mod_counts, cfg.tau_lo)
+    return pooled, omega, guid, w
+
+
 @dataclass
 class FedResult:
     models: list[ObsModel]
@@ -178,7 +199,7 @@ def run_federation(bench: ObsBench, method: Method | str, cfg: FedConfig = FedCo
     """Train all sources of ``bench`` for ``cfg.rounds`` rounds under ``method``."""
     method = METHODS[check_choice(method, "method", tuple(METHODS))] if isinstance(method, str) else method
     seed = check_scalar(seed, "seed", int, min=0)
-    K, C = bench.n_modalities, bench.n_classes
+    C = bench.n_classes
     for i, s in enumerate(bench.sources):
         validate_split(s.train, bench.dims, C, f"sources[{i}].train")
     torch.manual_seed(seed)
@@ -190,8 +211,7 @@ def run_federation(bench: ObsBench, method: Method | str, cfg: FedConfig = FedCo
     gens = [torch.Generator().manual_seed(seed * 1000 + i) for i in range(len(models))]
     rng = np.random.default_rng(seed)
     tracker = ObservabilityTracker(method.omega, cfg.beta)
-    mod_counts = np.stack([s.train.mask.sum(axis=0) * np.isin(np.arange(K), s.spec.modalities)
-                           for s in bench.sources]).astype(float)
+    mod_counts = np.stack([modality_counts(s.train, s.spec.modalities) for s in bench.sources])
     sizes = np.array([len(s.train) for s in bench.sources], float)
     guid: list[Guidance | None] = [None] * len(models)
     pooled, omega, glob = None, None, init
@@ -202,15 +222,9 @@ def run_federation(bench: ObsBench, method: Method | str, cfg: FedConfig = FedCo
             g = guid[i] if r > cfg.warmup else None
             train_epochs(model, opts[i], src.train, src.spec.modalities, g, cfg, gens[i], method.prox_mu)
             sketches.append(source_sketch(model, src.train, src.spec.modalities, guid[i], cfg, rng))
-        pooled = pool(sketches)
-        omega = tracker.update(pooled)
+        pooled, omega, guid, w = server_step(method, cfg, tracker, sketches, mod_counts, sizes, C)
         hist.append(omega.copy())
-        kneg = kappa_neg(pooled)
-        for i, sk in enumerate(sketches):
-            guid[i] = guidance_for(method, pooled, omega, reliability(sk, pooled, kneg), cfg)
-        if method.consolidation != "none":
-            w = (fedavg_weights(mod_counts, sizes, C) if method.consolidation == "fedavg"
-                 else evidence_weights(sketches, pooled, omega, mod_counts, cfg.tau_lo))
+        if w is not None:
             new, gstate = consolidate([shared_state(m) for m in models], w)
             for m, st in zip(models, new):
                 m.load_state_dict(st)

@@ -26,20 +26,13 @@ import numpy as np
 import torch
 
 from neurips26.harness.validation import check_choice, check_scalar
-from neurips26.obsalign.consolidation import consolidate, evidence_weights, fedavg_weights
-from neurips26.obsalign.federation import (
-    METHODS,
-    FedConfig,
-    Method,
-    guidance_for,
-    shared_state,
-    source_sketch,
-    train_epochs,
-)
+from neurips26.obsalign.consolidation import consolidate
+from neurips26.obsalign.federation import (METHODS, FedConfig, Method, modality_counts, server_step, shared_state,
+                                           source_sketch, train_epochs)
 from neurips26.obsalign.model import Guidance, ObsModel
 from neurips26.obsalign.obsbench import ObsBench, validate_split
-from neurips26.obsalign.observability import ObservabilityTracker, kappa_neg, reliability
-from neurips26.obsalign.sketch import Sketch, pool
+from neurips26.obsalign.observability import ObservabilityTracker
+from neurips26.obsalign.sketch import Sketch
 
 _SKETCH_FIELDS = ("counts", "proto", "disp", "pair_counts", "pair_cons")
 
@@ -123,10 +116,10 @@ def client_step(bench: ObsBench, pid: int, method: Method, cfg: FedConfig, seed:
     train_epochs(model, opt, src.train, src.spec.modalities, guidance if guided else None, cfg, gen,
                  method.prox_mu)
     sk = source_sketch(model, src.train, src.spec.modalities, guidance, cfg)
-    counts = src.train.mask.sum(axis=0) * np.isin(np.arange(bench.n_modalities), src.spec.modalities)
     keep = {f"opt.{k}": v for k, v in _opt_state_arrays(opt).items()}
     keep["gen"] = gen.get_state().numpy()
-    return {k: v.numpy() for k, v in shared_state(model).items()}, sk, counts.astype(float), keep
+    return ({k: v.numpy() for k, v in shared_state(model).items()}, sk,
+            modality_counts(src.train, src.spec.modalities), keep)
 
 
 def client_app(bench: ObsBench, method: Method | str = "obsalign", cfg: FedConfig = FedConfig(),
@@ -186,27 +179,24 @@ class ObsAlignServer:
         torch.manual_seed(seed)
         init = ObsModel(dims, n_classes, cfg.d, regime=cfg.regime)      # run_federation's initial model
         self.C = n_classes
-        self.params = [{k: v.numpy().copy() for k, v in init.state_dict().items()} for _ in range(n_sources)]
         self.guidance: list[Guidance | None] = [None] * n_sources
         self.tracker = ObservabilityTracker(self.method.omega, cfg.beta)
-        self.result = FlowerResult()
+        self.result = FlowerResult(states=[shared_state(init) for _ in range(n_sources)])
+
+    @property
+    def params(self) -> list[dict[str, np.ndarray]]:
+        """What each source is sent next: its consolidated parameters (the initial model before round 1)."""
+        return [{k: v.numpy() for k, v in st.items()} for st in self.result.states]
 
     def round(self, sketches: list[Sketch], states: list[dict[str, np.ndarray]],
               mod_counts: np.ndarray, sizes: np.ndarray) -> None:
         """Sources' uploads (in source order) -> next round's parameters and guidance per source."""
-        cfg, method = self.cfg, self.method
-        pooled = pool(sketches)
-        omega = self.tracker.update(pooled)
+        _, omega, self.guidance, w = server_step(self.method, self.cfg, self.tracker, sketches, mod_counts,
+                                                 sizes, self.C)
         self.result.omega_history.append(omega.copy())
         self.result.omega = omega
-        kneg = kappa_neg(pooled)
-        self.guidance = [guidance_for(method, pooled, omega, reliability(sk, pooled, kneg), cfg)
-                         for sk in sketches]
-        w = (fedavg_weights(mod_counts, sizes, self.C) if method.consolidation == "fedavg"
-             else evidence_weights(sketches, pooled, omega, mod_counts, cfg.tau_lo))
         new, glob = consolidate([{k: torch.as_tensor(v) for k, v in s.items()} for s in states], w)
-        self.params = [{k: v.numpy().copy() for k, v in st.items()} for st in new]
-        self.result.states = [{k: v.clone() for k, v in st.items()} for st in new]
+        self.result.states = new
         self.result.global_state = glob
 
     def server_app(self):
@@ -222,12 +212,12 @@ class ObsAlignServer:
                                        f"connected within {self.timeout} s")
                 time.sleep(0.05)
             nodes = sorted(grid.get_node_ids())[: self.n_sources]
-            where: dict[int, int] = {}                 # source -> node, learnt from the first replies
-            for r in range(1, self.cfg.rounds + 1):
+            source_of = dict(zip(nodes, range(self.n_sources)))   # round 1 sends everyone the same start;
+            for r in range(1, self.cfg.rounds + 1):                # the replies then name each node's source
                 guided = r > self.cfg.warmup
                 msgs = []
-                for j, node in enumerate(nodes):
-                    s = next((s for s, n in where.items() if n == node), j)
+                for node in nodes:
+                    s = source_of[node]
                     content = {"params": _record(app, self.params[s]),
                                "config": app.ConfigRecord({"guided": guided, "round": r})}
                     if self.guidance[s] is not None:
@@ -242,7 +232,7 @@ class ObsAlignServer:
                 by_src = {}
                 for m in replies:
                     pid = int(m.content["metrics"]["partition-id"])
-                    where[pid] = m.metadata.src_node_id
+                    source_of[m.metadata.src_node_id] = pid
                     by_src[pid] = m
                 if sorted(by_src) != list(range(self.n_sources)):
                     raise RuntimeError(f"round {r}: replies from partitions {sorted(by_src)}")
