@@ -288,3 +288,14 @@ def test_auto_backend_takes_the_suffix_array_from_sa_min_n():
     assert ml._check_backend("auto", ml.SA_MIN_N) == "sa"
     with pytest.raises(ValueError, match="backend"):
         match_lengths([1, 2, 3], backend="suffix")
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="SA-IS needs numba")
+def test_suffix_array_refuses_negative_ids_and_a_wrong_work_buffer():
+    from neurips26.entropy_filter.match_lengths import suffix_array
+
+    with pytest.raises(ValueError, match="non-negative"):
+        suffix_array(np.array([3, -1, 2, -1, 3], np.int32))
+    with pytest.raises(ValueError, match="work"):
+        suffix_array(np.array([1, 2, 1, 2, 1], np.int32), work=np.empty(2, np.int32))
+    assert suffix_array(np.array([1, 2, 1, 2, 1], np.int32), work=np.empty(5, np.int32)).tolist() == [4, 2, 0, 3, 1]
