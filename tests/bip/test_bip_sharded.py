@@ -53,12 +53,12 @@ def test_cross_check_drops_planted_border_collision_and_escapee():
     tau = 0.9
     empty = torch.empty(0, 6)
     keep, st = cross_check([u[None], torch.stack([v, far])], owner, C, tau, empty,
-                           torch.empty(0, 4, dtype=torch.bool), math.acos(tau))
+                           torch.empty(0, 4, dtype=torch.bool))
     assert keep[0].tolist() == [True] and keep[1].tolist() == [False, True] and st["cross_rejected"] == 1
     # an escapee (worker 0's candidate in worker 1's cell 3) colliding with an accepted virtual there
     V = far[None].clone()
     VG = ghost_cells(V, C, math.acos(tau))
-    keep, st = cross_check([far[None], empty], owner, C, tau, V, VG, math.acos(tau))
+    keep, st = cross_check([far[None], empty], owner, C, tau, V, VG)
     assert keep[0].tolist() == [False] and st["escaped"] == 1 and st["escaped_rejected"] == 1
 
 

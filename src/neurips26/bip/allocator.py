@@ -174,12 +174,10 @@ class GapAllocator:
                 eta *= 0.9
         return x.detach()
 
-    def _check(self, x: torch.Tensor, pre_ok: torch.Tensor | None = None) -> torch.Tensor:
+    def _check(self, x: torch.Tensor) -> torch.Tensor:
         """Exact acceptance: below tau_c to R, to V and to earlier-accepted batch peers (greedy),
-        residual <= tol, containment (and ``pre_ok``, applied before the greedy in-batch pass)."""
+        residual <= tol, containment."""
         ok = maxcos(x, self.R) < self.tau_c
-        if pre_ok is not None:
-            ok &= pre_ok
         if len(self):
             ok &= maxcos(x, self._V) < self.tau_c
         ok &= self.sub.residual(x) <= self.residual_tol
@@ -215,16 +213,16 @@ class GapAllocator:
         self.log.append(BatchLog(n, first, out.shape[0], time.perf_counter() - t0))
         return out.clone()
 
-    def _fill(self, n: int, sample, region=None) -> tuple[torch.Tensor, int]:
-        """Seed ``sample(k)``, optimise, check exactly (``region(x)``: an extra per-row acceptance
-        mask), re-seed the rejects up to ``max_retries`` times; (accepted, first-pass count).
+    def _fill(self, n: int, sample) -> tuple[torch.Tensor, int]:
+        """Seed ``sample(k)``, optimise, check exactly, re-seed the rejects up to ``max_retries`` times;
+        (accepted, first-pass count).
         The accepted set is not added to V (the caller does)."""
         new, first, pending = [], None, n
         for _ in range(self.max_retries + 1):
             if pending == 0:
                 break
             x = self.optimise(sample(pending))
-            ok = self._check_against(x, new, None if region is None else region(x))
+            ok = self._check_against(x, new)
             new.append(x[ok])
             if first is None:
                 first = int(ok.sum())
@@ -232,9 +230,8 @@ class GapAllocator:
         out = torch.cat(new) if new else torch.empty(0, self.R.shape[1])
         return out, int(first or 0)
 
-    def _check_against(self, x: torch.Tensor, earlier: list[torch.Tensor],
-                       pre_ok: torch.Tensor | None = None) -> torch.Tensor:
-        ok = self._check(x, pre_ok)
+    def _check_against(self, x: torch.Tensor, earlier: list[torch.Tensor]) -> torch.Tensor:
+        ok = self._check(x)
         if earlier and sum(e.shape[0] for e in earlier):
             ok &= maxcos(x, torch.cat(earlier)) < self.tau_c
         return ok

@@ -68,12 +68,13 @@ def _batches(gg: GapGen, n: int, epochs: int):
             yield b, gg._z(b.numel())
 
 
-def _check_world(job: dict, world: int) -> int:
+def _check_world(job: dict, world: int, key: str = "images") -> int:
+    """Every batch of ``job[key]`` (the last one too) splits into ``world`` equal slices."""
     world = check_scalar(world, "world", int, min=1)
-    n = job["images"].shape[0]
-    if job["cfg"].batch % world or n % job["cfg"].batch % world:
-        raise ValueError(f"batch={job['cfg'].batch} and the last batch ({n % job['cfg'].batch} of {n} images) "
-                         f"must be divisible by world={world} (equal slices)")
+    n, b = job[key].shape[0], job["cfg"].batch
+    if b % world or n % b % world:
+        raise ValueError(f"batch={b} and the last batch ({n % b} of {n} {key}) must be divisible by "
+                         f"world={world} (equal slices)")
     return world
 
 
@@ -166,14 +167,6 @@ def _build_curriculum(job: dict) -> GapGen:
     return gg
 
 
-def _check_world_curriculum(job: dict, world: int) -> int:
-    world = check_scalar(world, "world", int, min=1)
-    n, b = job["virtuals"].shape[0], job["cfg"].batch
-    if b % world or n % b % world:
-        raise ValueError(f"batch={b} and the last batch ({n % b} of {n} virtuals) must be divisible by "
-                         f"world={world} (equal slices)")
-    return world
-
 
 def _curriculum_steps(gg: GapGen, job: dict):
     """Yield (stage, epoch, g, rb, z_g, z_r) for every global step, drawing from ``gg.gen`` in the order of
@@ -246,7 +239,7 @@ def _run_curriculum(job: dict, rank: int, world: int, G, D, gg: GapGen, sync) ->
 def train_curriculum_sharded(job: dict, world: int) -> dict:
     """One process, ``world`` slices per global batch, slice losses averaged (the DDP reference).
     Returns {"G": G's parameters, "history": per-epoch consistency} (or the probe's gradients)."""
-    world = _check_world_curriculum(job, world)
+    world = _check_world(job, world, "virtuals")
     gg = _build_curriculum(job)
     return _run_curriculum(job, 0, world, gg.G, gg.D, gg, None)
 
@@ -256,7 +249,7 @@ def train_curriculum_ddp(job: dict) -> dict:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    _check_world_curriculum(job, world)
+    _check_world(job, world, "virtuals")
     gg = _build_curriculum(job)
 
     def sync(ic: float) -> float:                                  # rank 0's consistency everywhere
@@ -269,7 +262,7 @@ def train_curriculum_ddp(job: dict) -> dict:
 
 def launch_curriculum(job: dict, world: int = 2) -> dict:
     """``train_curriculum_ddp(job)`` on ``world`` local gloo processes; rank 0's result."""
-    world = _check_world_curriculum(job, world)
+    world = _check_world(job, world, "virtuals")
     return _launch(train_curriculum_ddp, job, world=world)[0]
 
 

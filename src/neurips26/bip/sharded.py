@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from neurips26.bip.allocator import Audit, GapAllocator, audit
-from neurips26.bip.gallery import Subspace, as_unit, faiss_index
+from neurips26.bip.gallery import Subspace, as_unit, faiss_index, maxcos
 from neurips26.harness.validation import check_choice, check_scalar
 
 BACKENDS = ("serial", "processes", "ray")
@@ -161,12 +161,12 @@ def _split(n: int, parts: int) -> list[int]:
 
 
 def cross_check(cands: list[torch.Tensor], owner: torch.Tensor, centroids: torch.Tensor, tau_c: float,
-                V: torch.Tensor, V_ghost: torch.Tensor, theta_ghost: float) -> tuple[list[torch.Tensor], dict]:
+                V: torch.Tensor, V_ghost: torch.Tensor) -> tuple[list[torch.Tensor], dict]:
     """Keep-masks for every worker's candidates after the exact cross-shard re-check, with counts.
 
     1. A candidate u that optimisation moved out of its worker's cells (an *escapee*) was checked by the
        worker only against V near the worker's cells: it is re-checked exactly against the rows of V
-       whose ghost zone (``V_ghost``, (G) at ``theta_ghost`` >= arccos(tau_c)) holds u's cell.
+       whose ghost zone (``V_ghost``, (G) at an angle >= arccos(tau_c)) holds u's cell.
     2. Pairs (u, v) of different workers with cos(u, v) >= tau_c have, by (G) at arccos(tau_c) for v in
        its cell, u in the ghost zone of cell(v): for every cell a, the candidates inside a are compared
        exactly with the other workers' candidates in a's ghost zone, and the later one of every colliding
@@ -185,11 +185,11 @@ def cross_check(cands: list[torch.Tensor], owner: torch.Tensor, centroids: torch
     alive = torch.ones(X.shape[0], dtype=torch.bool)
     esc = (owner[cell] != wid).nonzero()[:, 0]
     stats["escaped"] = int(esc.numel())
-    for i in esc.tolist():
-        near = V[V_ghost[:, cell[i]]] if V.shape[0] else V
-        if near.shape[0] and float((near @ X[i]).max()) >= tau_c:
-            alive[i] = False
-            stats["escaped_rejected"] += 1
+    for a in cell[esc].unique().tolist():                 # escapees of one cell share its V rows
+        r = esc[cell[esc] == a]
+        bad = r[maxcos(X[r], V[V_ghost[:, a]]) >= tau_c]
+        alive[bad] = False
+        stats["escaped_rejected"] += int(bad.numel())
     pairs = set()
     for a in range(centroids.shape[0]):
         p = (cell == a).nonzero()[:, 0]
@@ -296,7 +296,7 @@ def _coordinate(job: dict, wmap) -> tuple[torch.Tensor, list[RoundLog]]:
         ghosts = [V[(ghost & mine[w][None, :]).any(1)] for w in range(W)]
         outs = wmap(ghosts, sizes, rnd)                            # {w: (candidates, first_pass)}
         cands = [outs[w][0] for w in range(W)]
-        keep, st = cross_check(cands, owner, C, job["tau_c"], V, ghost, theta_m)
+        keep, st = cross_check(cands, owner, C, job["tau_c"], V, ghost)
         new = torch.cat([c[k] for c, k in zip(cands, keep)])
         V = torch.cat([V, new])
         ghost = torch.cat([ghost, ghost_cells(new, C, theta_m)]) if new.shape[0] else ghost
