@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import time
 
 
 def wait_fd(fd: int, timeout: float) -> bool:
@@ -12,27 +13,18 @@ def wait_fd(fd: int, timeout: float) -> bool:
     poll(2) call (no epoll instance per wait: this is on the delete path)."""
     p = select.poll()
     p.register(fd, select.POLLIN)
-    ms = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
-    while True:
-        try:
-            return bool(p.poll(ms))
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for older runtimes
-            continue
+    return bool(p.poll(max(0, int(timeout * 1000 + 0.999))))  # PEP 475: poll retries on EINTR itself
 
 
 def wait_released(pidfd: int, timeout: float) -> bool:
     """Until the exited process of ``pidfd`` is reaped by its parent (a zombie still holds its pid
     and its pid namespace): signal 0 succeeds on a zombie and fails with ESRCH once it is released."""
-    import time
-
     end = time.monotonic() + timeout
     pause = 20e-6
     while True:
         try:
             signal.pidfd_send_signal(pidfd, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
+        except OSError:  # ESRCH (ProcessLookupError): released
             return True
         if time.monotonic() > end:
             return False

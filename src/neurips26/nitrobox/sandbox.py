@@ -181,9 +181,6 @@ class _Proc:
 # and their exits all touch fewer page tables. Rootless keeps the old 256 MiB rule (the zygote's
 # rootless path is not exercised by the rootless tests here).
 AUTO_ZYGOTE_RSS = 32 << 20
-# delete: unlink the state dir while the kernel tears the killed tree down, then once more after it
-# is gone (False: only after, as before; kept for the paired measurement in the bench notes)
-_OVERLAP_UNLINK = True
 AUTO_ZYGOTE_RSS_ROOTLESS = 256 << 20
 
 
@@ -968,7 +965,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             dest = self._dir
 
         def job() -> None:
-            if inflight is None and _OVERLAP_UNLINK:
+            if inflight is None:
                 # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed
                 # process runs no more user code, and whatever a system call it was inside still
                 # creates is removed by the pass below, after every sandbox process is gone
@@ -976,8 +973,6 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             old.wait_b()  # every sandbox process is gone (zygote mode: and with B the namespaces)
             if spare is not None:
                 spare.wait_b()
-            if inflight is None and not _OVERLAP_UNLINK:
-                reaper.force_rmtree(str(dest))
             old.kill()  # reaps A (direct mode: the mount namespace (overlay, proc, tmpfs) goes with it)
             if spare is not None:
                 spare.kill()
