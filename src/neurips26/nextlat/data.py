@@ -321,7 +321,7 @@ class BPEData:
         return int(self.tokenizer.get_vocab_size())
 
     def encode(self, s: str) -> np.ndarray:
-        return np.asarray(self.tokenizer.encode(s).ids, dtype=np.int64)
+        return _bpe_encode(self.tokenizer, s)
 
     def decode(self, ids) -> str:
         return self.tokenizer.decode([int(i) for i in ids])
@@ -357,7 +357,9 @@ def bpe_data(text: str, vocab_size: int = 1000, holdout: float = 0.1) -> BPEData
                                   show_progress=False)
     tok.train_from_iterator(_line_chunks(text[:cut]), trainer)
 
-    def encode(s: str) -> np.ndarray:
-        return np.asarray([i for enc in tok.encode_batch(_line_chunks(s)) for i in enc.ids], dtype=np.int64)
+    return BPEData(_bpe_encode(tok, text[:cut]), _bpe_encode(tok, text[cut:]), tok)
 
-    return BPEData(encode(text[:cut]), encode(text[cut:]), tok)
+
+def _bpe_encode(tok, s: str) -> np.ndarray:
+    """``s`` encoded piecewise at line ends (how ``bpe_data`` encodes its splits)."""
+    return np.asarray([i for enc in tok.encode_batch(_line_chunks(s)) for i in enc.ids], dtype=np.int64)

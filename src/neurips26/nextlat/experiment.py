@@ -19,6 +19,8 @@ Verdicts over seeds use paired differences (``paired``/``judge``).
 
 from __future__ import annotations
 
+import functools
+
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -33,7 +35,7 @@ from neurips26.harness.run import RunContext
 from neurips26.harness.validation import check_choice
 from neurips26.nextlat import countdown, data
 from neurips26.nextlat.baselines import JTPForCausalLM, MTPForCausalLM
-from neurips26.nextlat.distributed import train_data_parallel
+from neurips26.nextlat.distributed import STRATEGIES, train_data_parallel
 from neurips26.nextlat.metrics import effective_rank, probe_accuracy, token_probe_accuracy
 from neurips26.nextlat.model import NextLatForCausalLM, tiny_llama
 from neurips26.nextlat.speculative import greedy_generate, self_speculative_generate
@@ -439,6 +441,17 @@ def group_task(cfg: GroupConfig, seed: int, name: str, threads: int = 1, paralle
     }
 
 
+@functools.lru_cache(maxsize=2)
+def _countdown_data(max_target: int, max_intermediate: int, pause: int, train: int, test: int, seed: int):
+    """Train / held-out-problem / held-out-target token sets (the same for every model of a seed: built once)."""
+    targets, held = countdown.target_split(max_target, seed=seed)
+    probs = countdown.countdown_problems(train + test, targets, max_target, max_intermediate, seed=seed)
+    gen = countdown.countdown_problems(test, held, max_target, max_intermediate, seed=10_000 + seed)
+    seen = {countdown.problem_text(*p) for p in probs[:train]}
+    fresh = [p for p in probs[train:] if countdown.problem_text(*p) not in seen]  # official: no train duplicates
+    return tuple(countdown.countdown_tokens(p, max_intermediate, pause) for p in (probs[:train], fresh, gen))
+
+
 def countdown_task(cfg: CountdownConfig, seed: int, name: str, threads: int = 1,
                    parallel: str | None = None) -> dict[str, Any]:
     """Train ``name`` on Countdown-4 (loss on the solution: context_length) and measure greedy solve rates
@@ -446,12 +459,7 @@ def countdown_task(cfg: CountdownConfig, seed: int, name: str, threads: int = 1,
     torch.set_num_threads(threads)
     if name != "gpt" and not name.startswith("nextlat_d"):
         raise ValueError(f"Countdown trains GPT and NextLat models (context_length masking), got {name!r}")
-    targets, held = countdown.target_split(cfg.max_target, seed=seed)
-    probs = countdown.countdown_problems(cfg.train + cfg.test, targets, cfg.max_target, cfg.max_intermediate, seed=seed)
-    gen = countdown.countdown_problems(cfg.test, held, cfg.max_target, cfg.max_intermediate, seed=10_000 + seed)
-    seen = {countdown.problem_text(*p) for p in probs[: cfg.train]}
-    test = [p for p in probs[cfg.train :] if countdown.problem_text(*p) not in seen]  # official: no train duplicates
-    tr, te, tg = (countdown.countdown_tokens(p, cfg.max_intermediate, cfg.pause) for p in (probs[: cfg.train], test, gen))
+    tr, te, tg = _countdown_data(cfg.max_target, cfg.max_intermediate, cfg.pause, cfg.train, cfg.test, seed)
     torch.manual_seed(seed)
     m = _wrap(tiny_llama(tr.vocab, cfg.hidden, cfg.layers, cfg.heads, ctx=tr.ids.shape[1]), name, eos=tr.eos,
               proj=cfg.proj_factor, lambda_h=cfg.lambda_h, lambda_kl=cfg.lambda_kl)
@@ -463,7 +471,7 @@ def countdown_task(cfg: CountdownConfig, seed: int, name: str, threads: int = 1,
         "train_loss": float(np.mean(losses[-20:])) if losses else float("nan"),
         "accuracy": countdown.countdown_accuracy(m, te),
         "generalization": countdown.countdown_accuracy(m, tg),
-        "test_problems": len(test),
+        "test_problems": int(te.ids.shape[0]),
         "seconds": time.perf_counter() - t0,
     }
 
@@ -497,6 +505,8 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
     if cfg.countdown is not None:
         tasks += [("countdown", cfg.countdown, ctx.seed, name, cfg.threads) for name in cfg.countdown.models]
     tasks += [("city", cfg.city, ctx.seed, name, cfg.threads) for name in reversed(cfg.city.models)]
+    if cfg.data_parallel is not None:   # checked here: a single process would otherwise ignore a typo
+        check_choice(cfg.data_parallel, "data_parallel", STRATEGIES)
     tasks = [t + (cfg.data_parallel,) for t in tasks]
     t0 = time.perf_counter()
     res = map_tasks(run_task, tasks, backend=cfg.backend, workers=cfg.workers, desc="trainings",

@@ -89,9 +89,7 @@ class NextLatForCausalLM(nn.Module):
         self.lambda_h = check_scalar(lambda_h, "lambda_h", float, min=0)
         self.lambda_kl = check_scalar(lambda_kl, "lambda_kl", float, min=0)
         norm = check_choice(norm, "norm", ("layernorm", "rms"))
-        if not isinstance(aux_grad_to_trunk, bool):
-            raise TypeError(f"aux_grad_to_trunk must be a bool, got {type(aux_grad_to_trunk).__name__}")
-        self.aux_grad_to_trunk = aux_grad_to_trunk
+        self.aux_grad_to_trunk = check_scalar(aux_grad_to_trunk, "aux_grad_to_trunk", bool)
         if getattr(model.config, "tie_word_embeddings", False):
             raise ValueError("model has a tied head (config.tie_word_embeddings=True): L_KL would update "
                              "lm_head through e(x); build it with tie_word_embeddings=False")
