@@ -134,11 +134,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from neurips26.harness.distributed import launcher_rank
     from neurips26.harness.run import default_out_dir, run_paper
 
     out = args.out if args.out is not None else default_out_dir(args.slug)
     result = run_paper(args.slug, args.scale, args.seed, out, progress=not args.json, seeds=args.seeds,
                        backend=args.backend)
+    if launcher_rank() != 0:  # under torchrun only rank 0 wrote the run folder, and only it reports
+        return 0
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -149,10 +152,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    from neurips26.harness.distributed import launcher_rank
     from neurips26.harness.run import bench_paper, default_out_dir
 
     out = args.out if args.out is not None else default_out_dir(args.slug, "bench")
     result = bench_paper(args.slug, out, progress=not args.json, scale=args.scale)
+    if launcher_rank() != 0:
+        return 0
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -91,3 +91,36 @@ def test_report_from_fixture_results(toy_paper, tmp_path):
     assert "anchor" in html and "2" in html
     assert "cofrgenet" in text  # every registered paper has a row
     assert "](../toy_paper/run-20260102T000000000000Z/hist.png)" in text  # relative to the report
+
+
+def test_only_rank_zero_writes_under_torchrun(toy_paper, tmp_path, monkeypatch):
+    """Under torchrun every rank runs the experiment; rank 0 alone writes the run folder."""
+    import tempfile
+
+    private = tmp_path / "private"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    res = run_paper("toy_paper", "smoke", seeds=(0, 1), out=tmp_path / "run")
+    bench = bench_paper("toy_paper", out=tmp_path / "bench")
+    assert res["metrics"]["n"] == 10 and len(res["per_seed"]) == 2 and bench["rows"]
+    assert not (tmp_path / "run").exists() and not (tmp_path / "bench").exists()
+    assert list(private.iterdir()) == []  # the rank's own folder (plots of both seeds) is removed
+    monkeypatch.setenv("RANK", "0")
+    res0 = run_paper("toy_paper", "smoke", seeds=(0, 1), out=tmp_path / "run")
+    assert load_result(tmp_path / "run" / "result.json")["metrics"] == res0["metrics"] == res["metrics"]
+    assert (tmp_path / "run" / "hist.png").exists() and (tmp_path / "run" / "seed-1" / "hist.png").exists()
+
+
+@pytest.mark.parametrize("env, match", [({"WORLD_SIZE": "2", "RANK": "x"}, "integers"),
+                                        ({"WORLD_SIZE": "2", "RANK": "2"}, "outside")])
+def test_launcher_rank_rejects_a_bad_environment(monkeypatch, env, match):
+    from neurips26.harness.distributed import launcher_rank
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match=match):
+        launcher_rank()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert launcher_rank() == 0

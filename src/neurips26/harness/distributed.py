@@ -8,6 +8,9 @@ to race for), calls ``fn(*args)`` on every rank and returns the ranks' return va
 
 A rank that raises makes ``launch_local`` raise (torch's ``ProcessRaisedException`` names the rank and
 carries its traceback); ``timeout`` kills every rank and raises ``TimeoutError``.
+
+``launcher_rank()`` is this process's rank as a launcher (``torchrun``) set it in the environment, known
+before ``init_process_group``: the harness writes a run's folder and result from rank 0 only.
 """
 from __future__ import annotations
 
@@ -19,6 +22,22 @@ from pathlib import Path
 from typing import Any
 
 from neurips26.harness.validation import check_choice, check_scalar
+
+
+def launcher_rank() -> int:
+    """``RANK`` as ``torchrun`` (or any launcher following its environment contract) set it, when
+    ``WORLD_SIZE`` > 1; 0 for a single process. Read from the environment, so it is known before the
+    process group exists (and without importing torch)."""
+    world, rank = os.environ.get("WORLD_SIZE", "1"), os.environ.get("RANK", "0")
+    try:
+        if int(world) <= 1:
+            return 0
+        world_n, rank_n = int(world), int(rank)
+    except ValueError:
+        raise ValueError(f"environment WORLD_SIZE={world!r} / RANK={rank!r} must be integers") from None
+    if not 0 <= rank_n < world_n:
+        raise ValueError(f"environment RANK={rank_n} is outside 0..WORLD_SIZE-1={world_n - 1}")
+    return rank_n
 
 
 def _rank_main(rank: int, world: int, init_file: str, out_dir: str, fn: Callable[..., Any], args: tuple,
@@ -73,4 +92,4 @@ def launch_local(fn: Callable[..., Any], *args: Any, world: int = 2, threads: in
         return [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
 
-__all__ = ["launch_local"]
+__all__ = ["launch_local", "launcher_rank"]

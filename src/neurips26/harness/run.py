@@ -10,6 +10,10 @@ A paper's ``experiment.py`` provides::
 and its ``bench.py`` provides ``def bench(ctx: RunContext) -> list[BenchRow]`` (``ctx.scale`` is
 ``"smoke"`` for a seconds-long check of the rows, ``"quick"`` by default).
 
+Under ``torchrun`` every rank runs the experiment (its collective calls need them all), but only rank 0
+writes: the other ranks work in a private temporary folder that is removed afterwards, so the run folder
+holds one ``result.json`` and one set of plots (``harness.distributed.launcher_rank``).
+
 Seeds are an axis of the run: ``run_paper(slug, seeds=(0, 1, 2))`` (or a config with a ``seeds``
 field as the default) runs each seed (through ``map_tasks`` when ``backend`` asks for it), keeps every
 seed's metrics, and hands the claim checks a ``SeedMetrics`` so a verdict can rest on a paired
@@ -18,11 +22,13 @@ difference with its standard error (``harness.paper.paired``/``judge``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +41,7 @@ from typing import Any, Iterable, Iterator, Mapping, TypeVar
 
 from neurips26.harness import registry
 from neurips26.harness.bench import BenchRow  # noqa: F401  (re-exported: the row lives in harness.bench)
+from neurips26.harness.distributed import launcher_rank
 from neurips26.harness.paper import SeedMetrics, evaluate_all
 from neurips26.harness.parallel import map_tasks, resolve_backend
 
@@ -254,7 +261,12 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
     else:
         cfg, scale = config, "custom"
     chosen = resolve_seeds(seed, seeds, cfg)
-    out_dir = prepare_out_dir(out if out is not None else default_out_dir(slug))
+    with _rank_out_dir(out if out is not None else default_out_dir(slug), slug) as (out_dir, writer):
+        return _run_seeds(exp, slug, cfg, scale, chosen, out_dir, progress and writer, backend, workers, writer)
+
+
+def _run_seeds(exp: Any, slug: str, cfg: Any, scale: str, chosen: list[int], out_dir: Path, progress: bool,
+               backend: str, workers: int | None, writer: bool) -> dict[str, Any]:
     jobs = [(slug, cfg, scale, s, str(_seed_dir(out_dir, chosen, s)), progress) for s in chosen]
     prov = provenance()  # before the work: a commit made during a long run must not relabel it
     t0 = time.perf_counter()
@@ -284,8 +296,24 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
         result["per_seed"] = [{"seed": s, "seconds": round(t, 3), "metrics": m}
                               for s, (m, t, _) in zip(chosen, runs)]
     result = to_json_types(result)
-    write_json_atomic(out_dir / RESULT_FILE, result)
+    if writer:
+        write_json_atomic(out_dir / RESULT_FILE, result)
     return result
+
+
+@contextlib.contextmanager
+def _rank_out_dir(out: Path | str, slug: str) -> Iterator[tuple[Path, bool]]:
+    """``(folder, writes)``: ``out`` prepared, on rank 0 / a single process; a temporary folder, removed
+    at the end, on every other ``torchrun`` rank (so ranks never race on one run folder)."""
+    rank = launcher_rank()
+    if rank == 0:
+        yield prepare_out_dir(out), True
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=f"neurips26-{slug}-rank{rank}-"))
+    try:
+        yield tmp, False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True,
@@ -295,22 +323,23 @@ def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True,
     ``scale="smoke"`` asks the bench for seconds-long versions of its rows (the contract test).
     """
     mod = registry.load(slug, "bench")
-    out_dir = prepare_out_dir(out if out is not None else default_out_dir(slug, "bench"))
-    ctx = RunContext(out_dir=out_dir, progress=progress, scale=scale)
-    prov = provenance()
-    seed_everything(0)
-    t0 = time.perf_counter()
-    rows = mod.bench(ctx)
-    result = {
-        "paper": slug,
-        "scale": scale,
-        "seconds": round(time.perf_counter() - t0, 3),
-        "provenance": prov,
-        "rows": [r.to_dict() for r in rows],
-    }
-    result = to_json_types(result)
-    write_json_atomic(out_dir / BENCH_FILE, result)
-    return result
+    with _rank_out_dir(out if out is not None else default_out_dir(slug, "bench"), slug) as (out_dir, writer):
+        ctx = RunContext(out_dir=out_dir, progress=progress and writer, scale=scale)
+        prov = provenance()
+        seed_everything(0)
+        t0 = time.perf_counter()
+        rows = mod.bench(ctx)
+        result = {
+            "paper": slug,
+            "scale": scale,
+            "seconds": round(time.perf_counter() - t0, 3),
+            "provenance": prov,
+            "rows": [r.to_dict() for r in rows],
+        }
+        result = to_json_types(result)
+        if writer:
+            write_json_atomic(out_dir / BENCH_FILE, result)
+        return result
 
 
 def load_result(path: Path | str) -> dict[str, Any]:
