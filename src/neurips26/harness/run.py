@@ -261,7 +261,8 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
     else:
         cfg, scale = config, "custom"
     chosen = resolve_seeds(seed, seeds, cfg)
-    with _rank_out_dir(out if out is not None else default_out_dir(slug), slug) as (out_dir, writer):
+    out = out if out is not None else default_out_dir(slug)
+    with _rank_out_dir(out, slug) as (out_dir, writer):
         return _run_seeds(exp, slug, cfg, scale, chosen, out_dir, progress and writer, backend, workers, writer)
 
 
