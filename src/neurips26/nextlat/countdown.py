@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from neurips26.harness.validation import check_scalar
+from neurips26.nextlat.speculative import greedy_rows
 
 SYMBOLS = ("|", "*", "/", "+", "-", "=", ",")
 N_START = 4
@@ -185,10 +186,9 @@ def countdown_accuracy(model, tok: CountdownTokens, batch: int = 256) -> float:
     was_training = model.training
     model.eval()
     for i in range(0, len(tok.ids), batch):
-        seq = torch.from_numpy(np.ascontiguousarray(tok.ids[i: i + batch, :c]))
-        for _ in range(SOLUTION_TOKENS):
-            seq = torch.cat([seq, model.next_token_logits(seq)[:, -1].argmax(-1, keepdim=True)], 1)
-        ok += sum(solution_correct(tok, row[:c], row[c:]) for row in seq.tolist())
+        prompts = tok.ids[i: i + batch, :c]
+        gen = greedy_rows(model, torch.from_numpy(np.ascontiguousarray(prompts)), SOLUTION_TOKENS)
+        ok += sum(solution_correct(tok, p, g) for p, g in zip(prompts.tolist(), gen.tolist()))
     model.train(was_training)
     return ok / len(tok.ids)
 

@@ -27,7 +27,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.harness.validation import check_choice
+from neurips26.nextlat.training import adamw_steps, check_train_args
 
 STRATEGIES = ("ddp", "fsdp2")
 
@@ -60,11 +61,8 @@ def train_data_parallel(model: torch.nn.Module, batches: Callable[[int], torch.T
     if not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("train_data_parallel needs an initialised process group (torchrun or launch_local)")
     strategy = check_choice(strategy, "strategy", STRATEGIES)
-    steps = check_scalar(steps, "steps", int, min=0)
-    lr = check_scalar(lr, "lr", float, min=0, inclusive="neither")
-    clip = check_scalar(clip, "clip", float, min=0, inclusive="neither")
+    steps, lr, clip = check_train_args(steps, lr, clip)
     rank, world = dist.get_rank(), dist.get_world_size()
-    loss_fn = loss_fn or (lambda mm, ids: mm(ids).loss)
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -77,19 +75,14 @@ def train_data_parallel(model: torch.nn.Module, batches: Callable[[int], torch.T
         for layer in decoder_layers(work):
             fully_shard(layer)
         fully_shard(work)
-    opt = torch.optim.AdamW(work.parameters(), lr=lr, weight_decay=weight_decay)
-    work.train()
-    losses = []
-    for step in range(steps):
-        ids = rank_rows(batches(step), rank, world)
-        loss = loss_fn(work, ids)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(work.parameters(), clip)  # global norm (DTensor-aware for FSDP2)
-        opt.step()
+
+    def global_mean(loss: torch.Tensor) -> float:
         g = loss.detach().clone()
         dist.all_reduce(g, op=dist.ReduceOp.SUM)
-        losses.append(float(g) / world)
+        return float(g) / world
+
+    losses = adamw_steps(work, lambda step: rank_rows(batches(step), rank, world), steps, lr, clip,
+                         weight_decay, loss_fn, record=global_mean)
     if strategy == "fsdp2":
         full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in work.state_dict().items()}
         model.load_state_dict(full)

@@ -110,6 +110,18 @@ def _sampling_args(temperature, top_k, top_p):
 
 
 @torch.no_grad()
+def greedy_rows(model, prompts: torch.Tensor, n: int) -> torch.Tensor:
+    """The ``n`` greedy tokens after every row of ``prompts`` [B, c] (equal-length prompts, no stop), [B, n]:
+    batched full forwards through ``model.next_token_logits`` (any of the package's LMs: GPT, NextLat,
+    MTP, BST), no cache; what the planning / Countdown evaluations decode with."""
+    n = check_scalar(n, "n", int, min=1)
+    seq = prompts
+    for _ in range(n):
+        seq = torch.cat([seq, model.next_token_logits(seq)[:, -1].argmax(-1, keepdim=True)], 1)
+    return seq[:, prompts.shape[1]:]
+
+
+@torch.no_grad()
 def greedy_generate(model: NextLatForCausalLM, prompt: torch.Tensor, max_new_tokens: int,
                     use_cache: bool = True, eos_token_id: int | None = None) -> list[torch.Tensor]:
     """Plain greedy autoregressive decoding (one trunk forward per token), per sample."""

@@ -16,21 +16,35 @@ def train(model: torch.nn.Module, batches: Callable[[int], torch.Tensor], steps:
 
     Returns the per-step training loss.
     """
-    steps = check_scalar(steps, "steps", int, min=0)
-    lr = check_scalar(lr, "lr", float, min=0, inclusive="neither")
-    clip = check_scalar(clip, "clip", float, min=0, inclusive="neither")
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    model.train()
+    steps, lr, clip = check_train_args(steps, lr, clip)
+    losses = adamw_steps(model, batches, steps, lr, clip, weight_decay, loss_fn)
+    model.eval()
+    return losses
+
+
+def check_train_args(steps: int, lr: float, clip: float) -> tuple[int, float, float]:
+    return (check_scalar(steps, "steps", int, min=0), check_scalar(lr, "lr", float, min=0, inclusive="neither"),
+            check_scalar(clip, "clip", float, min=0, inclusive="neither"))
+
+
+def adamw_steps(module: torch.nn.Module, batches: Callable[[int], torch.Tensor], steps: int, lr: float,
+                clip: float, weight_decay: float, loss_fn: Callable | None,
+                record: Callable[[torch.Tensor], float] | None = None) -> list[float]:
+    """The loop both trainers run (one process here, one rank in ``distributed.train_data_parallel``):
+    per step ``loss_fn(module, batches(step))``, backward, global-norm clip at ``clip``, AdamW step.
+    ``record(loss)`` is the float logged per step (default the loss itself). Leaves ``module`` in train mode."""
+    loss_fn = loss_fn or (lambda m, ids: m(ids).loss)
+    record = record or (lambda loss: float(loss.detach()))
+    opt = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=weight_decay)
+    module.train()
     losses = []
     for step in range(steps):
-        ids = batches(step)
-        loss = model(ids).loss if loss_fn is None else loss_fn(model, ids)
+        loss = loss_fn(module, batches(step))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        torch.nn.utils.clip_grad_norm_(module.parameters(), clip)  # global norm (DTensor-aware for FSDP2)
         opt.step()
-        losses.append(float(loss.detach()))
-    model.eval()
+        losses.append(record(loss))
     return losses
 
 

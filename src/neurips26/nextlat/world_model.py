@@ -9,6 +9,7 @@ import torch
 from neurips26.harness.validation import check_scalar
 from neurips26.nextlat.data import CityGrid
 from neurips26.nextlat.model import NextLatForCausalLM
+from neurips26.nextlat.speculative import greedy_rows
 
 
 @torch.no_grad()
@@ -119,9 +120,5 @@ def path_exact_match(model, ids: np.ndarray, context_length: int, path_len: int)
     path_len = check_scalar(path_len, "path_len", int, min=1)
     if ids.shape[1] < context_length + path_len:
         raise ValueError(f"ids has {ids.shape[1]} columns < context_length + path_len = {context_length + path_len}")
-    seq = torch.from_numpy(np.ascontiguousarray(ids[:, :context_length]))
-    for _ in range(path_len):
-        y = model.next_token_logits(seq)[:, -1].argmax(-1)
-        seq = torch.cat([seq, y[:, None]], 1)
-    gen = seq[:, context_length:].numpy()
+    gen = greedy_rows(model, torch.from_numpy(np.ascontiguousarray(ids[:, :context_length])), path_len).numpy()
     return float((gen == ids[:, context_length : context_length + path_len]).all(1).mean())
