@@ -188,6 +188,7 @@ def test_verified_provisioning_never_returns_a_colliding_image(one_thread):
     assert out["images"].shape[0] == 3 * int(out["kept"].sum())
     if out["images"].shape[0]:
         assert float(maxcos(embed(enc, out["images"]), R).max()) < tau
+        assert torch.allclose(out["embeddings"], embed(enc, out["images"]), atol=1e-6)   # returned = recomputed
 
 
 def test_generator_and_critic_shapes():

@@ -184,14 +184,15 @@ def _generator_metrics(gg: GapGen, enc, V, R, tau_c, real_feats, k: int) -> tupl
     virtual, the feature Frechet distance to the real images; returns (metrics, provisioned images)."""
     ic = identity_consistency(gg, V, k)
     imgs = gg.sample(V, k)
-    emb = embed(enc, imgs)
+    feats = embed(enc, imgs, features=True)
+    emb = torch.nn.functional.normalize(feats, dim=1)                 # = enc(imgs), without a second pass
     hit = (maxcos(emb, R) >= tau_c).view(V.shape[0], k).any(1)        # virtuals with a colliding image
     v_mc = maxcos(V, R)
     return {"ic": float(ic.mean()), "ic_sd": float(ic.std()),
             "collisions": image_collisions(emb, R, tau_c) | {"virtuals": int(hit.sum())},
             "colliding_virtual_maxcos": float(v_mc[hit].mean()) if bool(hit.any()) else None,
             "virtual_maxcos": float(v_mc.mean()),
-            "frechet": frechet_distance(real_feats, embed(enc, imgs, features=True))}, imgs
+            "frechet": frechet_distance(real_feats, feats)}, imgs
 
 
 def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
@@ -251,7 +252,7 @@ def _image_side(cfg: ImageConfig, ctx: RunContext, plots: bool) -> dict:
     # verified provisioning: every image exactly checked against R before it is provisioned (raw rates above)
     for name in ("stage0", "curriculum"):
         pv = gens[name].provision(V, cfg.k_img, tau_c, cfg.max_redraws)
-        n_col = (image_collisions(embed(enc, pv["images"]), R, tau_c)["count"] if pv["images"].shape[0] else 0)
+        n_col = image_collisions(pv["embeddings"], R, tau_c)["count"] if pv["images"].shape[0] else 0
         out["gapgen"][name]["provisioned"] = {"virtuals": int(pv["kept"].sum()),
                                               "retired": int((~pv["kept"]).sum()), "draws": pv["draws"],
                                               "rejected": pv["rejected"], "collisions": n_col}

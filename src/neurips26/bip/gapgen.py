@@ -241,26 +241,46 @@ class GapGen:
         V = as_unit(virtuals, "virtuals", dim=self.R.shape[1])
         c = self.cfg
         lam = c.lambda_nc if lambda_nc is None else check_scalar(lambda_nc, "lambda_nc", float, min=0)
-        near = self.R[knn(V, self.R, 1)[1][:, 0]]
         x, e = self._x, self._e
+        batches = self.curriculum_batches(V)
+        step = next(batches)
+        while True:
+            s, ep, g, rb, z_g, z_r, target = step
+            if target is not None:                                   # an epoch of stage s is over
+                ic = float(identity_consistency(self, target, k=1).mean())
+                self.history.append({"stage": s, "alpha": s / c.stages, "epoch": ep, "consistency": ic})
+                advance = ic >= c.advance * real_level or (deadline is not None and time.perf_counter() > deadline)
+                try:
+                    step = batches.send(advance)
+                except StopIteration:
+                    break
+                continue
+            self.G.train()
+            fake_g = self.G(g, z_g)
+            fake_r = self.G(e[rb], z_r)
+            self._critic_step(torch.cat([x[rb], x[rb]]), torch.cat([fake_r, fake_g]))
+            self._g_step(self._gap_loss(fake_g, g, lam) + self._real_loss(fake_r, x[rb], e[rb]))
+            step = next(batches)
+        return self
+
+    def curriculum_batches(self, V: torch.Tensor):
+        """The curriculum's schedule and draws, for ``train_curriculum`` and the sharded / DDP trainers
+        (``bip.scale``): stage s = 1..S aims at ``slerp(c_near(v), v, s/S)``; per step it yields
+        ``(s, epoch, g, rb, z_g, z_r, None)`` (jittered gap targets, a real batch's indices, their noise,
+        drawn from ``self.gen`` in that order); after each epoch it yields ``(s, epoch, ..., target)`` and
+        the consumer sends True to move on to the next stage (the advance rule), False to stay."""
+        c = self.cfg
+        near = self.R[knn(V, self.R, 1)[1][:, 0]]
         for s in range(1, c.stages + 1):
-            alpha = s / c.stages
-            target = slerp(near, V, alpha)
+            target = slerp(near, V, s / c.stages)
             for ep in range(c.stage_epochs):
-                self.G.train()
                 perm = torch.randperm(V.shape[0], generator=self.gen)
                 for i in range(0, V.shape[0], c.batch):
                     g = self.jitter(target[perm[i:i + c.batch]])
-                    rb = torch.randint(0, x.shape[0], (g.shape[0],), generator=self.gen)
-                    fake_g = self.G(g, self._z(g.shape[0]))
-                    fake_r = self.G(e[rb], self._z(rb.numel()))
-                    self._critic_step(torch.cat([x[rb], x[rb]]), torch.cat([fake_r, fake_g]))
-                    self._g_step(self._gap_loss(fake_g, g, lam) + self._real_loss(fake_r, x[rb], e[rb]))
-                ic = float(identity_consistency(self, target, k=1).mean())
-                self.history.append({"stage": s, "alpha": alpha, "epoch": ep, "consistency": ic})
-                if ic >= c.advance * real_level or (deadline is not None and time.perf_counter() > deadline):
+                    rb = torch.randint(0, self._x.shape[0], (g.shape[0],), generator=self.gen)
+                    yield s, ep, g, rb, self._z(g.shape[0]), self._z(rb.numel()), None
+                if (yield s, ep, None, None, None, None, target):
                     break
-        return self
 
     # ---- sampling -------------------------------------------------------------------------------
     @torch.no_grad()
@@ -276,12 +296,13 @@ class GapGen:
         accepted only if its embedding's maxcos to the real centers is < tau_c (the exact check of the
         allocator, at image level); a rejected image is redrawn (new xi, z) up to ``max_redraws`` times, and
         a virtual still short of k accepted images is retired. Returns the accepted images (grouped per
-        kept virtual), the kept-virtual mask, the number of draws and of rejected draws."""
+        kept virtual) and their embeddings, the kept-virtual mask, the number of draws and of rejected draws."""
         v = as_unit(v, "v", dim=self.R.shape[1])
         k = check_scalar(k, "k", int, min=1)
         max_redraws = check_scalar(max_redraws, "max_redraws", int, min=0)
         n = v.shape[0]
         imgs = torch.zeros(n, k, 1, self.G.size, self.G.size)
+        embs = torch.zeros(n, k, self.R.shape[1])
         ok = torch.zeros(n, k, dtype=torch.bool)
         draws = rejected = 0
         for _ in range(max_redraws + 1):
@@ -289,14 +310,17 @@ class GapGen:
             if todo.numel() == 0:
                 break
             x = self.sample(v[todo[:, 0]], 1)
-            good = maxcos(self.f(x), self.R) < tau_c
+            emb = self.f(x)
+            good = maxcos(emb, self.R) < tau_c
             draws += x.shape[0]
             rejected += int((~good).sum())
             sel = todo[good]
             imgs[sel[:, 0], sel[:, 1]] = x[good]
+            embs[sel[:, 0], sel[:, 1]] = emb[good]
             ok[sel[:, 0], sel[:, 1]] = True
         kept = ok.all(1)
-        return {"images": imgs[kept].reshape(-1, 1, self.G.size, self.G.size), "kept": kept,
+        return {"images": imgs[kept].reshape(-1, 1, self.G.size, self.G.size),
+                "embeddings": embs[kept].reshape(-1, self.R.shape[1]), "kept": kept,
                 "draws": draws, "rejected": rejected}
 
     def copy(self) -> "GapGen":

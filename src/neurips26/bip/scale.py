@@ -38,8 +38,8 @@ import torch
 import torch.distributed as dist
 
 from neurips26.bip.encoder import FREncoder, check_images
-from neurips26.bip.gallery import as_unit, knn
-from neurips26.bip.gapgen import GapGen, GapGenConfig, hinge_d, identity_consistency, slerp
+from neurips26.bip.gallery import as_unit
+from neurips26.bip.gapgen import GapGen, GapGenConfig, hinge_d, identity_consistency
 from neurips26.harness.distributed import launch_local as _launch
 from neurips26.harness.validation import check_scalar
 
@@ -168,29 +168,12 @@ def _build_curriculum(job: dict) -> GapGen:
 
 
 
-def _curriculum_steps(gg: GapGen, job: dict):
-    """Yield (stage, epoch, g, rb, z_g, z_r) for every global step, drawing from ``gg.gen`` in the order of
-    ``GapGen.train_curriculum``; after each epoch the consumer sends True to advance to the next stage."""
-    c, V = gg.cfg, job["virtuals"]
-    near = gg.R[knn(V, gg.R, 1)[1][:, 0]]
-    for s in range(1, c.stages + 1):
-        target = slerp(near, V, s / c.stages)
-        for ep in range(c.stage_epochs):
-            perm = torch.randperm(V.shape[0], generator=gg.gen)
-            for i in range(0, V.shape[0], c.batch):
-                g = gg.jitter(target[perm[i:i + c.batch]])
-                rb = torch.randint(0, gg._x.shape[0], (g.shape[0],), generator=gg.gen)
-                yield s, ep, g, rb, gg._z(g.shape[0]), gg._z(rb.numel()), None
-            if (yield s, ep, None, None, None, None, target):         # end of epoch: advance?
-                break
-
-
 def _run_curriculum(job: dict, rank: int, world: int, G, D, gg: GapGen, sync) -> dict:
     """The curriculum loop shared by the DDP path (``world`` ranks, this one ``rank``) and, with
     ``world`` slices on one rank, the reference (``G`` / ``D`` then plain modules, ``sync`` None)."""
     x, e, lam = gg._x, gg._e, job["lambda_nc"]
     slices = [rank] if sync is not None else list(range(world))
-    history, steps = [], _curriculum_steps(gg, job)
+    history, steps = [], gg.curriculum_batches(job["virtuals"])
     out = next(steps)
     while True:
         s, ep, g, rb, zg, zr, target = out
