@@ -81,6 +81,49 @@ def test_faiss_search_path_gives_zero_collisions(gallery):
         assert len(A) > 540 and a.real_collisions == 0 and a.virtual_collisions == 0, search
 
 
+def test_sharded_virtual_index_equals_one_flat_index():
+    """faiss IndexShards over the virtuals (streamed adds, global ids): kNN and the merged cross-shard
+    range search give what one IndexFlatIP gives."""
+    pytest.importorskip("faiss")
+    from neurips26.bip.gallery import VirtualIndex
+
+    g = torch.Generator().manual_seed(0)
+    V = torch.nn.functional.normalize(torch.randn(900, 16, generator=g), dim=1).numpy()
+    one, three = VirtualIndex(16), VirtualIndex(16, shards=3)
+    for a, b in ((0, 400), (400, 401), (401, 900)):           # streamed batches, one of a single row
+        one.add(V[a:b])
+        three.add(V[a:b])
+    assert one.ntotal == three.ntotal == 900 and all(p.ntotal > 0 for p in three.parts)
+    (d1, i1), (d3, i3) = one.search(V[:50], 5), three.search(V[:50], 5)
+    assert (i1[:, 0] == range(50)).all() and (i3[:, 0] == range(50)).all()
+    assert abs(d1 - d3).max() < 1e-6
+    l1, s1, n1 = one.range_search(V, 0.6)
+    l3, s3, n3 = three.range_search(V, 0.6)
+    assert (l1 == l3).all() and l1[-1] > 900                  # more than the self matches
+    for q in range(0, 900, 7):
+        assert sorted(n1[l1[q]:l1[q + 1]]) == list(n3[l3[q]:l3[q + 1]])
+    with pytest.raises(ValueError, match="shards"):
+        VirtualIndex(16, shards=0)
+    with pytest.raises(ValueError, match="shape"):
+        three.add(V[:3, :8])
+
+
+def test_allocator_with_sharded_virtual_index_is_the_same_allocation(gallery):
+    pytest.importorskip("faiss")
+    R, _, sub, tau, tau_m = gallery
+    runs = []
+    for shards in (1, 3):
+        A = GapAllocator(R, tau, tau_m, sub, n_iter=3, batch=200, search="flat", seed=4, virtual_shards=shards)
+        A.allocate(400)
+        runs.append((A.virtuals, A.audit()))
+    (v1, a1), (v3, a3) = runs
+    assert torch.equal(v1, v3) and len(v1) > 360
+    assert (a1.real_collisions, a1.virtual_collisions) == (a3.real_collisions, a3.virtual_collisions) == (0, 0)
+    close = torch.cat([v1[:5], v1[:5] + 1e-3 * torch.randn(5, v1.shape[1])])   # 5 planted near-duplicates
+    from neurips26.bip.allocator import audit
+    assert audit(torch.nn.functional.normalize(close, dim=1), R, tau, shards=2).virtual_collisions == 5
+
+
 def test_kernels_and_floor(gallery):
     R, _, sub, tau, tau_m = gallery
     for k in ("riesz", "vmf"):
@@ -104,6 +147,8 @@ def test_bad_input(gallery):
         GapAllocator(R[:, :32] / R[:, :32].norm(dim=1, keepdim=True), tau, tau_m, sub)
     with pytest.raises(ValueError, match="zero-norm"):
         GapAllocator(torch.zeros(3, 64), tau, tau_m, sub)
+    with pytest.raises(ValueError, match="virtual_shards"):
+        GapAllocator(R, tau, tau_m, sub, virtual_shards=0)
 
 
 def test_baselines_behave_as_the_spec_says(gallery):

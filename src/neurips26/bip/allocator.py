@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neurips26.bip.gallery import Subspace, as_unit, faiss_index, knn, maxcos
+from neurips26.bip.gallery import Subspace, VirtualIndex, as_unit, faiss_index, knn, maxcos
 from neurips26.harness.validation import check_choice, check_scalar
 
 KERNELS = ("hinge", "riesz", "vmf")
@@ -88,14 +88,16 @@ class GapAllocator:
     reals: (N, D) unit centers. tau_c: collision threshold; tau_m: allocation threshold (< tau_c).
     subspace: the realizable ``Subspace`` (built from reals with k_0.99 when None).
     search: ``torch`` (exact brute force) or a faiss index over R (``flat``/``ivf``/``hnsw``); the
-    accepted virtuals are searched with the same method family (flat for faiss).
+    accepted virtuals are searched with the same method family (flat for faiss), in one index or, with
+    ``virtual_shards`` > 1, sharded (``VirtualIndex``: faiss ``IndexShards``; the audit's range search too).
     """
 
     def __init__(self, reals, tau_c: float, tau_m: float, subspace: Subspace | None = None,
                  k_real: int = 8, k_virtual: int = 8, k_batch: int = 8, n_iter: int = 20, eta: float = 0.5,
                  batch: int = 10_000, kernel: str = "hinge", T: float = 0.02, beta: float = 1.0,
                  gamma: float = 1.0, max_retries: int = 3, floor: float = 0.5, residual_tol: float = 1e-6,
-                 search: str = "torch", nprobe: int = 64, containment: bool = True, seed: int = 0):
+                 search: str = "torch", nprobe: int = 64, containment: bool = True, seed: int = 0,
+                 virtual_shards: int = 1):
         self.R = as_unit(reals, "reals")
         self.tau_c = check_scalar(tau_c, "tau_c", float, min=-1, max=1)
         self.tau_m = check_scalar(tau_m, "tau_m", float, min=-1, max=self.tau_c)
@@ -121,10 +123,8 @@ class GapAllocator:
         self._V = torch.empty(0, self.R.shape[1])
         self.log: list[BatchLog] = []
         self._r_index = None if self.search == "torch" else faiss_index(self.R, self.search, nprobe=nprobe)
-        self._v_index = None
-        if self.search != "torch":
-            import faiss
-            self._v_index = faiss.IndexFlatIP(self.R.shape[1])
+        self.virtual_shards = check_scalar(virtual_shards, "virtual_shards", int, min=1)
+        self._v_index = None if self.search == "torch" else VirtualIndex(self.R.shape[1], self.virtual_shards)
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -209,7 +209,7 @@ class GapAllocator:
         out, first = self._fill(n, lambda k: self.sub.sample(k, self.gen))
         self._V = torch.cat([self._V, out])
         if self._v_index is not None and out.shape[0]:
-            self._v_index.add(np.ascontiguousarray(out.numpy()))
+            self._v_index.add(out.numpy())
         self.log.append(BatchLog(n, first, out.shape[0], time.perf_counter() - t0))
         return out.clone()
 
@@ -246,23 +246,23 @@ class GapAllocator:
         return self.virtuals
 
     def audit(self, subset: int = 100_000, seed: int = 0) -> Audit:
-        return audit(self._V, self.R, self.tau_c, self.sub, subset=subset, seed=seed)
+        return audit(self._V, self.R, self.tau_c, self.sub, subset=subset, seed=seed, shards=self.virtual_shards)
 
 
 def audit(V: torch.Tensor, R: torch.Tensor, tau_c: float, sub: Subspace | None = None,
-          subset: int = 100_000, seed: int = 0) -> Audit:
+          subset: int = 100_000, seed: int = 0, shards: int = 1) -> Audit:
     """Final audit: exact chunked maxcos of every v vs R; virtual-virtual pairs at cos >= tau_c via
-    faiss ``range_search`` (brute force when faiss is missing) plus brute force on a random subset."""
+    faiss ``range_search`` (brute force when faiss is missing; over ``shards`` shards of the virtual
+    index, cross-shard, when > 1) plus brute force on a random subset."""
+    shards = check_scalar(shards, "shards", int, min=1)
     n = V.shape[0]
     mc = maxcos(V, R) if n else torch.empty(0)
     real_c = int((mc >= tau_c).sum())
     try:
-        import faiss
-        idx = faiss.IndexFlatIP(V.shape[1])
-        idx.add(np.ascontiguousarray(V.numpy()))
+        idx = VirtualIndex(V.shape[1], shards)
+        idx.add(V.numpy())
         # range_search keeps ip > radius; nextafter makes it >= tau_c
-        lims, _, nbr = idx.range_search(np.ascontiguousarray(V.numpy()), float(np.nextafter(np.float32(tau_c),
-                                                                                         np.float32(-2))))
+        lims, _, nbr = idx.range_search(V.numpy(), float(np.nextafter(np.float32(tau_c), np.float32(-2))))
         rows = np.repeat(np.arange(n), np.diff(lims.astype(np.int64)))
         vv = int((rows < nbr).sum())
     except ImportError:

@@ -123,6 +123,64 @@ def maxcos_faiss(q: torch.Tensor, ref: torch.Tensor, kind: str = "flat", **kw) -
     return torch.from_numpy(D[:, 0].copy())
 
 
+class VirtualIndex:
+    """The accepted virtuals as an exact faiss inner-product index that grows batch by batch.
+
+    ``shards == 1``: one ``IndexFlatIP``. ``shards > 1``: faiss ``IndexShards`` over ``shards``
+    ``IndexIDMap(IndexFlatIP)`` (the spec's scale-out: replicate the real index, shard the virtual one):
+    every ``add`` is dealt across the shards with global ids in insertion order, a ``search`` asks every
+    shard (in threads when ``threaded``) and merges. ``IndexShards`` has no range search, so
+    ``range_search`` runs it shard by shard and merges per query (what the cross-shard audit needs).
+    Exact in both forms: same neighbours and scores as one flat index (up to ties).
+    """
+
+    def __init__(self, d: int, shards: int = 1, threaded: bool = True):
+        import faiss
+
+        self.d = check_scalar(d, "d", int, min=1)
+        self.shards = check_scalar(shards, "shards", int, min=1)
+        if self.shards == 1:
+            self.parts = [faiss.IndexFlatIP(self.d)]
+            self.index = self.parts[0]
+        else:
+            self.parts = [faiss.IndexIDMap(faiss.IndexFlatIP(self.d)) for _ in range(self.shards)]
+            self.index = faiss.IndexShards(self.d, bool(threaded), False)  # ids given: streamed adds
+            for part in self.parts:                                          # (self.parts keeps them alive)
+                self.index.add_shard(part)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    def add(self, x) -> None:
+        x = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"x must have shape (n, {self.d}), got {x.shape}")
+        if self.shards == 1:
+            self.index.add(x)
+        else:
+            self.index.add_with_ids(x, np.arange(self.ntotal, self.ntotal + x.shape[0], dtype=np.int64))
+
+    def search(self, q, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.index.search(np.ascontiguousarray(np.asarray(q, dtype=np.float32)), k)
+
+    def range_search(self, q, radius: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lims, scores, ids) of every stored row with inner product > ``radius`` per query (faiss's layout)."""
+        q = np.ascontiguousarray(np.asarray(q, dtype=np.float32))
+        if self.shards == 1:
+            return self.index.range_search(q, radius)
+        rows, scores, ids = [], [], []
+        for part in self.parts:
+            lims, dd, ii = part.range_search(q, radius)
+            rows.append(np.repeat(np.arange(q.shape[0]), np.diff(lims.astype(np.int64))))
+            scores.append(dd)
+            ids.append(ii)
+        rows, scores, ids = np.concatenate(rows), np.concatenate(scores), np.concatenate(ids)
+        order = np.lexsort((ids, rows))                     # per query, ids ascending
+        counts = np.bincount(rows, minlength=q.shape[0])
+        return np.concatenate([[0], np.cumsum(counts)]), scores[order], ids[order]
+
+
 # ---- thresholds -------------------------------------------------------------------------------
 
 def impostor_scores(centers: torch.Tensor, n_pairs: int | None = None, seed: int = 0,
