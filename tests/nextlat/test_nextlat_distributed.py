@@ -64,6 +64,32 @@ def test_two_ranks_reproduce_the_one_process_steps(strategy, lam, d):
     assert moved > 1e-3                                               # the steps did change the weights
 
 
+def _rank_bf16(strategy: str):
+    torch.manual_seed(0)
+    base = tiny_llama(V, hidden=32, layers=2, heads=2, ctx=T)
+    m = NextLatForCausalLM(base, d=2, lambda_h=1.0, lambda_kl=1.0, proj_factor=2.0, eos_token_id=V - 1)
+    losses = train_data_parallel(m, _batches(), STEPS, lr=1e-2, clip=0.5, strategy=strategy, precision="bf16")
+    return losses, {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+@SLOW
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_bf16_mixed_precision_keeps_fp32_masters_and_tracks_the_fp32_steps(strategy):
+    torch.manual_seed(0)
+    start = NextLatForCausalLM(tiny_llama(V, hidden=32, layers=2, heads=2, ctx=T), d=2, lambda_h=1.0,
+                               lambda_kl=1.0, proj_factor=2.0, eos_token_id=V - 1)
+    ref = NextLatForCausalLM(tiny_llama(V, hidden=32, layers=2, heads=2, ctx=T), d=2, lambda_h=1.0,
+                             lambda_kl=1.0, proj_factor=2.0, eos_token_id=V - 1)
+    ref.load_state_dict(start.state_dict())
+    ref_losses = train(ref, _batches(), STEPS, lr=1e-2, clip=0.5)
+    for losses, state in launch_local(_rank_bf16, strategy, world=2, start_method="fork", timeout=240):
+        assert all(v.dtype == torch.float32 for v in state.values())          # masters stay float32
+        assert losses == pytest.approx(ref_losses, rel=0.02) and losses != pytest.approx(ref_losses, abs=1e-6)
+        moved = sum(float((ref.state_dict()[k] - start.state_dict()[k]).norm()) for k in state)
+        off = sum(float((state[k] - ref.state_dict()[k]).norm()) for k in state)
+        assert 0 < off < 0.1 * moved, (off, moved)                          # bf16 rounding, not a different run
+
+
 def test_rank_rows_and_layers_and_errors():
     ids = torch.arange(12).view(6, 2)
     assert torch.equal(rank_rows(ids, 1, 3), ids[[1, 4]])
@@ -72,3 +98,5 @@ def test_rank_rows_and_layers_and_errors():
     assert len(decoder_layers(_model(1.0, 1))) == 2
     with pytest.raises(RuntimeError, match="process group"):
         train_data_parallel(_model(1.0, 1), _batches(), 1)
+    with pytest.raises(ValueError, match="precision"):
+        train_data_parallel(_model(1.0, 1), _batches(), 1, precision="fp16")

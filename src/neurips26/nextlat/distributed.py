@@ -31,6 +31,7 @@ from neurips26.harness.validation import check_choice
 from neurips26.nextlat.training import adamw_steps, check_train_args
 
 STRATEGIES = ("ddp", "fsdp2")
+PRECISIONS = ("fp32", "bf16")
 
 
 def decoder_layers(model) -> list[torch.nn.Module]:
@@ -51,30 +52,46 @@ def rank_rows(ids: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 
 def train_data_parallel(model: torch.nn.Module, batches: Callable[[int], torch.Tensor], steps: int,
                         lr: float = 3e-3, clip: float = 1.0, weight_decay: float = 0.0,
-                        loss_fn: Callable | None = None, strategy: str = "ddp") -> list[float]:
+                        loss_fn: Callable | None = None, strategy: str = "ddp",
+                        precision: str = "fp32") -> list[float]:
     """``steps`` AdamW steps of ``model`` on this rank's rows of ``batches(step)``, gradients averaged over ranks.
 
     Call on every rank of an initialised process group. Returns the global per-step loss (the mean of
     the ranks' losses). ``loss_fn(module, ids)`` (default ``module(ids).loss``) is called with the
     wrapped module. After the call ``model`` holds the trained weights on every rank.
+
+    precision: ``"fp32"``, or ``"bf16"`` mixed precision with float32 master weights and AdamW state:
+    under FSDP2 ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` (layers gathered as bf16
+    copies for forward and backward, gradients reduce-scattered in float32); under DDP the forward and
+    loss run in ``torch.autocast(dtype=bf16)`` and the float32 gradients are all-reduced.
     """
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    precision = check_choice(precision, "precision", PRECISIONS)
+    steps, lr, clip = check_train_args(steps, lr, clip)
     if not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("train_data_parallel needs an initialised process group (torchrun or launch_local)")
-    strategy = check_choice(strategy, "strategy", STRATEGIES)
-    steps, lr, clip = check_train_args(steps, lr, clip)
     rank, world = dist.get_rank(), dist.get_world_size()
+    loss_fn = loss_fn or (lambda mm, ids: mm(ids).loss)
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         # find_unused_parameters: psi gets no gradient when lambda = 0 (the GPT baseline)
         work = DDP(model, find_unused_parameters=True)
-    else:
-        from torch.distributed.fsdp import fully_shard
+        if precision == "bf16":
+            device, fp32_loss = next(model.parameters()).device.type, loss_fn
 
+            def loss_fn(mm, ids):
+                with torch.autocast(device, dtype=torch.bfloat16):
+                    return fp32_loss(mm, ids)
+    else:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if precision == "bf16" else MixedPrecisionPolicy())
         work = copy.deepcopy(model)
         for layer in decoder_layers(work):
-            fully_shard(layer)
-        fully_shard(work)
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(work, mp_policy=mp)
 
     def global_mean(loss: torch.Tensor) -> float:
         g = loss.detach().clone()
@@ -90,4 +107,4 @@ def train_data_parallel(model: torch.nn.Module, batches: Callable[[int], torch.T
     return losses
 
 
-__all__ = ["STRATEGIES", "decoder_layers", "rank_rows", "train_data_parallel"]
+__all__ = ["PRECISIONS", "STRATEGIES", "decoder_layers", "rank_rows", "train_data_parallel"]
