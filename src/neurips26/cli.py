@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--bench", action="store_true", help="also run each paper's benchmark")
     rep.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
     rep.add_argument("--readme", action="store_true", help="then regenerate the READMEs' claims/bench tables")
+    rep.add_argument("--resume", action="store_true",
+                     help="skip each run (and bench) that this exact, clean commit already wrote under ROOT at "
+                          "this scale and seed: an interrupted reproduce goes on where it stopped")
 
     report = sub.add_parser("report", help="write report.html and report.md from the results in runs/")
     report.add_argument("--root", type=Path, default=Path("runs"), help="results folder (default runs/)")
@@ -169,17 +172,26 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from neurips26.harness.report import write_report
-    from neurips26.harness.run import bench_paper, default_out_dir, run_paper
+    from neurips26.harness.run import RESULT_FILE, bench_paper, default_out_dir, finished, load_result, run_paper
 
     slugs = args.only or [p.slug for p in registry.PAPERS if p.implemented]
     failed = []
     for slug in slugs:
         print(f"== {slug} ({args.scale})", flush=True)
         try:
-            result = run_paper(slug, args.scale, args.seed, default_out_dir(slug, root=args.root))
+            done = finished(slug, args.scale, args.seed, args.root) if args.resume else None
+            if done is not None:
+                print(f"(resumed: already run by this commit in {done})")
+                result = load_result(done / RESULT_FILE)
+            else:
+                result = run_paper(slug, args.scale, args.seed, default_out_dir(slug, root=args.root))
             _print_claims(result)
             if args.bench:
-                _print_bench(bench_paper(slug, default_out_dir(slug, "bench", root=args.root)))
+                done = finished(slug, "quick", root=args.root, kind="bench") if args.resume else None
+                if done is not None:
+                    print(f"(resumed: bench already run by this commit in {done})")
+                else:
+                    _print_bench(bench_paper(slug, default_out_dir(slug, "bench", root=args.root)))
         except (registry.MissingExtraError, registry.PaperNotImplementedError, RunSetupError) as e:
             print(f"neurips26: skipped {slug}: {e}", file=sys.stderr)
             failed.append(slug)

@@ -116,3 +116,23 @@ def test_paper_tool_commands_route_to_the_paper(capsys):
                 main([paper.command, "--help"])
             assert e.value.code == 0
             assert "usage:" in capsys.readouterr().out
+
+
+def test_reproduce_resume_skips_what_this_commit_already_ran(capsys, toy_paper, tmp_path, monkeypatch):
+    from neurips26.harness import run as run_mod
+
+    monkeypatch.setattr(run_mod, "git_sha", lambda: "a" * 40)
+    argv = ("reproduce", "--only", "toy_paper", "--root", str(tmp_path), "--bench", "--resume")
+    assert _run(capsys, *argv)[0] == 0
+    rc, out, _ = _run(capsys, *argv)                       # the same commit: nothing runs again
+    assert rc == 0 and "resumed: already run" in out and "resumed: bench already run" in out
+    assert "mean_small" in out                             # the claims are still printed, from the old run
+    assert len(list(tmp_path.glob("toy_paper/run-*"))) == 1 and len(list(tmp_path.glob("toy_paper/bench-*"))) == 1
+    _run(capsys, "reproduce", "--only", "toy_paper", "--root", str(tmp_path), "--resume", "--seed", "5")
+    assert len(list(tmp_path.glob("toy_paper/run-*"))) == 2   # another seed is another run
+    monkeypatch.setattr(run_mod, "git_sha", lambda: "b" * 40)
+    _run(capsys, *argv)                                    # a new commit runs again
+    assert len(list(tmp_path.glob("toy_paper/run-*"))) == 3 and len(list(tmp_path.glob("toy_paper/bench-*"))) == 2
+    monkeypatch.setattr(run_mod, "git_sha", lambda: "b" * 40 + "-dirty")
+    _run(capsys, *argv)                                    # a dirty checkout cannot tell: it runs
+    assert len(list(tmp_path.glob("toy_paper/run-*"))) == 4

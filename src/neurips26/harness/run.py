@@ -343,6 +343,31 @@ def bench_paper(slug: str, out: Path | str | None = None, progress: bool = True,
         return result
 
 
+def finished(slug: str, scale: str = "quick", seed: int | None = None, root: Path | str = "runs",
+             kind: str = "run") -> Path | None:
+    """The newest ``root/slug/<kind>-*/`` folder whose result (``kind="run"``: same scale and seeds) or
+    bench (``kind="bench"``: same scale) this exact commit made; None if there is none, or if the
+    checkout is dirty or not in git (then it cannot tell). ``neurips26 reproduce --resume`` skips those."""
+    sha = git_sha()
+    if sha is None or sha.endswith("-dirty"):
+        return None
+    if kind == "run":
+        exp = registry.load(slug, "experiment")
+        check_scale(scale, exp.CONFIGS, slug)
+        want = resolve_seeds(seed, None, exp.CONFIGS[scale])
+    for path in sorted(Path(root, slug).glob(f"{kind}-*/{RESULT_FILE if kind == 'run' else BENCH_FILE}"),
+                       reverse=True):                      # run-<UTC stamp>: newest first
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("provenance", {}).get("git_sha") != sha or data.get("scale") != scale:
+            continue
+        if kind == "bench" or (data.get("seeds") or [data.get("seed")]) == want:
+            return path.parent
+    return None
+
+
 def load_result(path: Path | str) -> dict[str, Any]:
     """Read a result.json and check it has the schema's keys."""
     path = Path(path)
