@@ -103,7 +103,10 @@ def test_32_sandboxes_from_threads_no_fd_leak_high_fds(state_root):
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     dummies = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
     try:
+        from neurips26.nitrobox import treepool
+
         Sandbox(state_root=state_root).delete(wait=True)  # warm the image, spawner and reaper
+        treepool.drain()
         fds0 = len(os.listdir("/proc/self/fd"))
         results: dict[int, list[str]] = {}
         errors: list[BaseException] = []
@@ -127,6 +130,8 @@ def test_32_sandboxes_from_threads_no_fd_leak_high_fds(state_root):
         assert not errors, errors[:3]
         assert all(results[i] == [f"{i}-{k}\n" for k in range(5)] for i in range(32))
         assert wait_until(lambda: reaper.get().pending == 0, timeout=20)
+        assert len(treepool.get()) <= treepool.MAX_TREES  # pooled standby trees: capped, then drained
+        treepool.drain()
         assert len(os.listdir("/proc/self/fd")) == fds0
         assert os.listdir(os.path.join(state_root, "sandboxes")) == []
     finally:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from neurips26.nitrobox import (_sys, child, criu, kernel, limits as _limits, maintenance, oci, reaper, runtime,
-                                spawner)
+                                spawner, treepool)
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import (LimitsUnavailableError, SandboxClosedError, SandboxError,
                                        SandboxStartError, SnapshotNotFoundError)
@@ -44,7 +44,7 @@ class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
     __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid",
-                 "net", "rootfd", "zygote_reaps_b")
+                 "net", "rootfd", "zygote_reaps_b", "pool_key")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = None
@@ -56,6 +56,7 @@ class _Proc:
         self.a_host_pid = None  # A's pid in both modes (diagnostics, memory accounting)
         self.rootfd = None  # the files fast path's fd of the tree's "/" (keeps its mount ns alive)
         self.zygote_reaps_b = False  # zygote mode with A gone early: B is the zygote's child
+        self.pool_key = None  # a standby tree: its treepool.tree_key (it may go to the pool on delete)
 
     def detach(self) -> "_Proc":
         """Move the live tree into a new ``_Proc`` (for background teardown); this one becomes empty."""
@@ -275,9 +276,10 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         maintenance.reap_dead_owners(self._state_root)  # background: what crashed clients left
         try:
             self._cgroups = backend.create_cgroup(f"{self.id}-{os.getpid()}", requested)
-            self._fresh_upper()
             self._closed = [False]
-            self._spawn()
+            if not self._from_pool():  # a clean standby tree a deleted sandbox never used, if any
+                self._fresh_upper()
+                self._spawn()
         except BaseException:
             self._closed = [False]
             self._teardown(wait=True)
@@ -329,6 +331,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self._spare_done = threading.Event()
         self._spare_done.set()
         self._spare_inflight = None
+        self._key: tuple | None | bool = False  # treepool.tree_key of this sandbox's standby trees (lazy)
         # atomically: a concurrent dead-owner cleanup must never read a half-written (empty) owner
         # file, take the sandbox for a crashed client's and unlink it while it is being created
         with open(self._dir / "owner.tmp", "w") as f:
@@ -460,8 +463,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
     def _child_spec(self, sock: int, paths: tuple | None = None, lowers: list | None = None) -> child.ChildSpec:
         cfg = self.config
         upper, work, merged = paths or self._paths()
-        base = str(self._root)
-        # layer paths relative to the state root: the sandbox's mountinfo shows no host path
+        # layer paths relative to the dir holding upper/work: the sandbox's mountinfo shows no host
+        # path and no sandbox id (a pooled standby tree is taken by another sandbox than its own)
+        base = os.path.dirname(upper)
         lowers = [os.path.relpath(p, base) for p in (self._lowers if lowers is None else lowers)
                   + [self.image.lower] + list(self.image.below)]
         upper_r, work_r = os.path.relpath(upper, base), os.path.relpath(work, base)
@@ -788,14 +792,16 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         """
         with self._exec_lock, self._life:
             self._check_open()
-            spare = self._take_spare()
+            spare, sdir = self._take_spare(), None
+            if spare is None:  # own standby not up: a pooled one (same tree spec), if any
+                spare, sdir = self._pool_take() or (None, None)
             old = self._retire_tree()
             if spare is None:
                 self._new_upper(old)
                 self._set_lowers(list(self._base_lowers))
                 self._spawn()
             else:
-                self._swap_in(spare, old)
+                self._swap_in(spare, old, sdir)
         self._want_standby()
 
     # ------------------------------------------------------------------ standby tree (reset = swap)
@@ -858,6 +864,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 path += "/" + part
                 os.mkdir(path, 0o755)
             self._spawn_into(proc, (upper, work, merged), list(self._base_lowers))
+            proc.pool_key = self._pool_key()
             ok = True
         except BaseException:  # noqa: BLE001 - a failed standby only means reset respawns
             pass
@@ -873,6 +880,58 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             if ok and not keep:
                 proc.kill()  # deleted meanwhile: the delete's teardown waits for _spare_done
             self._spare_done.set()
+
+    # ------------------------------------------------------------------ the process-wide pool (treepool.py)
+    def _pool_key(self) -> tuple | None:
+        """The key of this sandbox's standby trees in the pool; None where they are never pooled
+        (not standby-eligible, snapshot lowers, pool off)."""
+        if self._key is False:
+            key = None
+            if self._standby_eligible() and not self._base_lowers and treepool.MAX_TREES > 0:
+                key = treepool.tree_key(self._child_spec(-1, self._standby_paths(), []),
+                                        self._state_root, self.spawn_mode)
+            self._key = key
+        return self._key
+
+    def _pool_take(self) -> "tuple[_Proc, str] | None":
+        key = self._pool_key()
+        return treepool.get().take(key) if key is not None else None
+
+    def _from_pool(self) -> bool:
+        """create: adopt a pooled tree (its empty upper/work become this sandbox's) instead of spawning."""
+        got = self._pool_take()
+        if got is None:
+            return False
+        proc, d = got
+        upper, work, merged = self._paths()
+        try:
+            os.rename(d + "/upper", upper)
+        except OSError:
+            treepool.discard(proc, d)
+            return False
+        try:
+            os.rename(d + "/work", work)
+            os.mkdir(merged)
+        except OSError:
+            try:
+                os.rename(upper, d + "/upper")
+            except OSError:
+                pass
+            treepool.discard(proc, d)
+            reaper.force_rmtree(str(self._dir / "work"))
+            return False
+        treepool.remove_dir(d)
+        proc.pool_key = None  # live from now on: never pooled again
+        self._proc.take(proc)
+        self._generation += 1
+        self._shell_dead = False
+        return True
+
+    def _pool_give(self, spare: _Proc) -> bool:
+        """delete: hand the never-used standby to the pool (False: tear it down as before)."""
+        if spare.pool_key is None or not spare.alive():
+            return False
+        return treepool.get().put(spare.pool_key, spare, str(self._dir / "standby"), self._state_root)
 
     def _take_spare(self) -> "_Proc | None":
         """The ready standby (removed from the slot), if it is still alive. One being spawned right
@@ -891,17 +950,24 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         reaper.get().submit(spare.kill)
         return None
 
-    def _swap_in(self, spare: _Proc, old: "_Proc | None") -> None:
+    def _swap_in(self, spare: _Proc, old: "_Proc | None", sdir: str | None = None) -> None:
         """Reset by swap: trash the old upper/work, move the standby's (mounted, empty, never seen by
-        any command of this sandbox) into their place, and make the standby the live tree."""
+        any command of this sandbox) into their place, and make the standby the live tree. ``sdir``:
+        a pooled tree's dir instead of this sandbox's standby dir."""
         upper, work, _ = self._paths()
-        s_upper, s_work, _ = self._standby_paths()
+        if sdir is None:
+            s_upper, s_work, _ = self._standby_paths()
+        else:
+            s_upper, s_work = sdir + "/upper", sdir + "/work"
         tdir = self._root / "trash" / uuid.uuid4().hex
         os.mkdir(tdir)
         os.rename(upper, tdir / "upper")
         os.rename(work, tdir / "work")
         os.rename(s_upper, upper)  # the overlay follows its upper dir's inode, not the path
         os.rename(s_work, work)
+        if sdir is not None:
+            treepool.remove_dir(sdir)
+        spare.pool_key = None  # live from now on: never pooled again
 
         def job(old=old, tdir=str(tdir)) -> None:
             if old is not None:
@@ -937,6 +1003,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         cgroups = list(self._cgroups)
         self._closed[0] = True
         spare, inflight = self._close_spare()
+        if spare is not None and background and self._pool_give(spare):
+            spare = None  # not freed: pooled (its dir is no longer under ours), see treepool.py
         if spare is not None:
             spare.signal_kill()
         if not background:
