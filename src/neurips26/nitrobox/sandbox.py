@@ -996,6 +996,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         ``background=True`` (delete): SIGKILL now, rename the state dir now (O(1)), and let the
         reaper wait for the tree, remove the cgroups, release the layers and unlink.
         """
+        marks = [("start", time.perf_counter())] if self._trace is not None else None  # delete phases
         snaps = list(self._snapshots.values())
         self._snapshots.clear()
         layers = list(self._layers_held)
@@ -1031,27 +1032,42 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             os.rename(self._dir, dest)
         except OSError:
             dest = self._dir
+        mark = (lambda name: marks.append((name, time.perf_counter()))) if marks is not None else (lambda name: None)
+        mark("kill+rename")
 
         def job() -> None:
+            if MRELEASE and old.pidfd is not None:
+                # B's memory (its copy of the zygote) unmapped here, on this CPU, while B tears down
+                # its namespaces and mounts on another: the two halves of its exit run in parallel
+                _sys.process_mrelease(old.pidfd)
+                mark("mrelease")
             if inflight is None:
                 # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed
                 # process runs no more user code, and whatever a system call it was inside still
                 # creates is removed by the pass below, after every sandbox process is gone
                 reaper.force_rmtree(str(dest))
+            mark("unlink")
             old.wait_b()  # every sandbox process is gone (zygote mode: and with B the namespaces)
+            mark("B gone")
             if spare is not None:
                 spare.wait_b()
+            mark("standby gone")
             old.kill()  # reaps A (direct mode: the mount namespace (overlay, proc, tmpfs) goes with it)
             if spare is not None:
                 spare.kill()
+            mark("reaped")
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)
+            mark("in-flight standby")
             _limits.remove_cgroups(cgroups)
             runtime.layer_refs.release(layers)
             for snap in snaps:
                 snap.release()
             if os.path.lexists(dest):
                 reaper.force_rmtree(str(dest))  # what the early pass could not remove
+            mark("final")
+            if marks is not None:
+                self._trace.append({"delete": {b[0]: 1e3 * (b[1] - a[1]) for a, b in zip(marks, marks[1:])}})
 
         if wait:  # the caller waits anyway: run it here, not behind other sandboxes' queued jobs
             job()
@@ -1161,6 +1177,7 @@ def _criu_sources() -> dict:
     return _CRIU_SRC
 
 
+MRELEASE = True  # delete: process_mrelease(2) on the SIGKILLed B (see _teardown)
 _CAP_LAST = _sys.cap_last_cap()
 try:
     _USR_FLAGS = _sys.locked_mount_flags("/usr")
