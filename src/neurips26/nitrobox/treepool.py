@@ -22,6 +22,7 @@ sandbox that is being deleted).
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import threading
 import uuid
@@ -31,6 +32,11 @@ from neurips26.nitrobox.procfs import proc_start_time
 
 POOL_ENV = "NEURIPS26_NBX_POOL"
 MAX_TREES = int(os.environ.get(POOL_ENV, "8"))
+
+@functools.lru_cache(maxsize=256)
+def _real(state_root: str) -> str:
+    return os.path.realpath(state_root)
+
 
 _SKIP = ("sock", "parent_pid", "merged", "overlay_cwd", "trace", "disk_mkdirs")
 
@@ -54,7 +60,7 @@ def tree_key(spec, state_root: str, spawn_mode: str) -> tuple:
         elif isinstance(v, list):
             v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
         items.append((f.name, v))
-    return (os.path.realpath(state_root), spawn_mode, os.geteuid(), tuple(items))
+    return (_real(state_root), spawn_mode, os.geteuid(), tuple(items))
 
 
 def pool_dir_owner(name: str) -> tuple[int, int] | None:
@@ -121,7 +127,7 @@ class TreePool:
 
     def drain(self, state_root: str | None = None, wait: bool = True) -> int:
         """Kill and unlink the pooled trees (of one state root, or all); returns how many."""
-        real = None if state_root is None else os.path.realpath(state_root)
+        real = None if state_root is None else _real(state_root)
         with self.lock:
             out = [it for it in self.items if real is None or it[0][0] == real]
             self.items = [it for it in self.items if not (real is None or it[0][0] == real)]
