@@ -46,7 +46,7 @@ def test_standby_sees_nothing_written_before_reset(state_root):
         assert (sb.state_dir / "upper" / "workspace" / "n").read_bytes() == b"new\n"
         # the next standby comes up in the background over its own empty upper
         assert sb.wait_standby() and sb._spare[0].b_pid != sb.pid
-        assert os.listdir(sb.state_dir / "standby" / "upper" / "workspace") == []
+        assert os.listdir(os.path.join(sb._spare[0].tree_dir, "upper", "workspace")) == []
         sb.exec(DIRTY)
         sb.reset()
         assert sb.exec(CLEAN).output == clean.output

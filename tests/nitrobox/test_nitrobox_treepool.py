@@ -41,7 +41,7 @@ def test_pooled_standby_sees_nothing_of_the_deleted_sandbox(state_root):
     sb2 = None
     try:
         assert sb.wait_standby()
-        standby_pid = sb._spare[0].b_pid
+        standby_pid, pooled_dir = sb._spare[0].b_pid, sb._spare[0].tree_dir
         assert sb.exec(DIRTY).exit_code == 0
         sb.exec("export LEAK=1; cd /tmp", stateful=True)
         sb.write_file("/workspace/w", b"secret")
@@ -65,8 +65,7 @@ def test_pooled_standby_sees_nothing_of_the_deleted_sandbox(state_root):
         sb2.write_file("/workspace/n", b"new")
         assert (sb2.state_dir / "upper" / "workspace" / "n").read_bytes() == b"new"
         assert sb2.exec("cat /workspace/n").output == "new"
-        assert not os.path.exists(os.path.join(state_root, "pool")) or os.listdir(
-            os.path.join(state_root, "pool")) == []
+        assert not os.path.exists(pooled_dir)                        # adopted: its dir is gone
         # and it gets its own standby, resets by swap as before
         assert sb2.wait_standby()
         sb2.exec(DIRTY)
@@ -162,3 +161,51 @@ def test_dead_owners_pool_dirs_are_cleaned_up(state_root):
     assert os.path.exists(mine)                                      # a live owner's: kept
     os.rmdir(mine + "/upper")
     os.rmdir(mine)
+
+
+def test_a_standby_spawn_in_flight_at_delete_finishes_into_the_pool(state_root, monkeypatch):
+    """delete does not wait for (or kill) its standby's spawn when its trees are pooled: the clean tree
+    finishes into the pool; with the pool off the spawn is killed and waited for, as before."""
+    import threading
+
+    from neurips26.nitrobox import sandbox as sbmod
+
+    treepool.drain()
+    ref = Sandbox(state_root=state_root, standby=False)
+    started, release = threading.Event(), threading.Event()
+    orig = sbmod.Sandbox._spawn_into
+
+    def slow(self, proc, paths=None, lowers=None):
+        if paths is not None:  # a standby spawn: hold it in flight
+            started.set()
+            release.wait(10)
+        return orig(self, proc, paths, lowers)
+
+    monkeypatch.setattr(sbmod.Sandbox, "_spawn_into", slow)
+    try:
+        sb = Sandbox(state_root=state_root)
+        assert started.wait(10) and sb._spare_state == "spawning"
+        assert sb.exec(DIRTY).exit_code == 0
+        sb.delete(wait=True)                 # returns with the spawn still held
+        assert not release.is_set() and _pooled(state_root) == []
+        release.set()
+        assert wait_until(lambda: len(_pooled(state_root)) == 1, timeout=20)
+        pid = _pooled(state_root)[0].b_pid
+        sb2 = Sandbox(state_root=state_root, standby=True)
+        assert sb2.pid == pid
+        assert sb2.exec(CLEAN).output == ref.exec(CLEAN).output
+        sb2.delete(wait=True)
+        treepool.drain()
+        # pool off: the in-flight spawn is killed and delete waits for it
+        monkeypatch.setattr(treepool, "MAX_TREES", 0)
+        started.clear()
+        release.clear()
+        sb3 = Sandbox(state_root=state_root)
+        assert started.wait(10)
+        threading.Timer(0.3, release.set).start()
+        sb3.delete(wait=True)
+        assert release.is_set() and _pooled(state_root) == []
+        assert os.listdir(os.path.join(state_root, "pool")) == []
+    finally:
+        release.set()
+        ref.delete(wait=True)

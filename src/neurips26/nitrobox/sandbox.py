@@ -44,7 +44,7 @@ class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
     __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid",
-                 "net", "rootfd", "zygote_reaps_b", "pool_key")
+                 "net", "rootfd", "zygote_reaps_b", "pool_key", "tree_dir")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = None
@@ -57,6 +57,7 @@ class _Proc:
         self.rootfd = None  # the files fast path's fd of the tree's "/" (keeps its mount ns alive)
         self.zygote_reaps_b = False  # zygote mode with A gone early: B is the zygote's child
         self.pool_key = None  # a standby tree: its treepool.tree_key (it may go to the pool on delete)
+        self.tree_dir = None  # a standby tree: its dir <root>/pool/<owner>-<uuid> (upper, work, merged)
 
     def detach(self) -> "_Proc":
         """Move the live tree into a new ``_Proc`` (for background teardown); this one becomes empty."""
@@ -218,7 +219,10 @@ def _finalize(proc: _Proc, spare: list, cgroups: list, sdir: str, root: Path, la
     for p in (proc, spare[0]):
         try:
             if p is not None:
+                d = p.tree_dir
                 p.kill()
+                if d is not None:
+                    reaper.force_rmtree(d)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
     _limits.remove_cgroups(cgroups)
@@ -331,6 +335,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self._spare_done = threading.Event()
         self._spare_done.set()
         self._spare_inflight = None
+        self._spare_to_pool = False  # deleted during a standby spawn: the spawn's tree goes to the pool
         self._key: tuple | None | bool = False  # treepool.tree_key of this sandbox's standby trees (lazy)
         # atomically: a concurrent dead-owner cleanup must never read a half-written (empty) owner
         # file, take the sandbox for a crashed client's and unlink it while it is being created
@@ -792,16 +797,16 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         """
         with self._exec_lock, self._life:
             self._check_open()
-            spare, sdir = self._take_spare(), None
+            spare = self._take_spare()
             if spare is None:  # own standby not up: a pooled one (same tree spec), if any
-                spare, sdir = self._pool_take() or (None, None)
+                spare = (self._pool_take() or (None, None))[0]
             old = self._retire_tree()
             if spare is None:
                 self._new_upper(old)
                 self._set_lowers(list(self._base_lowers))
                 self._spawn()
             else:
-                self._swap_in(spare, old, sdir)
+                self._swap_in(spare, old)
         self._want_standby()
 
     # ------------------------------------------------------------------ standby tree (reset = swap)
@@ -835,10 +840,6 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             time.sleep(0.002)
         return False
 
-    def _standby_paths(self) -> tuple[str, str, str]:
-        d = self._dir / "standby"
-        return str(d / "upper"), str(d / "work"), str(d / "merged")
-
     def _make_standby(self) -> None:
         """Background: spawn a tree over a fresh empty upper and the base lowers (what reset restores),
         without any lock the live sandbox's exec/reset/delete need; keep it unless closed meanwhile."""
@@ -848,15 +849,14 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             self._spare_state = "spawning"
             self._spare_done.clear()
             proc, ok = _Proc(), False
-            self._spare_inflight = proc  # a delete meanwhile SIGKILLs it rather than waiting it out
+            self._spare_inflight = proc  # a delete meanwhile pools it or SIGKILLs it (_close_spare)
+        # its own dir under pool/ (not under the sandbox's: a tree may outlive its sandbox in the pool,
+        # and its overlay paths, relative to this dir, name no sandbox)
+        d = treepool.get().new_dir(self._state_root)
+        upper, work, merged = d + "/upper", d + "/work", d + "/merged"
         try:
-            upper, work, merged = self._standby_paths()
-            d = os.path.dirname(upper)
-            if os.path.lexists(d):
-                reaper.force_rmtree(d)  # a failed earlier attempt's leftovers; never the live upper
-            # plain mkdir, never makedirs: if a delete renamed the state dir away meanwhile, this
-            # fails instead of re-creating it (the renamed copy is the delete's to unlink)
             os.mkdir(d)
+            proc.tree_dir = d
             for sub in (upper, work, merged):
                 os.mkdir(sub, 0o755)
             path = upper
@@ -877,8 +877,15 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                     self._spare_state = "ready"
                 elif self._spare_state == "spawning":
                     self._spare_state = "none"
-            if ok and not keep:
-                proc.kill()  # deleted meanwhile: the delete's teardown waits for _spare_done
+                to_pool, self._spare_to_pool = self._spare_to_pool, False
+            pooled = False
+            if ok and not keep and to_pool and proc.pool_key is not None and proc.alive():
+                pooled = treepool.get().put(proc.pool_key, proc, d)  # deleted meanwhile, never used
+            if not keep and not pooled:
+                proc.kill()  # (a failed spawn killed it already)
+                reaper.force_rmtree(d)
+            if to_pool:
+                treepool.get().expect(-1)
             self._spare_done.set()
 
     # ------------------------------------------------------------------ the process-wide pool (treepool.py)
@@ -888,7 +895,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         if self._key is False:
             key = None
             if self._standby_eligible() and not self._base_lowers and treepool.MAX_TREES > 0:
-                key = treepool.tree_key(self._child_spec(-1, self._standby_paths(), []),
+                d = os.path.join(self._state_root, "pool", "key")  # a standby's paths, at the same depth
+                key = treepool.tree_key(self._child_spec(-1, (d + "/upper", d + "/work", d + "/merged"), []),
                                         self._state_root, self.spawn_mode)
             self._key = key
         return self._key
@@ -921,7 +929,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             reaper.force_rmtree(str(self._dir / "work"))
             return False
         treepool.remove_dir(d)
-        proc.pool_key = None  # live from now on: never pooled again
+        proc.pool_key = proc.tree_dir = None  # live from now on: never pooled again
         self._proc.take(proc)
         self._generation += 1
         self._shell_dead = False
@@ -931,7 +939,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         """delete: hand the never-used standby to the pool (False: tear it down as before)."""
         if spare.pool_key is None or not spare.alive():
             return False
-        return treepool.get().put(spare.pool_key, spare, str(self._dir / "standby"), self._state_root)
+        return treepool.get().put(spare.pool_key, spare, spare.tree_dir)
 
     def _take_spare(self) -> "_Proc | None":
         """The ready standby (removed from the slot), if it is still alive. One being spawned right
@@ -947,27 +955,24 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             self._spare_state = "none"
         if spare.alive():
             return spare
-        reaper.get().submit(spare.kill)
+        treepool.discard(spare, spare.tree_dir)
         return None
 
-    def _swap_in(self, spare: _Proc, old: "_Proc | None", sdir: str | None = None) -> None:
+    def _swap_in(self, spare: _Proc, old: "_Proc | None") -> None:
         """Reset by swap: trash the old upper/work, move the standby's (mounted, empty, never seen by
-        any command of this sandbox) into their place, and make the standby the live tree. ``sdir``:
-        a pooled tree's dir instead of this sandbox's standby dir."""
+        any command of this sandbox; its own or a pooled one) into their place, and make the standby
+        the live tree."""
         upper, work, _ = self._paths()
-        if sdir is None:
-            s_upper, s_work, _ = self._standby_paths()
-        else:
-            s_upper, s_work = sdir + "/upper", sdir + "/work"
+        sdir = spare.tree_dir
+        s_upper, s_work = sdir + "/upper", sdir + "/work"
         tdir = self._root / "trash" / uuid.uuid4().hex
         os.mkdir(tdir)
         os.rename(upper, tdir / "upper")
         os.rename(work, tdir / "work")
         os.rename(s_upper, upper)  # the overlay follows its upper dir's inode, not the path
         os.rename(s_work, work)
-        if sdir is not None:
-            treepool.remove_dir(sdir)
-        spare.pool_key = None  # live from now on: never pooled again
+        treepool.remove_dir(sdir)
+        spare.pool_key = spare.tree_dir = None  # live from now on: never pooled again
 
         def job(old=old, tdir=str(tdir)) -> None:
             if old is not None:
@@ -980,14 +985,20 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self._shell_dead = False
 
     def _close_spare(self) -> tuple["_Proc | None", "threading.Event | None"]:
-        """On delete: take the standby and stop any in-flight spawn (returns the event to wait for)."""
+        """On delete: take the standby; an in-flight spawn is left to finish into the pool (a clean
+        tree that never was this sandbox's) where this sandbox's trees are pooled, else SIGKILLed
+        (returns the event to wait for then)."""
         with self._spare_lock:
             spare, self._spare[0] = self._spare[0], None
-            inflight = self._spare_state == "spawning"
+            inflight = self._spare_state == "spawning" and self._spare_inflight is not None
             self._spare_state = "closed"
-            if self._spare_inflight is not None:
+            to_pool = inflight and self._pool_key() is not None and treepool.MAX_TREES > 0
+            if to_pool:
+                self._spare_to_pool = True
+                treepool.get().expect(1)
+            elif self._spare_inflight is not None:
                 self._spare_inflight.signal_kill()  # its spawn then fails fast and reaps what it forked
-        return spare, (self._spare_done if inflight else None)
+        return spare, (self._spare_done if inflight and not to_pool else None)
 
 
     def _teardown(self, wait: bool, background: bool = False) -> threading.Event | None:
@@ -1005,13 +1016,14 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self._closed[0] = True
         spare, inflight = self._close_spare()
         if spare is not None and background and self._pool_give(spare):
-            spare = None  # not freed: pooled (its dir is no longer under ours), see treepool.py
+            spare = None  # not freed: pooled (its dir is under pool/, not ours), see treepool.py
         if spare is not None:
             spare.signal_kill()
         if not background:
             self._proc.kill()
             if spare is not None:
                 spare.kill()
+                reaper.force_rmtree(spare.tree_dir)
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)
             _limits.remove_cgroups(cgroups)
@@ -1055,6 +1067,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             old.kill()  # reaps A (direct mode: the mount namespace (overlay, proc, tmpfs) goes with it)
             if spare is not None:
                 spare.kill()
+                reaper.force_rmtree(spare.tree_dir)
             mark("reaped")
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)

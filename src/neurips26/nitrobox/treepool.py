@@ -80,27 +80,35 @@ class TreePool:
         self._start = proc_start_time(self.pid)
         self._made: set = set()        # state roots whose pool/ dir exists
         self.puts = self.takes = self.evictions = 0
+        self.expected = 0              # standby spawns of deleted sandboxes that will end here
+        self.cond = threading.Condition(self.lock)
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def put(self, key: tuple, proc, tree_dir: str, root: str) -> bool:
-        """Move a clean, alive standby tree (its dir holds upper/work/merged) into the pool; False if
-        the pool is off or the move failed (the caller then tears it down as before)."""
-        if MAX_TREES <= 0 or os.getpid() != self.pid:
-            return False
+    def new_dir(self, root: str) -> str:
+        """The path (not yet created) of a new standby tree's dir, ``<root>/pool/<pid>-<start>-<uuid>``:
+        every standby is spawned there, so pooling it moves nothing."""
         pdir = os.path.join(root, "pool")
         if root not in self._made:
             os.makedirs(pdir, exist_ok=True)
             self._made.add(root)
-        dest = os.path.join(pdir, f"{self.pid}-{self._start}-{uuid.uuid4().hex}")
-        try:
-            os.rename(tree_dir, dest)
-        except OSError:
+        return os.path.join(pdir, f"{self.pid}-{self._start}-{uuid.uuid4().hex}")
+
+    def expect(self, n: int) -> None:
+        """A deleted sandbox's standby spawn will end here (+1) / has ended (-1)."""
+        with self.cond:
+            self.expected += n
+            self.cond.notify_all()
+
+    def put(self, key: tuple, proc, tree_dir: str) -> bool:
+        """Add a clean, alive standby tree (its dir holds upper/work/merged); False if the pool is off
+        (the caller then tears it down as before)."""
+        if MAX_TREES <= 0 or os.getpid() != self.pid or tree_dir is None:
             return False
         evict = []
         with self.lock:
-            self.items.append((key, proc, dest))
+            self.items.append((key, proc, tree_dir))
             self.puts += 1
             while len(self.items) > MAX_TREES:
                 evict.append(self.items.pop(0))
@@ -126,9 +134,11 @@ class TreePool:
             discard(proc, d)
 
     def drain(self, state_root: str | None = None, wait: bool = True) -> int:
-        """Kill and unlink the pooled trees (of one state root, or all); returns how many."""
+        """Kill and unlink the pooled trees (of one state root, or all), after the standby spawns of
+        deleted sandboxes still on their way here have ended; returns how many."""
         real = None if state_root is None else _real(state_root)
-        with self.lock:
+        with self.cond:
+            self.cond.wait_for(lambda: self.expected <= 0, timeout=30)
             out = [it for it in self.items if real is None or it[0][0] == real]
             self.items = [it for it in self.items if not (real is None or it[0][0] == real)]
         for _, p, d in out:
