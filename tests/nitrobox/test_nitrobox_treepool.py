@@ -209,3 +209,25 @@ def test_a_standby_spawn_in_flight_at_delete_finishes_into_the_pool(state_root, 
     finally:
         release.set()
         ref.delete(wait=True)
+
+
+def test_a_standby_spawn_that_cannot_start_leaves_no_waiter(state_root, monkeypatch):
+    """Its state root gone (a test fixture's rmtree) while a standby was queued: the spawn fails, the
+    delete and drain wait for nothing, and nothing is left behind."""
+    from neurips26.nitrobox import sandbox as sbmod
+
+    treepool.drain()
+    orig = sbmod.Sandbox._make_standby
+
+    def fail_first(self):
+        monkeypatch.setattr(treepool.get(), "new_dir", lambda root: (_ for _ in ()).throw(OSError(2, "gone")))
+        try:
+            return orig(self)
+        finally:
+            monkeypatch.undo()
+
+    monkeypatch.setattr(sbmod.Sandbox, "_make_standby", fail_first)
+    sb = Sandbox(state_root=state_root)
+    assert not sb.wait_standby(10) and sb._spare_state == "none" and sb._spare_done.is_set()
+    sb.delete(wait=True)
+    assert treepool.get().expected == 0 and treepool.drain(state_root) == 0

@@ -852,9 +852,10 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             self._spare_inflight = proc  # a delete meanwhile pools it or SIGKILLs it (_close_spare)
         # its own dir under pool/ (not under the sandbox's: a tree may outlive its sandbox in the pool,
         # and its overlay paths, relative to this dir, name no sandbox)
-        d = treepool.get().new_dir(self._state_root)
-        upper, work, merged = d + "/upper", d + "/work", d + "/merged"
+        d = None
         try:
+            d = treepool.get().new_dir(self._state_root)
+            upper, work, merged = d + "/upper", d + "/work", d + "/merged"
             os.mkdir(d)
             proc.tree_dir = d
             for sub in (upper, work, merged):
@@ -878,15 +879,18 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 elif self._spare_state == "spawning":
                     self._spare_state = "none"
                 to_pool, self._spare_to_pool = self._spare_to_pool, False
-            pooled = False
-            if ok and not keep and to_pool and proc.pool_key is not None and proc.alive():
-                pooled = treepool.get().put(proc.pool_key, proc, d)  # deleted meanwhile, never used
-            if not keep and not pooled:
-                proc.kill()  # (a failed spawn killed it already)
-                reaper.force_rmtree(d)
-            if to_pool:
-                treepool.get().expect(-1)
-            self._spare_done.set()
+            try:
+                pooled = False
+                if ok and not keep and to_pool and proc.pool_key is not None and proc.alive():
+                    pooled = treepool.get().put(proc.pool_key, proc, d)  # deleted meanwhile, never used
+                if not keep and not pooled:
+                    proc.kill()  # (a failed spawn killed it already)
+                    if d is not None and os.path.lexists(d):
+                        reaper.force_rmtree(d)
+            finally:
+                if to_pool:
+                    treepool.get().expect(-1)
+                self._spare_done.set()
 
     # ------------------------------------------------------------------ the process-wide pool (treepool.py)
     def _pool_key(self) -> tuple | None:
