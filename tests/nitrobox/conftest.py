@@ -27,8 +27,9 @@ def state_root():
     """A dedicated state root outside pytest's 0700 tmp tree, removed afterwards."""
     root = f"/dev/shm/neurips26-nbx-test-{os.getpid()}-{next(_counter)}"
     yield root
-    from neurips26.nitrobox import reaper
+    from neurips26.nitrobox import reaper, treepool
 
+    treepool.drain(root)  # the standby trees this root's deleted sandboxes left in the pool
     deadline = time.monotonic() + 10
     while reaper.get().pending and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -103,7 +103,10 @@ def test_32_sandboxes_from_threads_no_fd_leak_high_fds(state_root):
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     dummies = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
     try:
+        from neurips26.nitrobox import treepool
+
         Sandbox(state_root=state_root).delete(wait=True)  # warm the image, spawner and reaper
+        treepool.drain()
         fds0 = len(os.listdir("/proc/self/fd"))
         results: dict[int, list[str]] = {}
         errors: list[BaseException] = []
@@ -127,12 +130,24 @@ def test_32_sandboxes_from_threads_no_fd_leak_high_fds(state_root):
         assert not errors, errors[:3]
         assert all(results[i] == [f"{i}-{k}\n" for k in range(5)] for i in range(32))
         assert wait_until(lambda: reaper.get().pending == 0, timeout=20)
+        assert len(treepool.get()) <= treepool.MAX_TREES  # pooled standby trees: capped, then drained
+        treepool.drain()
         assert len(os.listdir("/proc/self/fd")) == fds0
         assert os.listdir(os.path.join(state_root, "sandboxes")) == []
     finally:
         for fd in dummies:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _fd_names() -> list:
+    out = []
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            out.append(f"{f}:{os.readlink(f'/proc/self/fd/{f}')}")
+        except OSError:
+            pass
+    return out
 
 
 @pytest.mark.slow
@@ -142,13 +157,20 @@ def test_churn_1000_cycles_leave_nothing(state_root):
         sb = Sandbox(state_root=state_root)
         if fds0 is None:
             fds0 = len(os.listdir("/proc/self/fd"))
+            names0 = _fd_names()
         assert sb.exec("echo x").output == "x\n"
         sb.delete()
+    from neurips26.nitrobox import treepool
+
+    assert len(treepool.get()) <= treepool.MAX_TREES  # deleted sandboxes' unused standbys: capped
+    treepool.drain()
     assert wait_until(lambda: reaper.get().pending == 0, timeout=60)
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
     assert os.listdir(os.path.join(state_root, "trash")) == []
+    assert not os.path.isdir(os.path.join(state_root, "pool")) or os.listdir(os.path.join(state_root, "pool")) == []
     assert [m for m in open("/proc/self/mountinfo") if state_root in m] == []
-    assert len(os.listdir("/proc/self/fd")) <= fds0
+    names = _fd_names()
+    assert len(os.listdir("/proc/self/fd")) <= fds0, (sorted(set(names) - set(names0)), sorted(set(names0) - set(names)))
     own = os.readlink("/proc/self/ns/pid")
     children = [d for d in os.listdir("/proc") if d.isdigit()
                 and open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())]  # ppid

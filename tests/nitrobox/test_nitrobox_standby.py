@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from neurips26.nitrobox import Sandbox, reaper
+from neurips26.nitrobox import Sandbox, reaper, treepool
 from neurips26.nitrobox.diagnostics import support_problem, wait_until
 
 pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
@@ -46,7 +46,7 @@ def test_standby_sees_nothing_written_before_reset(state_root):
         assert (sb.state_dir / "upper" / "workspace" / "n").read_bytes() == b"new\n"
         # the next standby comes up in the background over its own empty upper
         assert sb.wait_standby() and sb._spare[0].b_pid != sb.pid
-        assert os.listdir(sb.state_dir / "standby" / "upper" / "workspace") == []
+        assert os.listdir(os.path.join(sb._spare[0].tree_dir, "upper", "workspace")) == []
         sb.exec(DIRTY)
         sb.reset()
         assert sb.exec(CLEAN).output == clean.output
@@ -100,12 +100,16 @@ def _children() -> list[int]:
 
 
 def _census(state_root: str) -> dict:
+    """What the client holds, once the trees pooled on purpose (capped, treepool.py) are drained."""
+    treepool.drain()
     return {"fds": len(os.listdir("/proc/self/fd")),
             "threads": threading.active_count(),
             "children": len(_children()),
             "mounts": sum(state_root in m for m in open("/proc/self/mountinfo")),
             "sandboxes": sorted(os.listdir(os.path.join(state_root, "sandboxes"))),
-            "trash": sorted(os.listdir(os.path.join(state_root, "trash")))}
+            "trash": sorted(os.listdir(os.path.join(state_root, "trash"))),
+            "pool": sorted(os.listdir(os.path.join(state_root, "pool"))) if os.path.isdir(
+                os.path.join(state_root, "pool")) else []}
 
 
 def _mixed_cycles(state_root: str, n: int) -> None:
@@ -120,6 +124,8 @@ def _mixed_cycles(state_root: str, n: int) -> None:
     Sandbox(state_root=state_root).delete(wait=True)
     wait_until(lambda: reaper.get().pending == 0, timeout=20)
     before = _census(state_root)
+    pool = treepool.get()
+    puts, takes = pool.puts, pool.takes
     for i in range(n):
         sb = Sandbox(state_root=state_root)
         kind = i % 5
@@ -135,6 +141,9 @@ def _mixed_cycles(state_root: str, n: int) -> None:
             sb.reset()     # right after a swap: the next standby is rarely ready
         sb.write_file("/workspace/g", b"x" * 1024)
         sb.delete(wait=kind == 3)
+        assert len(pool) <= treepool.MAX_TREES
+    # the pool was used both ways (deleted sandboxes' standbys went in, creates/resets took them)
+    assert pool.puts > puts and pool.takes > takes, (pool.puts - puts, pool.takes - takes)
     assert wait_until(lambda: reaper.get().pending == 0 and _census(state_root) == before, timeout=60), \
         (_census(state_root), before)
 

@@ -92,7 +92,7 @@ def run_a(s: ChildSpec) -> None:
         _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != s.parent_pid:  # parent (spawner thread) already gone
             os._exit(1)
-        try:  # the zygote reaps with a SIGCHLD handler; A waits for B itself
+        try:  # the zygote ignores SIGCHLD (inherited: waitpid would fail); A waits for B itself
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         except ValueError:
             pass

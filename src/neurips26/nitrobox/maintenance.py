@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from neurips26.nitrobox import limits as _limits, reaper, runtime
+from neurips26.nitrobox import limits as _limits, reaper, runtime, treepool
 
 
 def _owner_alive(owner_file: Path) -> bool:
@@ -17,6 +17,10 @@ def _owner_alive(owner_file: Path) -> bool:
         pid, start = int(pid_s), int(start_s)
     except (OSError, ValueError):
         return False
+    return _alive(pid, start)
+
+
+def _alive(pid: int, start: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return int(f.read().rsplit(")", 1)[1].split()[19]) == start
@@ -92,6 +96,15 @@ def cleanup(state_root: str | None = None, dry_run: bool = False, trash: bool = 
                     cgs.append(os.path.join(base, f"{sdir.name}-{owner_pid}"))
             _limits.remove_cgroups([c for c in cgs if os.path.isdir(c)])
             reaper.force_rmtree(str(sdir))
+    pool = root / "pool"  # pooled standby trees (treepool.py): the owner is in the dir's name; the
+    if pool.is_dir():     # trees themselves died with it (PDEATHSIG)
+        for d in sorted(pool.iterdir()):
+            owner = treepool.pool_dir_owner(d.name)
+            if owner is not None and _alive(*owner):
+                continue
+            removed.append(str(d))
+            if not dry_run:
+                reaper.force_rmtree(str(d))
     if not dry_run:
         _limits.remove_empty_bases()
     tdir = root / "trash"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from neurips26.nitrobox import (_sys, child, criu, kernel, limits as _limits, maintenance, oci, reaper, runtime,
-                                spawner)
+                                spawner, treepool)
 from neurips26.nitrobox.config import SandboxConfig
 from neurips26.nitrobox.errors import (LimitsUnavailableError, SandboxClosedError, SandboxError,
                                        SandboxStartError, SnapshotNotFoundError)
@@ -44,7 +44,7 @@ class _Proc:
     """The live process tree of one sandbox (kept outside ``Sandbox`` for the finalizer)."""
 
     __slots__ = ("a_pid", "b_pid", "pidfd", "ctl", "disk_fd", "disk_a_pid", "a_pidfd", "reap_b", "a_host_pid",
-                 "net", "rootfd", "zygote_reaps_b")
+                 "net", "rootfd", "zygote_reaps_b", "pool_key", "tree_dir")
 
     def __init__(self) -> None:
         self.a_pid = self.b_pid = self.pidfd = None
@@ -56,6 +56,8 @@ class _Proc:
         self.a_host_pid = None  # A's pid in both modes (diagnostics, memory accounting)
         self.rootfd = None  # the files fast path's fd of the tree's "/" (keeps its mount ns alive)
         self.zygote_reaps_b = False  # zygote mode with A gone early: B is the zygote's child
+        self.pool_key = None  # a standby tree: its treepool.tree_key (it may go to the pool on delete)
+        self.tree_dir = None  # a standby tree: its dir <root>/pool/<owner>-<uuid> (upper, work, merged)
 
     def detach(self) -> "_Proc":
         """Move the live tree into a new ``_Proc`` (for background teardown); this one becomes empty."""
@@ -217,7 +219,10 @@ def _finalize(proc: _Proc, spare: list, cgroups: list, sdir: str, root: Path, la
     for p in (proc, spare[0]):
         try:
             if p is not None:
+                d = p.tree_dir
                 p.kill()
+                if d is not None:
+                    reaper.force_rmtree(d)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
     _limits.remove_cgroups(cgroups)
@@ -275,9 +280,10 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         maintenance.reap_dead_owners(self._state_root)  # background: what crashed clients left
         try:
             self._cgroups = backend.create_cgroup(f"{self.id}-{os.getpid()}", requested)
-            self._fresh_upper()
             self._closed = [False]
-            self._spawn()
+            if not self._from_pool():  # a clean standby tree a deleted sandbox never used, if any
+                self._fresh_upper()
+                self._spawn()
         except BaseException:
             self._closed = [False]
             self._teardown(wait=True)
@@ -329,6 +335,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self._spare_done = threading.Event()
         self._spare_done.set()
         self._spare_inflight = None
+        self._spare_to_pool = False  # deleted during a standby spawn: the spawn's tree goes to the pool
+        self._key: tuple | None | bool = False  # treepool.tree_key of this sandbox's standby trees (lazy)
         # atomically: a concurrent dead-owner cleanup must never read a half-written (empty) owner
         # file, take the sandbox for a crashed client's and unlink it while it is being created
         with open(self._dir / "owner.tmp", "w") as f:
@@ -460,8 +468,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
     def _child_spec(self, sock: int, paths: tuple | None = None, lowers: list | None = None) -> child.ChildSpec:
         cfg = self.config
         upper, work, merged = paths or self._paths()
-        base = str(self._root)
-        # layer paths relative to the state root: the sandbox's mountinfo shows no host path
+        # layer paths relative to the dir holding upper/work: the sandbox's mountinfo shows no host
+        # path and no sandbox id (a pooled standby tree is taken by another sandbox than its own)
+        base = os.path.dirname(upper)
         lowers = [os.path.relpath(p, base) for p in (self._lowers if lowers is None else lowers)
                   + [self.image.lower] + list(self.image.below)]
         upper_r, work_r = os.path.relpath(upper, base), os.path.relpath(work, base)
@@ -789,6 +798,8 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         with self._exec_lock, self._life:
             self._check_open()
             spare = self._take_spare()
+            if spare is None:  # own standby not up: a pooled one (same tree spec), if any
+                spare = (self._pool_take() or (None, None))[0]
             old = self._retire_tree()
             if spare is None:
                 self._new_upper(old)
@@ -829,10 +840,6 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             time.sleep(0.002)
         return False
 
-    def _standby_paths(self) -> tuple[str, str, str]:
-        d = self._dir / "standby"
-        return str(d / "upper"), str(d / "work"), str(d / "merged")
-
     def _make_standby(self) -> None:
         """Background: spawn a tree over a fresh empty upper and the base lowers (what reset restores),
         without any lock the live sandbox's exec/reset/delete need; keep it unless closed meanwhile."""
@@ -842,15 +849,15 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             self._spare_state = "spawning"
             self._spare_done.clear()
             proc, ok = _Proc(), False
-            self._spare_inflight = proc  # a delete meanwhile SIGKILLs it rather than waiting it out
+            self._spare_inflight = proc  # a delete meanwhile pools it or SIGKILLs it (_close_spare)
+        # its own dir under pool/ (not under the sandbox's: a tree may outlive its sandbox in the pool,
+        # and its overlay paths, relative to this dir, name no sandbox)
+        d = None
         try:
-            upper, work, merged = self._standby_paths()
-            d = os.path.dirname(upper)
-            if os.path.lexists(d):
-                reaper.force_rmtree(d)  # a failed earlier attempt's leftovers; never the live upper
-            # plain mkdir, never makedirs: if a delete renamed the state dir away meanwhile, this
-            # fails instead of re-creating it (the renamed copy is the delete's to unlink)
+            d = treepool.get().new_dir(self._state_root)
+            upper, work, merged = d + "/upper", d + "/work", d + "/merged"
             os.mkdir(d)
+            proc.tree_dir = d
             for sub in (upper, work, merged):
                 os.mkdir(sub, 0o755)
             path = upper
@@ -858,6 +865,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 path += "/" + part
                 os.mkdir(path, 0o755)
             self._spawn_into(proc, (upper, work, merged), list(self._base_lowers))
+            proc.pool_key = self._pool_key()
             ok = True
         except BaseException:  # noqa: BLE001 - a failed standby only means reset respawns
             pass
@@ -870,9 +878,72 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                     self._spare_state = "ready"
                 elif self._spare_state == "spawning":
                     self._spare_state = "none"
-            if ok and not keep:
-                proc.kill()  # deleted meanwhile: the delete's teardown waits for _spare_done
-            self._spare_done.set()
+                to_pool, self._spare_to_pool = self._spare_to_pool, False
+            try:
+                pooled = False
+                if ok and not keep and to_pool and proc.pool_key is not None and proc.alive():
+                    pooled = treepool.get().put(proc.pool_key, proc, d)  # deleted meanwhile, never used
+                if not keep and not pooled:
+                    proc.kill()  # (a failed spawn killed it already)
+                    if d is not None and os.path.lexists(d):
+                        reaper.force_rmtree(d)
+            finally:
+                if to_pool:
+                    treepool.get().expect(-1)
+                self._spare_done.set()
+
+    # ------------------------------------------------------------------ the process-wide pool (treepool.py)
+    def _pool_key(self) -> tuple | None:
+        """The key of this sandbox's standby trees in the pool; None where they are never pooled
+        (not standby-eligible, snapshot lowers, pool off)."""
+        if self._key is False:
+            key = None
+            if self._standby_eligible() and not self._base_lowers and treepool.MAX_TREES > 0:
+                d = os.path.join(self._state_root, "pool", "key")  # a standby's paths, at the same depth
+                key = treepool.tree_key(self._child_spec(-1, (d + "/upper", d + "/work", d + "/merged"), []),
+                                        self._state_root, self.spawn_mode)
+            self._key = key
+        return self._key
+
+    def _pool_take(self) -> "tuple[_Proc, str] | None":
+        key = self._pool_key()
+        return treepool.get().take(key) if key is not None else None
+
+    def _from_pool(self) -> bool:
+        """create: adopt a pooled tree (its empty upper/work become this sandbox's) instead of spawning."""
+        got = self._pool_take()
+        if got is None:
+            return False
+        proc, d = got
+        upper, work, merged = self._paths()
+        try:
+            os.rename(d + "/upper", upper)
+        except OSError:
+            treepool.discard(proc, d)
+            return False
+        try:
+            os.rename(d + "/work", work)
+            os.mkdir(merged)
+        except OSError:
+            try:
+                os.rename(upper, d + "/upper")
+            except OSError:
+                pass
+            treepool.discard(proc, d)
+            reaper.force_rmtree(str(self._dir / "work"))
+            return False
+        treepool.remove_dir(d)
+        proc.pool_key = proc.tree_dir = None  # live from now on: never pooled again
+        self._proc.take(proc)
+        self._generation += 1
+        self._shell_dead = False
+        return True
+
+    def _pool_give(self, spare: _Proc) -> bool:
+        """delete: hand the never-used standby to the pool (False: tear it down as before)."""
+        if spare.pool_key is None or not spare.alive():
+            return False
+        return treepool.get().put(spare.pool_key, spare, spare.tree_dir)
 
     def _take_spare(self) -> "_Proc | None":
         """The ready standby (removed from the slot), if it is still alive. One being spawned right
@@ -888,20 +959,24 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             self._spare_state = "none"
         if spare.alive():
             return spare
-        reaper.get().submit(spare.kill)
+        treepool.discard(spare, spare.tree_dir)
         return None
 
     def _swap_in(self, spare: _Proc, old: "_Proc | None") -> None:
         """Reset by swap: trash the old upper/work, move the standby's (mounted, empty, never seen by
-        any command of this sandbox) into their place, and make the standby the live tree."""
+        any command of this sandbox; its own or a pooled one) into their place, and make the standby
+        the live tree."""
         upper, work, _ = self._paths()
-        s_upper, s_work, _ = self._standby_paths()
+        sdir = spare.tree_dir
+        s_upper, s_work = sdir + "/upper", sdir + "/work"
         tdir = self._root / "trash" / uuid.uuid4().hex
         os.mkdir(tdir)
         os.rename(upper, tdir / "upper")
         os.rename(work, tdir / "work")
         os.rename(s_upper, upper)  # the overlay follows its upper dir's inode, not the path
         os.rename(s_work, work)
+        treepool.remove_dir(sdir)
+        spare.pool_key = spare.tree_dir = None  # live from now on: never pooled again
 
         def job(old=old, tdir=str(tdir)) -> None:
             if old is not None:
@@ -914,14 +989,20 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self._shell_dead = False
 
     def _close_spare(self) -> tuple["_Proc | None", "threading.Event | None"]:
-        """On delete: take the standby and stop any in-flight spawn (returns the event to wait for)."""
+        """On delete: take the standby; an in-flight spawn is left to finish into the pool (a clean
+        tree that never was this sandbox's) where this sandbox's trees are pooled, else SIGKILLed
+        (returns the event to wait for then)."""
         with self._spare_lock:
             spare, self._spare[0] = self._spare[0], None
-            inflight = self._spare_state == "spawning"
+            inflight = self._spare_state == "spawning" and self._spare_inflight is not None
             self._spare_state = "closed"
-            if self._spare_inflight is not None:
+            to_pool = inflight and self._pool_key() is not None and treepool.MAX_TREES > 0
+            if to_pool:
+                self._spare_to_pool = True
+                treepool.get().expect(1)
+            elif self._spare_inflight is not None:
                 self._spare_inflight.signal_kill()  # its spawn then fails fast and reaps what it forked
-        return spare, (self._spare_done if inflight else None)
+        return spare, (self._spare_done if inflight and not to_pool else None)
 
 
     def _teardown(self, wait: bool, background: bool = False) -> threading.Event | None:
@@ -930,6 +1011,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         ``background=True`` (delete): SIGKILL now, rename the state dir now (O(1)), and let the
         reaper wait for the tree, remove the cgroups, release the layers and unlink.
         """
+        marks = [("start", time.perf_counter())] if self._trace is not None else None  # delete phases
         snaps = list(self._snapshots.values())
         self._snapshots.clear()
         layers = list(self._layers_held)
@@ -937,12 +1019,15 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         cgroups = list(self._cgroups)
         self._closed[0] = True
         spare, inflight = self._close_spare()
+        if spare is not None and background and self._pool_give(spare):
+            spare = None  # not freed: pooled (its dir is under pool/, not ours), see treepool.py
         if spare is not None:
             spare.signal_kill()
         if not background:
             self._proc.kill()
             if spare is not None:
                 spare.kill()
+                reaper.force_rmtree(spare.tree_dir)
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)
             _limits.remove_cgroups(cgroups)
@@ -963,27 +1048,43 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             os.rename(self._dir, dest)
         except OSError:
             dest = self._dir
+        mark = (lambda name: marks.append((name, time.perf_counter()))) if marks is not None else (lambda name: None)
+        mark("kill+rename")
 
         def job() -> None:
+            if MRELEASE and old.pidfd is not None:
+                # B's memory (its copy of the zygote) unmapped here, on this CPU, while B tears down
+                # its namespaces and mounts on another: the two halves of its exit run in parallel
+                _sys.process_mrelease(old.pidfd)
+                mark("mrelease")
             if inflight is None:
                 # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed
                 # process runs no more user code, and whatever a system call it was inside still
                 # creates is removed by the pass below, after every sandbox process is gone
                 reaper.force_rmtree(str(dest))
+            mark("unlink")
             old.wait_b()  # every sandbox process is gone (zygote mode: and with B the namespaces)
+            mark("B gone")
             if spare is not None:
                 spare.wait_b()
+            mark("standby gone")
             old.kill()  # reaps A (direct mode: the mount namespace (overlay, proc, tmpfs) goes with it)
             if spare is not None:
                 spare.kill()
+                reaper.force_rmtree(spare.tree_dir)
+            mark("reaped")
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)
+            mark("in-flight standby")
             _limits.remove_cgroups(cgroups)
             runtime.layer_refs.release(layers)
             for snap in snaps:
                 snap.release()
             if os.path.lexists(dest):
                 reaper.force_rmtree(str(dest))  # what the early pass could not remove
+            mark("final")
+            if marks is not None:
+                self._trace.append({"delete": {b[0]: 1e3 * (b[1] - a[1]) for a, b in zip(marks, marks[1:])}})
 
         if wait:  # the caller waits anyway: run it here, not behind other sandboxes' queued jobs
             job()
@@ -1093,6 +1194,7 @@ def _criu_sources() -> dict:
     return _CRIU_SRC
 
 
+MRELEASE = True  # delete: process_mrelease(2) on the SIGKILLed B (see _teardown)
 _CAP_LAST = _sys.cap_last_cap()
 try:
     _USR_FLAGS = _sys.locked_mount_flags("/usr")

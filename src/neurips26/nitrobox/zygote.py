@@ -5,7 +5,7 @@ above 256 MiB RSS) hands every fork to a small process started once with ``subpr
 only ``_sys.py``, ``agent.py`` and ``child.py`` by file path (no package import), receives a spec and the control socket's fd
 over a SOCK_SEQPACKET socket (``SCM_RIGHTS``), forks child A from its main thread and answers with
 A's pid. It is private to one client, holds no state after the hand-off, reaps its children
-(a SIGCHLD handler; it is a child subreaper, so a B whose A exited early is its child too) and dies with the client (``PR_SET_PDEATHSIG`` + a ``getppid`` check). It is
+(SIGCHLD ignored, so the kernel releases them at exit; it is a child subreaper, so a B whose A exited early is its child too) and dies with the client (``PR_SET_PDEATHSIG`` + a ``getppid`` check). It is
 not a shared daemon: no registry, no images, no tenants.
 """
 
@@ -42,13 +42,10 @@ _sys.prctl(_sys.PR_SET_PDEATHSIG, signal.SIGKILL)
 _sys.prctl(_sys.PR_SET_CHILD_SUBREAPER, 1)  # a B whose A exited early is reparented here and reaped
 if os.getppid() != parent:
     os._exit(0)
-def _reap(*_):
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
-signal.signal(signal.SIGCHLD, _reap)  # reap every child A as soon as it exits
+# children are reaped by the kernel at their exit (SIGCHLD ignored): every A, and every B reparented
+# here, is released without waiting for this process to be scheduled and run a handler (a delete
+# waits for B's release: its pid and pid namespace go with it)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 sock = socket.socket(fileno=fd)
 sock.send(b"Z")  # booted: the client may route spawns here without waiting
 progs = {}
