@@ -74,6 +74,16 @@ class NitroBackend:
     def create(self):
         return self._Sandbox(state_root=self.state_root, **self.config)
 
+    def before_cold_create(self) -> None:
+        """Empty the process-wide tree pool (``treepool.py``) of this backend's state root and let its
+        teardown finish, so the next create spawns a tree: the micro-benchmark's ``create``, compared
+        with the anchors' creates. (A create right after a delete takes the deleted sandbox's unused
+        standby from the pool: ``create_pooled``.)"""
+        from neurips26.nitrobox import reaper, treepool
+
+        treepool.drain(self.state_root)
+        reaper.get().submit(lambda: None).wait(10)
+
     def create_mode(self) -> str:
         """The spawn mode a sandbox of this backend gets here ("auto" resolves by the client's RSS)."""
         h = self.create()

@@ -166,23 +166,14 @@ def bench(ctx: RunContext) -> list[BenchRow]:
                    "floor = fresh unshare+chroot per command (no persistent shell)")
         anchor_row("create", "unshare", "create vs unshare floor (copy skeleton)", med)
 
-        # create with an empty tree pool (every create spawns; the micro-benchmark's creates mostly
-        # take a deleted sandbox's unused standby from the pool, treepool.py) ----------------------
-        from neurips26.nitrobox import reaper, treepool
+        # create right after a delete: the deleted sandbox's unused standby from the tree pool -------
+        if "create_pooled" in med["nitrobox"]:
+            rows.append(BenchRow("create median right after a delete (tree pool hit)", med["nitrobox"]["create_pooled"],
+                                 med.get("docker", {}).get("create"), "docker", "ms", "lower",
+                                 "takes the deleted sandbox's never-used standby tree from the process-wide pool "
+                                 "(treepool.py); every create row above drains the pool first, so it spawns"))
 
         nb = backends["nitrobox"]
-        cold = []
-        for _ in range(snap_reps):
-            treepool.drain()
-            reaper.get().submit(lambda: None).wait(10)
-            t = time.perf_counter()
-            h = nb.create()
-            cold.append(time.perf_counter() - t)
-            h.delete(wait=True)
-        rows.append(BenchRow("create median, tree pool empty (spawn)", 1e3 * statistics.median(cold),
-                             med.get("docker", {}).get("create"), "docker", "ms", "lower",
-                             "the pool drained before each create; target >= 15x (issue)"))
-
         # delete: visible latency vs time-to-free -----------------------------------------------
         free = []
         for _ in range(snap_reps):

@@ -72,9 +72,10 @@ def run(cfg: Config, ctx: RunContext) -> dict:
         micro = {n: microbench.summarize(s) for n, s in samples.items()}
         metrics["micro"] = micro
         if "docker" in micro and "nitrobox" in micro:
-            for op in ("create", "reset", "delete", "delete_free", "exec_echo"):
-                metrics[f"{op}_speedup_vs_docker"] = (micro["docker"][op]["median_ms"]
-                                                      / micro["nitrobox"][op]["median_ms"])
+            for op in ("create", "create_pooled", "reset", "delete", "delete_free", "exec_echo"):
+                if op in micro["nitrobox"]:     # create: a spawn (pool emptied); create_pooled: a pool hit
+                    metrics[f"{op}_speedup_vs_docker"] = (micro["docker"]["create" if op == "create_pooled" else op]
+                                                          ["median_ms"] / micro["nitrobox"][op]["median_ms"])
         if "bwrap" in micro and "nitrobox" in micro:
             metrics["create_vs_bwrap"] = micro["nitrobox"]["create"]["median_ms"] / micro["bwrap"]["create"]["median_ms"]
         ctx.log("nitrobox: micro medians (ms): " + "; ".join(
@@ -229,7 +230,8 @@ def _learn(m):
 
 
 CLAIMS = [
-    Claim("create_vs_docker", "NitroBox creates a sandbox much faster than Docker (claim holds at >= 5x)",
+    Claim("create_vs_docker", "NitroBox spawns a sandbox much faster than Docker creates one (its tree pool emptied "
+          "before each create; claim holds at >= 5x)",
           "10.6x faster create (abstract)", at_least("create_speedup_vs_docker", 5.0, "{:.1f}")),
     Claim("reset_vs_docker", "NitroBox resets a sandbox much faster than Docker's remove+run (holds at >= 10x)",
           "24.6x faster reset (abstract)", at_least("reset_speedup_vs_docker", 10.0, "{:.1f}")),

@@ -2,7 +2,9 @@
 
 Backends are interleaved per iteration (the machine is shared and noisy), so ratios compare
 neighbouring measurements. Each iteration: create, exec ``true``, exec ``echo``, write_file 1 KiB,
-read_file, 100 writes then reset, delete.
+read_file, 100 writes then reset, delete. A backend with ``before_cold_create`` (NitroBox: it empties
+its pool of standby trees) gets it before the timed create, so ``create`` always spawns; NitroBox's
+create right after a delete (a pool hit) is ``create_pooled``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-OPS = ("create", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete", "delete_free")
+OPS = ("create", "create_pooled", "exec_true", "exec_echo", "write_1k", "read_1k", "reset", "delete", "delete_free")
 WRITE_100 = "for i in $(seq 100); do echo $i > /workspace/f$i; done"
 
 
@@ -27,6 +29,9 @@ def _took(be, t: float) -> float:
 
 def one_lifecycle(be, out: dict[str, list[float]]) -> None:
     pc = time.perf_counter
+    cold = getattr(be, "before_cold_create", None)
+    if cold is not None:
+        cold()
     t = pc()
     h = be.create()
     out["create"].append(_took(be, t))
@@ -60,7 +65,10 @@ def one_lifecycle(be, out: dict[str, list[float]]) -> None:
     # time-to-free: until every process is gone and the state is unlinked (NitroBox's visible
     # delete returns after SIGKILL + rename; the other backends' delete is already synchronous)
     if getattr(be, "async_delete", False):
-        h = be.create()
+        t = pc()
+        h = be.create()                      # right after a delete: the pool's tree, when it has one
+        if cold is not None:
+            out["create_pooled"].append(_took(be, t))
         be.exec(h, WRITE_100)
         t = pc()
         be.delete(h, wait=True)
