@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     seeds.add_argument("--seed", type=_seed, default=None, help="one random seed (default: the config's, else 0)")
     seeds.add_argument("--seeds", type=_seed_list, default=None,
                        help="several seeds, e.g. 0,1,2 or 0-4: verdicts then rest on paired standard errors")
-    run.add_argument("--backend", choices=("serial", "process", "ray", "auto"), default="serial",
-                     help="how several seeds run (default serial; auto: Ray if a cluster runs, else processes)")
+    run.add_argument("--backend", choices=("serial", "process", "ray", "auto"), default=None,
+                     help="how several seeds run (default: the config's seed_backend, else serial; auto: Ray "
+                          "if a cluster runs, else processes)")
     run.add_argument("--out", type=Path, default=None, help="output folder (default runs/SLUG/run-<UTC time>/)")
     run.add_argument("--json", action="store_true", help="print result.json to stdout; no progress bars")
 

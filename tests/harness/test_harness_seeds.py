@@ -106,3 +106,31 @@ def test_a_papers_own_error_reaches_the_caller_as_itself(toy_paper, tmp_path, mo
     for seeds in ([0], [0, 1]):
         with pytest.raises(RunSetupError, match="corpus missing"):
             run_paper("toy_paper", "smoke", seeds=seeds, out=tmp_path, progress=False)
+
+
+def test_a_config_may_run_its_seeds_side_by_side(toy_paper, tmp_path, monkeypatch):
+    """``seed_backend`` on the config is the default of run_paper's backend; an explicit one wins."""
+    import dataclasses
+
+    from neurips26.harness import run as run_mod
+
+    used = []
+    real = run_mod.map_tasks
+
+    def spy(fn, tasks, backend, **kw):
+        used.append(backend)
+        return real(fn, tasks, backend="serial", **kw)
+
+    monkeypatch.setattr(run_mod, "map_tasks", spy)
+    exp = sys.modules["neurips26.toy_paper.experiment"]
+
+    @dataclasses.dataclass
+    class Cfg:
+        n: int = 10
+        seed_backend: str = "process"
+
+    monkeypatch.setitem(exp.CONFIGS, "smoke", Cfg())
+    a = run_paper("toy_paper", "smoke", seeds=(0, 1), out=tmp_path / "a", progress=False)
+    assert used == ["process"]
+    b = run_paper("toy_paper", "smoke", seeds=(0, 1), out=tmp_path / "b", progress=False, backend="serial")
+    assert used == ["process"] and a["metrics"] == b["metrics"]          # serial ran in this process

@@ -245,14 +245,16 @@ def _run_one_seed(job: tuple[str, Any, str, int, str, bool]) -> tuple[dict[str, 
 
 def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Path | str | None = None,
               progress: bool = True, config: Any = None, seeds: "Iterable[int] | None" = None,
-              backend: str = "serial", workers: int | None = None) -> dict[str, Any]:
+              backend: str | None = None, workers: int | None = None) -> dict[str, Any]:
     """Run ``slug``'s reproduction and write ``out/result.json``; returns the result.
 
     scale:   a key of the paper's ``CONFIGS`` (``smoke``, ``quick``, ``full``, and any it adds).
     config:  a config object of the user's instead of ``CONFIGS[scale]`` (recorded as scale ``custom``).
     seed, seeds: one seed, or several (each seed's metrics kept; claims see them all); default:
              the config's ``seeds`` field, else 0.
-    backend, workers: how seeds run (``map_tasks``): ``serial`` (default), ``process``, ``ray``, ``auto``.
+    backend, workers: how seeds run (``map_tasks``): ``serial``, ``process``, ``ray``, ``auto``; default
+             the config's ``seed_backend`` field, else ``serial`` (a paper whose seeds are independent and
+             whose metrics time nothing may run them side by side on the machine's cores).
     """
     exp = registry.load(slug, "experiment")
     if config is None:
@@ -261,6 +263,7 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
     else:
         cfg, scale = config, "custom"
     chosen = resolve_seeds(seed, seeds, cfg)
+    backend = backend if backend is not None else getattr(cfg, "seed_backend", "serial")
     out = out if out is not None else default_out_dir(slug)
     with _rank_out_dir(out, slug) as (out_dir, writer):
         return _run_seeds(exp, slug, cfg, scale, chosen, out_dir, progress and writer, backend, workers, writer)
