@@ -34,16 +34,19 @@ COLOR_FIXES = (None, "adain", "wavelet")
 def euler_sample(u_fn: Callable, z1: torch.Tensor, y, num_steps: int = 1) -> torch.Tensor:
     """Walk the cosine grid from t = 1 to 0 with ``u_fn(z, r, t, y)``; returns z_0."""
     num_steps = check_scalar(num_steps, "num_steps", int, min=1)
+    # a backbone's ``forward_at`` takes the one interval of a grid step for the whole batch (and, under
+    # no_grad, reuses its cached interval conditioning); any other callable gets (B,) time vectors
+    at = getattr(u_fn, "forward_at", None)
+    B = z1.shape[0]
     if num_steps == 1:  # the grid is [0, 1]: z_0 = z_1 - u(z_1, 0, 1) (the same values, no grid)
-        B = z1.shape[0]
-        return z1 - u_fn(z1, torch.zeros(B, dtype=z1.dtype, device=z1.device),
-                         torch.ones(B, dtype=z1.dtype, device=z1.device), y)
+        zero = torch.zeros((), dtype=z1.dtype, device=z1.device)
+        one = torch.ones((), dtype=z1.dtype, device=z1.device)
+        return z1 - (at(z1, zero, one, y) if at is not None else u_fn(z1, zero.expand(B), one.expand(B), y))
     grid = cosine_grid(num_steps, dtype=z1.dtype).to(z1.device)
     z = z1
-    B = z1.shape[0]
     for i in range(num_steps, 0, -1):
         t_cur, t_next = grid[i], grid[i - 1]
-        u = u_fn(z, t_next.expand(B), t_cur.expand(B), y)
+        u = at(z, t_next, t_cur, y) if at is not None else u_fn(z, t_next.expand(B), t_cur.expand(B), y)
         z = z - (t_cur - t_next) * u
     return z
 
