@@ -62,20 +62,21 @@ def _mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def adain_color_fix(out: torch.Tensor, ref: torch.Tensor | None = None, eps: float = 1e-5,
                     ref_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """Per-channel AdaIN of ``out`` onto ``ref`` (population std for both; not clamped), fused as one
-    multiply-add: o' = a o + b, a = std_ref / (std_o + eps), b = mean_ref - a mean_o.
+    """Per-channel AdaIN of ``out`` onto ``ref`` (population std for both; not clamped):
+    o' = (o - mean_o) a + mean_ref, a = std_ref / (std_o + eps), with the centred map computed once
+    (it gives std_o as its norm; 7 kernels in all).
 
     ``ref_stats``: (mean_ref, std_ref) of shape (B, C, 1, 1) instead of ``ref`` (``reference_stats``
     gives them for the bicubic-upsampled LR without upsampling it)."""
-    mo, so = _mean_std(out)
     if ref_stats is None:
         if ref is None:
             raise ValueError("adain_color_fix needs ref or ref_stats")
-        mr, sr = _mean_std(ref)
-    else:
-        mr, sr = ref_stats
-    a = sr / (so + eps)
-    return torch.addcmul(mr - a * mo, out, a)
+        ref_stats = _mean_std(ref)
+    mr, sr = ref_stats
+    flat = out.flatten(-2)
+    centred = flat - flat.mean(-1, keepdim=True)
+    so = torch.linalg.vector_norm(centred, dim=-1, keepdim=True).unsqueeze(-1) * (flat.shape[-1] ** -0.5)
+    return torch.addcmul(mr, centred.view_as(out), sr / (so + eps))
 
 
 _STATS_CACHE: dict = {}
