@@ -80,6 +80,7 @@ def test_bad_input():
 def test_separable_gaussian_blur_equals_the_2d_convolution():
     """MS-SSIM's moments: the banded-matmul blur == F.conv2d with the 2-D window (float64), values and grads."""
     import torch.nn.functional as F
+
     from neurips26.smfsr.metrics import _blur_valid, _gauss, _gauss1d
     g = torch.Generator().manual_seed(0)
     x = torch.rand(3, 5, 16, 12, generator=g, dtype=torch.float64, requires_grad=True)
@@ -108,7 +109,9 @@ def test_swd_subset_patches_equal_rows_of_the_full_unfold():
 
 def test_separable_haar_filter_equals_the_2d_filter():
     import math
+
     import torch.nn.functional as F
+
     from neurips26.smfsr.metrics import _haar
     x = torch.rand(2, 1, 20, 17, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     for scale in (1, 2, 3):

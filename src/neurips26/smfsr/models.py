@@ -49,7 +49,7 @@ INTERVAL_MODES = (None, "residual", "released")
 COND_CACHE_SIZE = 128  # cached (r, t, batch, ...) entries per model (teacher-50 walks 50 grid steps)
 # model -> OrderedDict of cached conditionings; outside the module so that deepcopy / state_dict /
 # pickling never carry it (a copied model starts with an empty cache)
-_COND_CACHE: "weakref.WeakKeyDictionary[nn.Module, OrderedDict]" = weakref.WeakKeyDictionary()
+_COND_CACHE: weakref.WeakKeyDictionary[nn.Module, OrderedDict] = weakref.WeakKeyDictionary()
 
 
 def _params(*modules: nn.Module) -> list[nn.Parameter]:
