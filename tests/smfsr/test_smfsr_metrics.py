@@ -75,3 +75,52 @@ def test_bad_input():
         ssim(x * float("nan"), x)
     with pytest.raises(TypeError, match="float"):
         psnr((x * 255).byte(), x)
+
+
+def test_separable_gaussian_blur_equals_the_2d_convolution():
+    """MS-SSIM's moments: the banded-matmul blur == F.conv2d with the 2-D window (float64), values and grads."""
+    import torch.nn.functional as F
+
+    from neurips26.smfsr.metrics import _blur_valid, _gauss, _gauss1d
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 5, 16, 12, generator=g, dtype=torch.float64, requires_grad=True)
+    for win in (7, 5, 3):
+        sigma = 1.5 * win / 11
+        ref = F.conv2d(x, _gauss(win, sigma, torch.float64).expand(5, 1, -1, -1), groups=5)
+        out = _blur_valid(x, _gauss1d(win, sigma, torch.float64))
+        assert out.shape == ref.shape
+        assert (out - ref).abs().max() < 1e-12
+        w = torch.rand(ref.shape, generator=g, dtype=torch.float64)
+        ga, = torch.autograd.grad((ref * w).sum(), x)
+        gb, = torch.autograd.grad((out * w).sum(), x)
+        assert (ga - gb).abs().max() < 1e-12
+
+
+def test_swd_subset_patches_equal_rows_of_the_full_unfold():
+    """The max_desc fast path cuts exactly the descriptors the full unfold + index would give."""
+    from neurips26.smfsr.metrics import _descriptors, _patches_at
+    g = torch.Generator().manual_seed(0)
+    level = torch.rand(6, 2, 16, 13, generator=g, dtype=torch.float64)
+    full = _descriptors(level, 10 ** 6, g)  # every position (L = 10 * 7 <= n)
+    L = 10 * 7
+    idx = torch.randperm(6 * L, generator=g)[:50]
+    assert torch.equal(_patches_at(level, idx // L, idx % L), full[idx])
+
+
+def test_separable_haar_filter_equals_the_2d_filter():
+    import math
+
+    import torch.nn.functional as F
+
+    from neurips26.smfsr.metrics import _haar
+    x = torch.rand(2, 1, 20, 17, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for scale in (1, 2, 3):
+        n = 2 ** scale
+        low = torch.full((n,), 1 / math.sqrt(n), dtype=x.dtype)
+        high = low.clone()
+        high[: n // 2] *= -1
+        for vertical in (False, True):
+            k = torch.outer(low, high) if not vertical else torch.outer(high, low)
+            xp = F.pad(x, ((n - 1) // 2, n // 2, (n - 1) // 2, n // 2))
+            ref = F.conv2d(xp, k.flip(0, 1)[None, None])
+            assert (_haar(x, scale, vertical) - ref).abs().max() < 1e-12

@@ -110,10 +110,10 @@ class BatchNormLocal(nn.Module):
         if B % G:
             G = 1
         xg = x.view(G, -1, C, L)
-        mean = xg.mean((1, 3), keepdim=True)
-        var = xg.var((1, 3), keepdim=True, unbiased=False)
-        xg = (xg - mean) / torch.sqrt(var + self.eps)
-        return xg.view(B, C, L) * self.weight[None, :, None] + self.bias[None, :, None]
+        d = xg - xg.mean((1, 3), keepdim=True)
+        var = d.square().mean((1, 3), keepdim=True)  # population variance, two-pass (Tensor.var over two
+        # non-adjacent dims was ~1.3 ms a call here, the slowest op of the head after its matmuls)
+        return (d * torch.rsqrt(var + self.eps)).view(B, C, L) * self.weight[None, :, None] + self.bias[None, :, None]
 
 
 class DiscHead(nn.Module):
@@ -133,14 +133,12 @@ class DiscHead(nn.Module):
 
     @staticmethod
     def _circular(conv: nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
-        """The circular-padded k=9 Conv1d as unfold + one matmul (the same values as ``conv(x)``)."""
-        k = conv.kernel_size[0]
-        p = k // 2
+        """The circular-padded k=9 Conv1d: the circular padding by one concatenation, then an unpadded
+        ``F.conv1d`` (the same values as ``conv(x)``; faster forward + backward here than both the
+        module's own circular padding and an unfold + matmul form)."""
+        p = conv.kernel_size[0] // 2
         xp = torch.cat([x[..., -p:], x, x[..., :p]], dim=-1) if p else x
-        win = xp.unfold(-1, k, 1)                                        # (B, C, L, k)
-        B, C, L, _ = win.shape
-        cols = win.permute(0, 2, 1, 3).reshape(B, L, C * k)               # (B, L, C k)
-        return (cols @ conv.weight.reshape(conv.out_channels, C * k).T + conv.bias).transpose(1, 2)
+        return F.conv1d(xp, conv.weight, conv.bias)
 
     def forward(self, x):
         h = F.leaky_relu(self.bn1(self._pointwise(self.inp, x)), 0.2)

@@ -32,7 +32,7 @@ from neurips26.smfsr.flows import interpolate
 from neurips26.smfsr.lora import lora_copy
 from neurips26.smfsr.metrics import ms_ssim
 from neurips26.smfsr.sampler import STARTS
-from neurips26.smfsr.training import TrainLog, draw_batch
+from neurips26.smfsr.training import TrainLog, adam, draw_batch
 
 
 FAKE_SCORES = ("full", "lora")
@@ -115,9 +115,9 @@ def refine(student, teacher, pool, steps: int, batch: int = 128, cfg: RefineConf
     disc = build_discriminator(cfg.discriminator, gen.channels, cfg.disc_img).train() if use_adv else None
     gen_params = list(gen.parameters())
     d_params = [p for p in disc.parameters() if p.requires_grad] if use_adv else []
-    opt_g = torch.optim.Adam(gen_params, lr=cfg.g_lr)
-    opt_f = torch.optim.Adam(fake_params, lr=cfg.fake_lr) if use_vsd else None
-    opt_d = torch.optim.Adam(d_params, lr=cfg.d_lr, betas=(0.0, 0.99)) if use_adv else None
+    opt_g = adam(gen_params, lr=cfg.g_lr)
+    opt_f = adam(fake_params, lr=cfg.fake_lr) if use_vsd else None
+    opt_d = adam(d_params, lr=cfg.d_lr, betas=(0.0, 0.99)) if use_adv else None
     log = TrainLog()
     parts = {k: [] for k in ("rec", "perc", "vsd", "adv", "d", "fake")}
     t0 = clock()

@@ -34,16 +34,19 @@ COLOR_FIXES = (None, "adain", "wavelet")
 def euler_sample(u_fn: Callable, z1: torch.Tensor, y, num_steps: int = 1) -> torch.Tensor:
     """Walk the cosine grid from t = 1 to 0 with ``u_fn(z, r, t, y)``; returns z_0."""
     num_steps = check_scalar(num_steps, "num_steps", int, min=1)
+    # a backbone's ``forward_at`` takes the one interval of a grid step for the whole batch (and, under
+    # no_grad, reuses its cached interval conditioning); any other callable gets (B,) time vectors
+    at = getattr(u_fn, "forward_at", None)
+    B = z1.shape[0]
     if num_steps == 1:  # the grid is [0, 1]: z_0 = z_1 - u(z_1, 0, 1) (the same values, no grid)
-        B = z1.shape[0]
-        return z1 - u_fn(z1, torch.zeros(B, dtype=z1.dtype, device=z1.device),
-                         torch.ones(B, dtype=z1.dtype, device=z1.device), y)
+        zero = torch.zeros((), dtype=z1.dtype, device=z1.device)
+        one = torch.ones((), dtype=z1.dtype, device=z1.device)
+        return z1 - (at(z1, zero, one, y) if at is not None else u_fn(z1, zero.expand(B), one.expand(B), y))
     grid = cosine_grid(num_steps, dtype=z1.dtype).to(z1.device)
     z = z1
-    B = z1.shape[0]
     for i in range(num_steps, 0, -1):
         t_cur, t_next = grid[i], grid[i - 1]
-        u = u_fn(z, t_next.expand(B), t_cur.expand(B), y)
+        u = at(z, t_next, t_cur, y) if at is not None else u_fn(z, t_next.expand(B), t_cur.expand(B), y)
         z = z - (t_cur - t_next) * u
     return z
 
@@ -59,20 +62,21 @@ def _mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def adain_color_fix(out: torch.Tensor, ref: torch.Tensor | None = None, eps: float = 1e-5,
                     ref_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """Per-channel AdaIN of ``out`` onto ``ref`` (population std for both; not clamped), fused as one
-    multiply-add: o' = a o + b, a = std_ref / (std_o + eps), b = mean_ref - a mean_o.
+    """Per-channel AdaIN of ``out`` onto ``ref`` (population std for both; not clamped):
+    o' = (o - mean_o) a + mean_ref, a = std_ref / (std_o + eps), with the centred map computed once
+    (it gives std_o as its norm; 7 kernels in all).
 
     ``ref_stats``: (mean_ref, std_ref) of shape (B, C, 1, 1) instead of ``ref`` (``reference_stats``
     gives them for the bicubic-upsampled LR without upsampling it)."""
-    mo, so = _mean_std(out)
     if ref_stats is None:
         if ref is None:
             raise ValueError("adain_color_fix needs ref or ref_stats")
-        mr, sr = _mean_std(ref)
-    else:
-        mr, sr = ref_stats
-    a = sr / (so + eps)
-    return torch.addcmul(mr - a * mo, out, a)
+        ref_stats = _mean_std(ref)
+    mr, sr = ref_stats
+    flat = out.flatten(-2)
+    centred = flat - flat.mean(-1, keepdim=True)
+    so = torch.linalg.vector_norm(centred, dim=-1, keepdim=True).unsqueeze(-1) * (flat.shape[-1] ** -0.5)
+    return torch.addcmul(mr, centred.view_as(out), sr / (so + eps))
 
 
 _STATS_CACHE: dict = {}
