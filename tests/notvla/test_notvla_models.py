@@ -258,3 +258,63 @@ def test_progress_cue_prompt():
     assert [s.prompt[-1] for s in cued] == [str(k) for k in recs[0].done]
     assert [s.prompt for s in plain] == [s.prompt[:-2] for s in cued]
     assert prompt_words("pick up the red cube", True, 3)[-2:] == [";", "3"]
+
+
+def test_proprio_prompt_and_dense_instructions():
+    """proprio=True: every prompt carries the end effector in whole cm (``x 35 y - 2 z 25``) after the gripper
+    state, for the plan writer and the dense data alike; each dense sample has its own demo's instruction."""
+    from neurips26.notvla.finetune import DenseCodec, collect_demos, dense_data, ee_words, notvla_data, prompt_words
+
+    assert ee_words([0.354, -0.021, 0.25]) == ["x", "35", "y", "-", "2", "z", "25"]
+    p = prompt_words("pick up the red cube", False, 2, [0.1, 0.0, 0.3])
+    assert p == "pick up the red cube ; gripper open x 10 y 0 z 30 ; 2".split()
+    recs = collect_demos(8, 0)  # two demos per template, with different instructions
+    assert recs[0].demo.instruction != recs[4].demo.instruction and recs[0].task == recs[4].task
+    plain, _ = notvla_data(recs[:1])
+    prop, _ = notvla_data(recs[:1], proprio=True)
+    for s0, s1, f in zip(plain, prop, recs[0].frames):
+        assert s1.prompt == s0.prompt + ee_words(recs[0].demo.positions[f])
+    vocab = Vocab()
+    acts = np.concatenate([r.demo.actions for r in recs])
+    S, _ = dense_data(recs, DenseCodec("dense_chunk", vocab, acts), proprio=True)
+    n = 0
+    for r in recs:
+        for t in range(0, len(r.demo.actions), 2):
+            want = prompt_words(r.demo.instruction, r.demo.states[t]["closed"], None, r.demo.positions[t])
+            assert S[n].prompt == want
+            n += 1
+    assert n == len(S)
+
+
+def test_anchor_weights_and_weighted_loss():
+    """anchor_weights puts w on the anchor's name, pixel and depth tokens only; the weighted loss is
+    sum(w CE) / sum(w) over the answer tokens, and weights of 1 give the plain loss."""
+    import torch.nn.functional as F
+
+    from neurips26.notvla.finetune import anchor_weights
+    from neurips26.notvla.plan import tokenize
+    from neurips26.notvla.pretrain import Sample, answer_weights, batch_tensors, lm_loss
+
+    toks = tokenize("approach the red cube at (41, 57) depth 0 . 62 height 8 ; lift height 10 .")
+    w = anchor_weights(toks, 5.0)
+    assert [t for t, x in zip(toks, w) if x == 5.0] == ["red", "cube", "41", "57", "0", "62"]
+    nd = tokenize("approach the red cube at (41, 57) height 8 .")
+    assert [t for t, x in zip(nd, anchor_weights(nd, 3.0, depth=False)) if x == 3.0] == ["red", "cube", "41", "57"]
+    vocab = Vocab()
+    torch.manual_seed(0)
+    model = TinyVLM(BackboneConfig(d_model=32, layers=1, heads=2), len(vocab))
+    images = np.random.default_rng(0).integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)
+    samples = [Sample(0, ["pick", "up", "the", "red", "cube"], toks, "notvla", w),
+               Sample(1, ["describe", "the", "scene"], ["red", "cube"], "caption")]
+    b = batch_tensors(vocab, samples, images)
+    wt = answer_weights(samples, b[3])
+    logits = model(*b[:3])[:, model.n_visual:]
+    keep = b[3] != -100
+    ce = F.cross_entropy(logits[keep], b[3][keep], reduction="none")
+    want = torch.tensor(list(w) + [1.0] + [1.0, 1.0, 1.0])  # sample 0 answer + <eos>, sample 1 answer + <eos>
+    torch.testing.assert_close(lm_loss(model, *b, weights=wt), (want * ce).sum() / want.sum(), rtol=1e-5, atol=1e-6)
+    ones = [Sample(s.image, s.prompt, s.answer, s.kind, tuple([1.0] * len(s.answer))) for s in samples]
+    torch.testing.assert_close(lm_loss(model, *b, weights=answer_weights(ones, b[3])), lm_loss(model, *b))
+    assert answer_weights([samples[1]], b[3][1:]) is None
+    with pytest.raises(ValueError):
+        lm_loss(model, *b, per_sample=True, weights=wt)

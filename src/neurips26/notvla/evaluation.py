@@ -22,6 +22,7 @@ from neurips26.notvla.finetune import (
     collect_demos,
     dense_data,
     finetune,
+    first_step_grounding,
     notvla_data,
     rollout_dense,
     rollout_notvla,
@@ -89,7 +90,8 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
     try:
         sec = {}
         t0 = time.perf_counter()
-        settings = PretrainSettings(pre_cfg.steps, pre_cfg.scenes, pre_cfg.batch, seed=seed)
+        settings = PretrainSettings(pre_cfg.steps, pre_cfg.scenes, pre_cfg.batch,
+                                    grounding_weight=getattr(pre_cfg, "grounding_weight", 2.0), seed=seed)
         base, vocab0, info = pretrain(bcfg, settings, log=log)
         sec["pretrain"] = time.perf_counter() - t0
         pim, psamples = probe_set(ev_cfg.retention_questions, seed, bcfg.image_size)
@@ -107,15 +109,18 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
         def synonyms(instr, i):
             return with_synonyms(instr, rng_syn)
 
-        rollouts, detail, example = {}, {}, ""
+        progress, proprio = getattr(ft_cfg, "progress", False), getattr(ft_cfg, "proprio", False)
+        rollouts, detail, example, grounding = {}, {}, "", {}
         for m in ft_cfg.methods:
             t0 = time.perf_counter()
             model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
             if m in NOTVLA_VARIANTS:
-                samples, images = notvla_data(records, bcfg.image_size, variant=m)
+                samples, images = notvla_data(records, bcfg.image_size, variant=m, progress=progress,
+                                              proprio=proprio,
+                                              anchor_weight=getattr(ft_cfg, "anchor_weight", 1.0))
             else:
                 codec = DenseCodec(m, vocab, acts)
-                samples, images = dense_data(records, codec, bcfg.image_size)
+                samples, images = dense_data(records, codec, bcfg.image_size, proprio=proprio)
             finetune(model, vocab, samples, images, ft_cfg.steps, batch=pre_cfg.batch, seed=seed, log=log)
             sec[f"finetune_{m}"] = time.perf_counter() - t0
             post = score_probes(model, vocab, pim, psamples)
@@ -123,7 +128,10 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             t0 = time.perf_counter()
             if m in NOTVLA_VARIANTS:
                 pol = NoTVLAPolicy(model, vocab, depth=m != "notvla_no_depth",
-                                   grammar="xyz" if m == "notvla_no_anchor" else "narrative")
+                                   grammar="xyz" if m == "notvla_no_anchor" else "narrative",
+                                   progress=progress, proprio=proprio)
+                if m != "notvla_no_anchor":
+                    grounding[m] = first_step_grounding(pol, id_seeds, bcfg.image_size)
                 kw = {
                     "image_size": bcfg.image_size,
                     "max_calls": ev_cfg.max_calls,
@@ -141,7 +149,7 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
                 if m == "notvla":
                     example = r["id"][0]["plan"]
             else:
-                kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps}
+                kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps, "proprio": proprio}
                 r = {
                     "id": rollout_dense(model, vocab, codec, id_seeds, **kw),
                     "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
@@ -157,6 +165,7 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             "retention_detail": detail,
             "probes_pre": pre,
             "example_plan": example,
+            "grounding": grounding,
             "steps_used": {
                 "pretrain": pre_cfg.steps,
                 "finetune": ft_cfg.steps,

@@ -35,6 +35,7 @@ class Query:
     closed: bool
     instruction: str
     steps_done: int
+    ee: np.ndarray | None = None  # end-effector position (m), the proprioceptive state
 
 
 @dataclass
@@ -86,7 +87,7 @@ class _Episode:
 
     def query(self) -> Query:
         return Query(self.obs["rgb"], self.obs["depth"].astype(np.float64), self.env.closed, self.instruction,
-                     self.done_steps)
+                     self.done_steps, self.env.ee.copy())
 
     def consume(self, text: str, q: Query) -> None:
         env, res = self.env, self.res

@@ -22,13 +22,13 @@ from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.notvla.action_tokens import BinTokenizer, FASTTokenizer
 from neurips26.notvla.backbone import TinyVLM, Vocab
 from neurips26.notvla.camera import CameraShift
-from neurips26.notvla.execution import Query, run_episodes
+from neurips26.notvla.execution import OraclePolicy, Query, run_episodes
 from neurips26.notvla.expert import run_expert
 from neurips26.notvla.extraction import WaypointExtractor, encode_waypoints
 from neurips26.notvla.detokenizer import sensor_depth
-from neurips26.notvla.errors import DepthUnavailableError
+from neurips26.notvla.errors import DepthUnavailableError, PlanParseError
 from neurips26.notvla.noanchor import advance_xyz, format_xyz, to_xyz, xyz_state_mask
-from neurips26.notvla.plan import advance_state, format_plan, state_mask, strip_depth, tokenize
+from neurips26.notvla.plan import advance_state, format_plan, parse_plan, state_mask, strip_depth, tokenize
 from neurips26.notvla.pretrain import Sample, train_steps
 from neurips26.notvla.sim import ROBOT_COLOURS, TEMPLATES, TabletopSim
 
@@ -38,9 +38,21 @@ CHUNK = {"dense_bin": 1, "dense_chunk": 8, "fast": 16, "actions_as_language": 8}
 MODES = ("full", "lora")
 
 
-def prompt_words(instruction: str, closed: bool, steps_done: int | None = None) -> list[str]:
-    """Instruction ; gripper state [; the number of plan steps already executed (progress cue, optional)]."""
+def ee_words(ee) -> list[str]:
+    """The end-effector position as text in whole cm: ``x 35 y - 2 z 25`` (proprioception, ASSUMPTION)."""
+    out = []
+    for name, v in zip(("x", "y", "z"), np.asarray(ee, dtype=float)[:3]):
+        cm = int(round(float(v) * 100))
+        out += [name] + (["-"] if cm < 0 else []) + [str(min(abs(cm), 100))]
+    return out
+
+
+def prompt_words(instruction: str, closed: bool, steps_done: int | None = None, ee=None) -> list[str]:
+    """Instruction ; gripper state [x X y Y z Z: the end-effector position in cm (proprioception, optional)]
+    [; the number of plan steps already executed (progress cue, optional)]."""
     out = instruction.split() + [";", "gripper", "closed" if closed else "open"]
+    if ee is not None:
+        out += ee_words(ee)
     if steps_done is not None:
         out += [";", str(min(int(steps_done), 100))]
     return out
@@ -93,12 +105,26 @@ def _render_states(states, image_size: int) -> np.ndarray:
     return imgs
 
 
+ANCHOR_STATES = frozenset({"colour", "shape", "U", "V", "DM", "DC"})  # the anchor's name, pixel and depth
+
+
+def anchor_weights(tokens: list[str], w: float, depth: bool = True) -> tuple:
+    """Per-token loss weights: ``w`` on the anchor tokens (object name, pixel, depth), 1 elsewhere."""
+    state, out = "verb", []
+    for t in tokens:
+        out.append(w if state in ANCHOR_STATES else 1.0)
+        state = advance_state(state, t, depth)
+    return tuple(out)
+
+
 def notvla_data(records: list[DemoRecord], image_size: int = 64, variant: str = "notvla",
-                progress: bool = False):
+                progress: bool = False, proprio: bool = False, anchor_weight: float = 1.0):
     """Decision frames -> remaining plan. ``variant``: ``notvla``; ``notvla_no_depth`` (no ``depth D``
     slots); ``notvla_no_anchor`` (absolute x y z in cm, ``noanchor``). ``progress``: the
     prompt also carries the number of plan steps executed (ASSUMPTION, off by default: the 64 x 64 frame
-    shows the gripper as 1-2 grey pixels, so approach / grasp / retreat frames look alike)."""
+    shows the gripper as 1-2 grey pixels, so approach / grasp / retreat frames look alike). ``proprio``: the
+    prompt carries the end-effector position in cm (``ee_words``; ASSUMPTION, the same for every method).
+    ``anchor_weight``: the loss weight of the anchor tokens (``anchor_weights``; narrative variants only)."""
     check_choice(variant, "variant", NOTVLA_VARIANTS)
     env = TabletopSim(image_size)
     states, samples = [], []
@@ -112,7 +138,12 @@ def notvla_data(records: list[DemoRecord], image_size: int = 64, variant: str = 
                 toks = tokenize(format_plan(plan))
                 toks = toks if variant == "notvla" else strip_depth(toks)
             k_done = (r.done[k] if r.done else k) if progress else None
-            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"], k_done), toks, variant))
+            ee = r.demo.positions[f] if proprio else None
+            wts = None
+            if anchor_weight != 1.0 and variant != "notvla_no_anchor":
+                wts = anchor_weights(toks, anchor_weight, depth=variant == "notvla")
+            samples.append(Sample(len(states), prompt_words(r.demo.instruction, st["closed"], k_done, ee), toks,
+                                  variant, wts))
             states.append(st)
     return samples, _render_states(states, image_size)
 
@@ -197,8 +228,9 @@ def _parse_action_words(ws: list[str]) -> np.ndarray:
     return a
 
 
-def dense_data(records: list[DemoRecord], codec: DenseCodec, image_size: int = 64, stride: int = 2):
-    states, samples, chunks = [], [], []
+def dense_data(records: list[DemoRecord], codec: DenseCodec, image_size: int = 64, stride: int = 2,
+               proprio: bool = False):
+    states, samples, chunks, ees, instrs = [], [], [], [], []
     for r in records:
         A = r.demo.actions
         A = np.concatenate([A[:, :3], (A[:, 3:] > 0.5).astype(float)], 1)
@@ -208,11 +240,12 @@ def dense_data(records: list[DemoRecord], codec: DenseCodec, image_size: int = 6
                 c = np.vstack([c, np.tile([0.0, 0.0, 0.0, c[-1, 3]], (codec.chunk - len(c), 1))])
             chunks.append(c)
             states.append(r.demo.states[t])
+            ees.append(r.demo.positions[t] if proprio else None)
+            instrs.append(r.demo.instruction)
     if codec.method == "fast":
         codec.fit_fast(chunks)
     for i, (st, c) in enumerate(zip(states, chunks)):
-        r_instr = next(r.demo.instruction for r in records if st["task"] == r.task)
-        samples.append(Sample(i, prompt_words(r_instr, st["closed"]), codec.encode(c), codec.method))
+        samples.append(Sample(i, prompt_words(instrs[i], st["closed"], None, ees[i]), codec.encode(c), codec.method))
     return samples, _render_states(states, image_size)
 
 
@@ -242,13 +275,14 @@ class NoTVLAPolicy:
     """The fine-tuned model as a plan writer: greedy decoding constrained by the plan grammar."""
 
     def __init__(self, model: TinyVLM, vocab: Vocab, max_tokens: int = 120, depth: bool = True,
-                 grammar: str = "narrative", progress: bool = False):
+                 grammar: str = "narrative", progress: bool = False, proprio: bool = False):
         """``depth=False``: the no-depth ablation -- the model writes ``at (U, V) height H`` and the depth
         of each anchor is read from the depth sensor at that pixel (3 x 3 median for holes).
         ``grammar="xyz"``: the no-anchor ablation's absolute-position text (``noanchor``)."""
         self.model, self.vocab, self.max_tokens, self.depth = model, vocab, max_tokens, depth
         self.grammar = check_choice(grammar, "grammar", ("narrative", "xyz"))
         self.progress = progress  # prompt with the steps executed (as notvla_data(progress=True) trains)
+        self.proprio = proprio  # prompt with the end-effector position (as notvla_data(proprio=True) trains)
         self.eos = vocab.index["<eos>"]
         self._masks: dict[str, torch.Tensor] = {}  # automaton state -> mask over the vocabulary
         self._rows: dict[int, tuple[int, str]] = {}  # row -> (tokens consumed, automaton state)
@@ -282,7 +316,8 @@ class NoTVLAPolicy:
     def batch(self, queries: list[Query]) -> list[str]:
         """One batched, grammar-masked greedy decode for several decision points (lockstep rollouts)."""
         prompts = [
-            self.vocab.encode(prompt_words(q.instruction, q.closed, q.steps_done if self.progress else None))
+            self.vocab.encode(prompt_words(q.instruction, q.closed, q.steps_done if self.progress else None,
+                                           q.ee if self.proprio else None))
             + [self.vocab.index["<bos>"]]
             for q in queries
         ]
@@ -338,6 +373,7 @@ def rollout_dense(
     colours=ROBOT_COLOURS,
     rewrite=None,
     max_steps: int = 300,
+    proprio: bool = False,
 ) -> list[dict]:
     """Dense policies in lockstep over several episodes (one batched query per chunk)."""
     envs = []
@@ -362,7 +398,9 @@ def rollout_dense(
         live = [i for i, d in enumerate(done) if not d]
         imgs = torch.from_numpy(np.stack([envs[i].render() for i in live]))
         prompts = [
-            vocab.encode(prompt_words(instr[i], envs[i].closed)) + [vocab.index["<bos>"]] for i in live
+            vocab.encode(prompt_words(instr[i], envs[i].closed, None, envs[i].ee if proprio else None))
+            + [vocab.index["<bos>"]]
+            for i in live
         ]
         gen = model.generate(imgs, prompts, n_tok, eos, allowed=allowed_ids)
         for j, i in enumerate(live):
@@ -413,3 +451,34 @@ def rollout_notvla(
         }
         for env, r in zip(envs, res)
     ]
+
+
+def first_step_grounding(policy: NoTVLAPolicy, seeds: list[int], image_size: int = 64) -> dict:
+    """How the plan writer grounds its first step on each episode's initial frame, against the oracle plan's
+    first step (``OraclePolicy``): the object named (colour and shape) and the anchor pixel's L_inf error on
+    the 0-99 grid (2 cm is ~2-2.5 grid units at 64 x 64; the grasp needs the gripper within 2 cm). Episode
+    ``i`` uses seed ``seeds[i]`` and template ``i % 4``, as ``rollout_notvla``. Narrative grammar only."""
+    env = TabletopSim(image_size)
+    name_ok, parse_fail, errs = 0, 0, []
+    for i, s in enumerate(seeds):
+        env.reset(seed=s, options={"template": TEMPLATES[i % 4]})
+        o = env.observe()
+        q = Query(o["rgb"], o["depth"].astype(np.float64), env.closed, env.instruction(), 0, env.ee.copy())
+        truth = parse_plan(OraclePolicy(seed=s).reset(env)(q))[0]
+        try:
+            step = parse_plan(policy(q))[0]
+        except PlanParseError:
+            parse_fail += 1
+            continue
+        name_ok += (step.colour, step.shape) == (truth.colour, truth.shape)
+        if step.u is not None:
+            errs.append(max(abs(step.u - truth.u), abs(step.v - truth.v)))
+    e = np.array(errs, dtype=float)
+    return {
+        "n": len(seeds),
+        "name_ok": int(name_ok),
+        "parse_failures": int(parse_fail),
+        "linf": [int(x) for x in errs],
+        "linf_median": float(np.median(e)) if len(e) else float("nan"),
+        "linf_le2": int((e <= 2).sum()),
+    }

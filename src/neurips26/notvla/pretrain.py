@@ -53,6 +53,7 @@ class Sample:
     prompt: list[str]
     answer: list[str]
     kind: str
+    weights: tuple | None = None  # per answer token loss weight (None: 1 each; <eos> always 1)
 
 
 def scene_pool(n: int, rng: np.random.Generator, image_size: int = 64):
@@ -188,16 +189,34 @@ def batch_tensors(vocab: Vocab, samples: list[Sample], images: np.ndarray, n_vis
     return imgs, tok, torch.tensor(pre), tg
 
 
-def lm_loss(model: TinyVLM, imgs, tok, pre, tg, per_sample: bool = False) -> torch.Tensor:
+def answer_weights(samples: list[Sample], tg: torch.Tensor) -> torch.Tensor | None:
+    """(B, L) loss weights aligned with ``batch_tensors``' targets (None when no sample carries weights)."""
+    if all(s.weights is None for s in samples):
+        return None
+    w = torch.ones(tg.shape, dtype=torch.float32)
+    for i, s in enumerate(samples):
+        if s.weights is not None:
+            pos = (tg[i] != -100).nonzero().flatten()[: len(s.weights)]
+            w[i, pos] = torch.tensor(s.weights[: len(pos)], dtype=torch.float32)
+    return w
+
+
+def lm_loss(model: TinyVLM, imgs, tok, pre, tg, per_sample: bool = False, weights=None) -> torch.Tensor:
     """Next-token cross-entropy over the answer positions (the head runs at those positions only).
 
     ``per_sample=False``: the mean over all answer tokens of the batch (= the cross-entropy of the full
     logits with ``ignore_index=-100``); ``per_sample=True``: ``L = 1/B sum_b 1/|A_b| sum_{t in A_b} CE_t``,
-    so a 40-token caption does not outweigh a 5-token pointing answer eightfold.
+    so a 40-token caption does not outweigh a 5-token pointing answer eightfold. ``weights`` (B, L, from
+    ``answer_weights``): the token mean becomes ``sum w CE / sum w`` (``per_sample=False`` only).
     """
     keep = tg != -100
     h = model.hidden(imgs, tok, pre)[:, model.n_visual :][keep]
     ce = F.cross_entropy(model.logits(h), tg[keep], reduction="none")
+    if weights is not None:
+        if per_sample:
+            raise ValueError("token weights apply to the token-mean loss (per_sample=False)")
+        w = weights[keep]
+        return (w * ce).sum() / w.sum()
     if not per_sample:
         return ce.mean()
     counts = keep.sum(1)
@@ -240,7 +259,9 @@ def train_steps(
             idx = torch.randint(len(samples), (batch,), generator=g).tolist()
         else:
             idx = torch.multinomial(probs, batch, replacement=True, generator=g).tolist()
-        loss = lm_loss(model, *batch_tensors(vocab, [samples[i] for i in idx], images), per_sample=per_sample)
+        chosen = [samples[i] for i in idx]
+        b = batch_tensors(vocab, chosen, images)
+        loss = lm_loss(model, *b, per_sample=per_sample, weights=answer_weights(chosen, b[3]))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
