@@ -103,10 +103,11 @@ class _StepLoss(torch.nn.Module):
         self.model, self.cfg = model, cfg
 
     def forward(self, xp2, xp1, f, tgt, lam_kl: float, crps: bool):
-        if isinstance(self.model, Njord):
-            loss, kl = _loss_njord(self.model, xp2, xp1, f, tgt, self.cfg, lam_kl, crps)
-        else:
-            loss, kl = _loss_twin(self.model, xp2, xp1, f, tgt)
+        with self.model.reuse_static():  # static embeddings once per loss, not once per network call
+            if isinstance(self.model, Njord):
+                loss, kl = _loss_njord(self.model, xp2, xp1, f, tgt, self.cfg, lam_kl, crps)
+            else:
+                loss, kl = _loss_twin(self.model, xp2, xp1, f, tgt)
         return loss, torch.tensor(kl, dtype=torch.float64)
 
 
