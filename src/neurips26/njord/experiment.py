@@ -207,14 +207,14 @@ def _ridge(ds, starts, leads, y, lams):
         days = np.stack([ds.days[t + i] for i in range(leads)], 1)
         return model.forecast(ds.x[k, t - 2], ds.x[k, t - 1], days)
 
+    base = RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lams[-1])  # one SVD for all lams
     if len(vs) == 0:
         lam = lams[-1]
     else:
         yv = np.stack([ds.x[vs[:, 0], vs[:, 1] + i] for i in range(leads)], 1)
-        errs = [float(np.mean((fc(RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lam), vs) - yv) ** 2))
-                for lam in lams]
+        errs = [float(np.mean((fc(base.with_lam(lam), vs) - yv) ** 2)) for lam in lams]
         lam = lams[int(np.argmin(errs))]
-    model = RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lam)
+    model = base.with_lam(lam)
     return scores(fc(model, starts)[None].astype(np.float32), y), float(lam)
 
 
