@@ -222,6 +222,17 @@ class Forecaster(nn.Module):
         if self.static.shape[0] != self.gt.n_grid:
             raise ValueError(f"static has {self.static.shape[0]} rows, mesh has {self.gt.n_grid} grid nodes")
 
+    @torch.no_grad()
+    def zero_init_output(self) -> "Forecaster":
+        """Zero the decoder's output Linear, so the untrained model forecasts ``X^{t-1} + dmean``
+        (persistence plus the mean one-step increment) and training moves away from persistence only
+        along directions that lower the loss (a randomly initialised head starts with an increment of
+        O(1) diff-std of noise on every channel). ASSUMPTION: an initialisation choice, not from the paper."""
+        last = self.decoder.out[-1]
+        last.weight.zero_()
+        last.bias.zero_()
+        return self
+
     @contextlib.contextmanager
     def reuse_static(self):
         """Inside: every network embeds its static edge / mesh-node features once and reuses them for
