@@ -72,7 +72,7 @@ class RidgeIncrement:
         s, Vt, UtY = self._svd
         self.W = Vt.T @ ((s / (s**2 + self.lam))[:, None] * UtY)
 
-    def with_lam(self, lam: float) -> "RidgeIncrement":
+    def with_lam(self, lam: float) -> RidgeIncrement:
         """The same fit at another penalty (reuses the SVD: one decomposition for a penalty path)."""
         other = copy.copy(self)
         other.lam = check_scalar(lam, "lam", float, min=0.0, inclusive="neither")

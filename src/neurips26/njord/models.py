@@ -223,7 +223,7 @@ class Forecaster(nn.Module):
             raise ValueError(f"static has {self.static.shape[0]} rows, mesh has {self.gt.n_grid} grid nodes")
 
     @torch.no_grad()
-    def zero_init_output(self) -> "Forecaster":
+    def zero_init_output(self) -> Forecaster:
         """Zero the decoder's output Linear, so the untrained model forecasts ``X^{t-1} + dmean``
         (persistence plus the mean one-step increment) and training moves away from persistence only
         along directions that lower the loss (a randomly initialised head starts with an increment of

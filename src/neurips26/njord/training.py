@@ -42,8 +42,9 @@ class TrainConfig:
     kl_warmup: int = 0  # steps of linear KL warm-up (0 = off)
     free_bits: float = 0.0  # per top-level entry (0 = off)
     clip: float = 1.0
-    # units of the CRPS term: "diff_std" scores (ens - y) / dstd per channel, the units of the
-    # per-entry NLL (whose sigma is dstd), so lambda_crps = 1 makes the two terms O(1) of each other
+    # units of the CRPS term: "diff_std" scores (ens - y) / sigma per channel, the units of the
+    # per-entry NLL (sigma = dstd with the default loss_weights), so lambda_crps = 1 makes the two
+    # terms O(1) of each other
     # (spec §6 (c)); "state" scores standardised states, ~dstd (0.006-0.04) times smaller.
     crps_units: str = "diff_std"
     # per-channel likelihood sigma (spec §1: sigma_j = diff_std_j / sqrt(w_j)). "diff_std": w_j = 1,
