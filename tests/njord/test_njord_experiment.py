@@ -119,3 +119,16 @@ def test_ridge_reference_recovers_a_linear_system():
     err = np.mean((f - y) ** 2)
     pers = np.mean((x[0, st - 1][:, None] - y) ** 2)
     assert err < 0.5 * pers
+
+
+def test_ridge_with_lam_equals_a_fresh_fit():
+    import numpy as np
+
+    from neurips26.njord.baselines import RidgeIncrement
+
+    rng = np.random.default_rng(1)
+    x, days = rng.standard_normal((2, 40, 5, 2)), np.arange(40, dtype=float)
+    a = RidgeIncrement(x, days, lam=10.0).with_lam(0.5)
+    b = RidgeIncrement(x, days, lam=0.5)
+    assert a.lam == 0.5
+    np.testing.assert_allclose(a.W, b.W, rtol=1e-12, atol=1e-14)

@@ -180,3 +180,48 @@ def test_open_boundary_overwrite(small_ds, small_mesh):
         m.rollout(xp2, xp1, f, boundary=(torch.zeros(N + 1), xb))
     with pytest.raises(ValueError, match="boundary states"):
         m.rollout(xp2, xp1, f, boundary=(mb, xb[:, :2]))
+
+
+def test_reuse_static_embeddings_same_loss_and_gradients(small_ds, small_mesh):
+    """Embedding the static edge / mesh-node features once per loss (``reuse_static``) gives the same
+    loss and gradients as embedding them in every network call, and the cache is dropped after."""
+    from neurips26.njord.training import _loss_njord
+
+    ds = small_ds[1]
+    nj, _ = _models(ds, small_mesh)
+    nj.train()
+    idx = windows(ds, ds.train, 3)[:2]
+    b = batch_tensors(ds, idx, 3)
+    cfg = TrainConfig()
+    grads = []
+    for reuse in (False, True):
+        nj.zero_grad()
+        torch.manual_seed(5)
+        if reuse:
+            with nj.reuse_static():
+                loss, _ = _loss_njord(nj, *b, cfg, 1.0, True)
+        else:
+            loss, _ = _loss_njord(nj, *b, cfg, 1.0, True)
+        loss.backward()
+        grads.append((loss.detach(), [p.grad.clone() for p in nj.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-6, atol=1e-7)
+    assert len(grads[0][1]) == len(grads[1][1]) > 0
+    for a, c in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-7)
+    assert all(m.cache is None for m in nj.modules() if hasattr(m, "cache") and not callable(m.cache))
+
+
+def test_zero_init_output_starts_from_persistence(small_ds, small_mesh):
+    """With a zero-initialised output head the untrained forecast is X^{t-1} + dmean for every member
+    (the latent has no effect yet), and one optimiser step moves it away."""
+    ds = small_ds[1]
+    nj, tw = _models(ds, small_mesh)
+    xp2, xp1, f = _inputs(ds, T=1)
+    for m in (nj.zero_init_output(), tw.zero_init_output()):
+        with torch.no_grad():
+            ens = m.rollout(xp2, xp1, f, members=3)
+        torch.testing.assert_close(ens, (xp1 + m.diff_mean).expand(3, -1, -1, -1)[:, :, None], rtol=0, atol=0)
+    hist = train(nj, ds, TrainConfig(steps_1=1, steps_2=0, batch=2))
+    assert np.isfinite(hist["loss"]).all()
+    with torch.no_grad():
+        assert not torch.equal(nj.rollout(xp2, xp1, f, members=1)[0, :, 0], xp1 + nj.diff_mean)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from neurips26.harness.validation import check_scalar
@@ -63,7 +65,19 @@ class RidgeIncrement:
         A = self._features(a, b, np.tile(days[2:], K))
         self.mu, self.ym = A.mean(0), (c - b).reshape(len(c), -1).mean(0)
         U, s, Vt = np.linalg.svd(A - self.mu, full_matrices=False)
-        self.W = Vt.T @ ((s / (s**2 + self.lam))[:, None] * (U.T @ ((c - b).reshape(len(c), -1) - self.ym)))
+        self._svd = (s, Vt, U.T @ ((c - b).reshape(len(c), -1) - self.ym))
+        self._solve()
+
+    def _solve(self) -> None:
+        s, Vt, UtY = self._svd
+        self.W = Vt.T @ ((s / (s**2 + self.lam))[:, None] * UtY)
+
+    def with_lam(self, lam: float) -> RidgeIncrement:
+        """The same fit at another penalty (reuses the SVD: one decomposition for a penalty path)."""
+        other = copy.copy(self)
+        other.lam = check_scalar(lam, "lam", float, min=0.0, inclusive="neither")
+        other._solve()
+        return other
 
     @staticmethod
     def _features(a, b, days):

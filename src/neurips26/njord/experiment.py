@@ -46,6 +46,7 @@ class MeshConfig:
 class ModelConfig:
     d_h: int = 32
     n_layers: int = 1
+    zero_out: bool = False  # zero-initialised decoder output (start from persistence); see Forecaster
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,12 @@ CONFIGS = {
     # chosen on validation CRPS. lr 3e-3 and lambda_crps 5 were chosen on VALIDATION among
     # {1e-3, 3e-3} (twin) and {1, 5} (Njord), steps_2 = 80 among {40, 80} and lambda_crps 5 vs 10
     # (Njord seed 0, validation CRPS over 24 starts x 8 members: 0.0261 / 0.0245 / 0.0268) -- see
-    # README; test data were never looked at for it.
+    # README; test data were never looked at for it. Session 11: the decoder's output head starts at
+    # zero (the untrained model is persistence + the mean increment) for all four models, chosen on
+    # VALIDATION (seed 0, 36 windows x 8 members: Njord lead-5 RMSE/persistence 1.006 -> 0.998, CRPS
+    # 0.0244 -> 0.0237, SSR 0.480 -> 0.504; twin lead 5 0.987 -> 0.982) -- see README.
     "quick": Config(
+        model=ModelConfig(zero_out=True),
         train=TrainConfig(steps_1=60, steps_2=80, unroll_stages=(2, 4), batch=4, lr=3e-3, lambda_crps=5.0,
                           val_every=20),
         eval=EvalConfig(stride=2, oracle_starts=8),
@@ -109,8 +114,10 @@ VOLATILE_METRICS = ("timing.*",)
 def _models(kind, mesh, ds, cfg: Config):
     args = (mesh, ds.x.shape[-1], ds.forcing.shape[-1], ds.static, ds.norm.diff_mean, ds.norm.diff_std)
     if kind == "njord":
-        return Njord(*args, d_h=cfg.model.d_h, n_layers=cfg.model.n_layers)
-    return DeterministicTwin(*args, d_h=cfg.model.d_h, n_layers=cfg.model.n_layers)
+        model = Njord(*args, d_h=cfg.model.d_h, n_layers=cfg.model.n_layers)
+    else:
+        model = DeterministicTwin(*args, d_h=cfg.model.d_h, n_layers=cfg.model.n_layers)
+    return model.zero_init_output() if cfg.model.zero_out else model
 
 
 def run(cfg: Config, ctx: RunContext) -> dict:
@@ -207,14 +214,14 @@ def _ridge(ds, starts, leads, y, lams):
         days = np.stack([ds.days[t + i] for i in range(leads)], 1)
         return model.forecast(ds.x[k, t - 2], ds.x[k, t - 1], days)
 
+    base = RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lams[-1])  # one SVD for all lams
     if len(vs) == 0:
         lam = lams[-1]
     else:
         yv = np.stack([ds.x[vs[:, 0], vs[:, 1] + i] for i in range(leads)], 1)
-        errs = [float(np.mean((fc(RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lam), vs) - yv) ** 2))
-                for lam in lams]
+        errs = [float(np.mean((fc(base.with_lam(lam), vs) - yv) ** 2)) for lam in lams]
         lam = lams[int(np.argmin(errs))]
-    model = RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lam)
+    model = base.with_lam(lam)
     return scores(fc(model, starts)[None].astype(np.float32), y), float(lam)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 
@@ -20,6 +21,12 @@ def mlp(d_in: int, d_out: int, d_h: int, layer_norm: bool = True, hidden_layers:
     if layer_norm:
         layers.append(nn.LayerNorm(d_out))
     return nn.Sequential(*layers)
+
+
+def gather(h: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows ``index`` of the node axis of ``h`` (B, n, d) -> (B, E, d): ``index_select``, whose
+    backward is an ``index_add_`` (cheaper than advanced indexing's accumulating ``index_put_``)."""
+    return h.index_select(1, index)
 
 
 def scatter_sum(msg: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
@@ -53,9 +60,25 @@ class InteractionNet(nn.Module):
         self.node_mlp = mlp(2 * d, d, d, hidden_layers=hidden_layers)
 
     def message(self, send, recv, edge):
+        """``MLP_e([e, h_s, h_r])`` per edge. The first Linear acts on the concatenation, so it is
+        split into its three column blocks, ``W_e e + W_s h_s + W_r h_r + b``: the sender and
+        receiver blocks are applied per NODE and then gathered to the edges, and the static first-layer
+        edge reps (E, d) stay without the batch axis -- the same function as the concatenated form
+        (tested against it) without building the (B, E, 3d) input."""
         s, r = self.edge_index
-        e = edge.expand(send.shape[0], -1, -1) if edge.ndim == 2 else edge
-        return self.edge_mlp(torch.cat([e, send[:, s], recv[:, r]], dim=-1)), e
+        first, rest = self.edge_mlp[0], self.edge_mlp[1:]
+        d = send.shape[-1]
+        w = first.weight
+        pre = F.linear(edge, w[:, :d], first.bias)  # (E, d) or (B, E, d)
+        pre = pre + gather(F.linear(send, w[:, d : 2 * d]), s) + gather(F.linear(recv, w[:, 2 * d :]), r)
+        return rest(pre), edge
+
+    def update(self, recv, agg):
+        """``MLP_n([h_r, a_r])`` with the first Linear split the same way (no (B, n, 2d) concat)."""
+        first, rest = self.node_mlp[0], self.node_mlp[1:]
+        d = recv.shape[-1]
+        w = first.weight
+        return rest(F.linear(recv, w[:, :d], first.bias) + F.linear(agg, w[:, d:]))
 
     def forward(self, send: torch.Tensor, recv: torch.Tensor, edge: torch.Tensor):
         if self.checkpoint and torch.is_grad_enabled():
@@ -65,7 +88,7 @@ class InteractionNet(nn.Module):
     def _forward(self, send, recv, edge):
         m, e = self.message(send, recv, edge)
         agg = scatter_sum(m, self.edge_index[1], self.n_receivers)
-        return recv + self.node_mlp(torch.cat([recv, agg], dim=-1)), e + m
+        return recv + self.update(recv, agg), e + m
 
 
 class PropagationNet(InteractionNet):
@@ -75,6 +98,6 @@ class PropagationNet(InteractionNet):
 
     def _forward(self, send, recv, edge):
         m, e = self.message(send, recv, edge)
-        m = m + send[:, self.edge_index[0]]
+        m = m + gather(send, self.edge_index[0])
         agg = scatter_mean(m, self.edge_index[1], self.n_receivers)
-        return agg + self.node_mlp(torch.cat([recv, agg], dim=-1)), e + m
+        return agg + self.update(recv, agg), e + m

@@ -42,10 +42,18 @@ class TrainConfig:
     kl_warmup: int = 0  # steps of linear KL warm-up (0 = off)
     free_bits: float = 0.0  # per top-level entry (0 = off)
     clip: float = 1.0
-    # units of the CRPS term: "diff_std" scores (ens - y) / dstd per channel, the units of the
-    # per-entry NLL (whose sigma is dstd), so lambda_crps = 1 makes the two terms O(1) of each other
+    # units of the CRPS term: "diff_std" scores (ens - y) / sigma per channel, the units of the
+    # per-entry NLL (sigma = dstd with the default loss_weights), so lambda_crps = 1 makes the two
+    # terms O(1) of each other
     # (spec §6 (c)); "state" scores standardised states, ~dstd (0.006-0.04) times smaller.
     crps_units: str = "diff_std"
+    # per-channel likelihood sigma (spec §1: sigma_j = diff_std_j / sqrt(w_j)). "diff_std": w_j = 1,
+    # sigma_j = diff_std_j (neural-lam's default): the loss is the MSE of the increments in diff-std
+    # units, which weights a slow channel (T: diff_std 0.006) ~37x more than a fast one (u: 0.034).
+    # "state": w_j = diff_std_j^2 / mean_k diff_std_k^2, i.e. one sigma = rms_k diff_std_k for every
+    # channel: the loss is the MSE in standardised STATE units -- the units every score and claim uses
+    # -- at the same overall scale (sum_j 1/sigma_j^2 unchanged on average, so the NLL/KL balance holds).
+    loss_weights: str = "diff_std"
     unroll_stages: tuple[int, ...] = ()  # phase (b) curriculum, e.g. (2, 4); () = (unroll,)
     val_every: int = 0  # 0 = keep the last state; else score on validation and keep the best
     val_starts: int = 12  # evenly spaced validation starts
@@ -69,8 +77,17 @@ def batch_tensors(ds: Dataset, idx: np.ndarray, length: int):
     return xp2, xp1, f, tgt
 
 
+def loss_sigma(model, cfg: TrainConfig) -> torch.Tensor:
+    """The per-channel likelihood sigma of ``cfg.loss_weights`` (see ``TrainConfig``)."""
+    if cfg.loss_weights == "diff_std":
+        return model.diff_std
+    if cfg.loss_weights == "state":
+        return model.diff_std.pow(2).mean().sqrt().expand_as(model.diff_std)
+    raise ValueError(f"loss_weights must be 'diff_std' or 'state', got {cfg.loss_weights!r}")
+
+
 def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float, crps: bool):
-    sigma = model.diff_std
+    sigma = loss_sigma(model, cfg)
     a, b = xp2, xp1
     loss, kls = 0.0, []
     ent = tgt.shape[2] * tgt.shape[3]
@@ -89,9 +106,10 @@ def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float,
     return loss, float(np.mean(kls))
 
 
-def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt):
+def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt, cfg: TrainConfig | None = None):
     pred = model.rollout(xp2, xp1, f, members=1)[0]
-    return gaussian_nll(tgt, pred, model.diff_std).mean(), 0.0
+    sigma = model.diff_std if cfg is None else loss_sigma(model, cfg)
+    return gaussian_nll(tgt, pred, sigma).mean(), 0.0
 
 
 class _StepLoss(torch.nn.Module):
@@ -103,10 +121,11 @@ class _StepLoss(torch.nn.Module):
         self.model, self.cfg = model, cfg
 
     def forward(self, xp2, xp1, f, tgt, lam_kl: float, crps: bool):
-        if isinstance(self.model, Njord):
-            loss, kl = _loss_njord(self.model, xp2, xp1, f, tgt, self.cfg, lam_kl, crps)
-        else:
-            loss, kl = _loss_twin(self.model, xp2, xp1, f, tgt)
+        with self.model.reuse_static():  # static embeddings once per loss, not once per network call
+            if isinstance(self.model, Njord):
+                loss, kl = _loss_njord(self.model, xp2, xp1, f, tgt, self.cfg, lam_kl, crps)
+            else:
+                loss, kl = _loss_twin(self.model, xp2, xp1, f, tgt, self.cfg)
         return loss, torch.tensor(kl, dtype=torch.float64)
 
 
@@ -155,6 +174,7 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distrib
     check_scalar(cfg.val_every, "val_every", int, min=0)
     if cfg.crps_units not in ("diff_std", "state"):
         raise ValueError(f"crps_units must be 'diff_std' or 'state', got {cfg.crps_units!r}")
+    loss_sigma(model, cfg)  # validates loss_weights
     stages = tuple(cfg.unroll_stages) or (cfg.unroll,)
     for u in stages:
         check_scalar(u, "unroll_stages entry", int, min=1)
