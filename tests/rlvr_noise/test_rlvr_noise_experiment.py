@@ -71,6 +71,7 @@ def test_configs():
     full = exp.CONFIGS["full"]
     assert full.policy == "tinylm" and (full.lm.steps, full.lm.batch, full.lm.group) == (300, 64, 16)
     assert len(full.seeds) == 5 and (full.sql.policy, full.sql.turns) == ("mlp", 2)
+    assert full.lm.data_parallel       # under torchrun the ranks share the tinylm steps
     with pytest.raises(ValueError, match="policy"):
         exp.Config(policy="gpt5")
 

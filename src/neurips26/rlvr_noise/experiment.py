@@ -77,7 +77,9 @@ CONFIGS = {
                   sql=SQLConfig(policy="mlp", turns=2)),
     # the spec's full scale: tinylm (SFT then RL on token sequences), 300 steps x 64 prompts x G = 16,
     # 5 seeds; SQL with the MLP policy and 2-turn refinement. GPU-sized: hours per run on 2 CPU cores.
-    "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=40),
+    # data_parallel: under torchrun the ranks share every SFT / RL step (tinylm.train_rl); one process = 1 rank
+    "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=40,
+                                                    data_parallel=True),
                    sql=SQLConfig(policy="mlp", turns=2, steps=188), seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
