@@ -74,6 +74,16 @@ def test_configs():
     assert full.lm.data_parallel       # under torchrun the ranks share the tinylm steps
     with pytest.raises(ValueError, match="policy"):
         exp.Config(policy="gpt5")
+    with pytest.raises(ValueError, match="noise share"):
+        exp.Config(shares=(0.0, 0.5, 1.5))
+    with pytest.raises(ValueError, match="0.5"):
+        exp.Config(shares=(0.0, 0.25, 1.0))
+    with pytest.raises(ValueError, match="empty"):
+        exp.Config(shares=())
+    with pytest.raises(ValueError, match="variant"):
+        exp.Config(rq2=("grpo", "ppo2"))
+    with pytest.raises(ValueError, match="sql variant"):
+        exp.Config(sql_variants=("dapo",))
 
 
 @pytest.mark.slow

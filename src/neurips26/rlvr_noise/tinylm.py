@@ -448,7 +448,7 @@ def train_rl(model, problems, labels, variant: Variant, cfg: TinyLMConfig, seed:
     prompts_all = encode_prompts(problems)
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    G, B, bf16 = cfg.group, cfg.batch, variant.tis_cap is not None
+    G, B, bf16 = cfg.group, cfg.batch, variant.samples_bf16
     lo, hi = rank_slice(B, rank, world)           # this rank's groups of every sampled batch
     ref_model = None
     if cfg.beta > 0:
