@@ -72,6 +72,7 @@ def test_configs():
     assert full.policy == "tinylm" and (full.lm.steps, full.lm.batch, full.lm.group) == (300, 64, 16)
     assert len(full.seeds) == 5 and (full.sql.policy, full.sql.turns) == ("mlp", 2)
     assert full.lm.data_parallel       # under torchrun the ranks share the tinylm steps
+    assert exp.CONFIGS["quick"].sql.k_instances == 5 and full.sql.k_instances == 5   # benign test on K = 5
     with pytest.raises(ValueError, match="policy"):
         exp.Config(policy="gpt5")
     with pytest.raises(ValueError, match="noise share"):
