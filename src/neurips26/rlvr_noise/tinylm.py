@@ -18,6 +18,9 @@ RL step:    sample G completions per prompt from pi_old (temperature 1; bfloat16
             ``objectives.policy_loss(logp, old_logp, A, mask, variant, sampler_logp, l_max)`` with
             per-token log-probs from the model. Lengths vary, so the aggregations of GRPO (1/(G|o_i|)),
             DAPO (1/sum|o_i|) and Dr. GRPO (1/(G L_max)) really differ here.
+Data parallel (``data_parallel=True`` in a torch.distributed group, e.g. under ``torchrun``): ``sft`` and
+            ``train_rl`` split each step's sequences / groups over the ranks and sum the gradients; W ranks
+            reproduce the one-process run (see ``train_rl``).
 Evaluation: ``n_eval`` sampled completions per problem (and greedy) judged against the exact solution set
             S(q); pass@k by the unbiased estimator. ASSUMPTION (known deviation): a 2-layer d = 64 model
             memorises per-problem answer distributions rather than learning arithmetic, so tinylm accuracy
