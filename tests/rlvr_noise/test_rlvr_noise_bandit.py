@@ -80,7 +80,25 @@ def test_bad_input(setup):
     data, fam, buck, T = setup
     with pytest.raises(ValueError, match="group"):
         TrainConfig(group=1)
+    with pytest.raises(ValueError, match="beta"):
+        TrainConfig(beta=-1.0)
     with pytest.raises(ValueError, match="empty"):
         train(BanditPolicy(), fam[:0], buck[:0], T[:0], VARIANTS["grpo"])
     with pytest.raises(ValueError, match="labels"):
         reward_table(data.train[:3], ["1"])
+
+
+def test_kl_penalty_keeps_the_policy_near_its_start(setup):
+    """beta > 0 (the k3 term, numpy gradient = kl_grad_coef) pulls the trained policy back toward the base."""
+    data, fam, buck, T = setup
+
+    def kl_from_base(beta):
+        base = BanditPolicy(seed=0)
+        pol = base.copy()
+        train(pol, fam, buck, T, VARIANTS["grpo"], TrainConfig(steps=30, batch=16, group=8, lr=1.0, beta=beta),
+              seed=0)
+        p, q = pol.skill_probs(fam, buck), base.skill_probs(fam, buck)
+        return float((p * np.log(p / q)).sum(1).mean())
+
+    free, tied = kl_from_base(0.0), kl_from_base(2.0)
+    assert tied < 0.7 * free, (free, tied)

@@ -71,8 +71,20 @@ def test_configs():
     full = exp.CONFIGS["full"]
     assert full.policy == "tinylm" and (full.lm.steps, full.lm.batch, full.lm.group) == (300, 64, 16)
     assert len(full.seeds) == 5 and (full.sql.policy, full.sql.turns) == ("mlp", 2)
+    assert full.lm.data_parallel       # under torchrun the ranks share the tinylm steps
+    assert exp.CONFIGS["quick"].sql.k_instances == 5 and full.sql.k_instances == 5   # benign test on K = 5
     with pytest.raises(ValueError, match="policy"):
         exp.Config(policy="gpt5")
+    with pytest.raises(ValueError, match="noise share"):
+        exp.Config(shares=(0.0, 0.5, 1.5))
+    with pytest.raises(ValueError, match="0.5"):
+        exp.Config(shares=(0.0, 0.25, 1.0))
+    with pytest.raises(ValueError, match="empty"):
+        exp.Config(shares=())
+    with pytest.raises(ValueError, match="variant"):
+        exp.Config(rq2=("grpo", "ppo2"))
+    with pytest.raises(ValueError, match="sql variant"):
+        exp.Config(sql_variants=("dapo",))
 
 
 @pytest.mark.slow

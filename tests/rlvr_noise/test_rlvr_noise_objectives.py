@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from neurips26.rlvr_noise.objectives import (VARIANTS, Variant, get_variant, group_advantages,
-                                             informative_groups, overlong_shaping, pass_at_k, pgbc_advantages,
-                                             pgfc_advantages,
-                                             policy_loss, sapo_gate, token_grad_coef)
+                                             informative_groups, kl_grad_coef, overlong_shaping, pass_at_k,
+                                             pgbc_advantages, pgfc_advantages, policy_loss, sapo_gate,
+                                             token_grad_coef)
 
 
 
@@ -47,8 +47,14 @@ def test_bad_input():
         Variant("x", eps_low=0.2, eps_high=0.1)
     with pytest.raises(ValueError, match="tau_pos"):
         Variant("x", gate="sapo", tau_pos=0.0)
+    with pytest.raises(ValueError, match="tau_neg"):
+        Variant("x", gate="sapo", tau_neg=-1.0)
     with pytest.raises(ValueError, match="tis_cap"):
         Variant("x", tis_cap=0.5)
+    with pytest.raises(TypeError, match="bf16_sampler"):
+        Variant("x", bf16_sampler="yes")
+    with pytest.raises(ValueError, match="beta"):
+        kl_grad_coef(np.zeros(2), np.zeros(2), -0.1)
     with pytest.raises(ValueError, match="rho0"):
         pgbc_advantages([[1.0, 0.0]], rho0=1.0, rho1=0.0)
     with pytest.raises(ValueError, match="< 1"):
@@ -166,6 +172,10 @@ def test_check7_pgfc_pgbc_on_flipped_bandit():
     rt = rng.integers(0, 2, size=(20, 8)).astype(float)
     np.testing.assert_allclose(group_advantages(pgbc_advantages(rt, rho0, rho1)), group_advantages(rt),
                                atol=1e-5)
+    # ... and so is PGFC then standardisation: the only distinct placement is the one used (no group norm)
+    np.testing.assert_allclose(group_advantages(pgfc_advantages(rt, rho1)), group_advantages(rt), atol=1e-5)
+    with pytest.raises(ValueError, match="rho1"):
+        pgfc_advantages(rt, rho1=1.0)
 
 
 def test_check8_pass_at_k_vs_enumeration():
@@ -202,3 +212,15 @@ def test_kl_penalty_k3():
         policy_loss(logp, old, adv, mask, "grpo", beta=0.1)
     with pytest.raises(ValueError, match="beta"):
         policy_loss(logp, old, adv, mask, "grpo", ref_logp=ref, beta=-1.0)
+
+
+def test_kl_grad_coef_is_autograd_of_the_k3_term_and_bf16_sampler_option():
+    logp = torch.tensor([[-1.2, -0.3, -2.0]], requires_grad=True)
+    ref = torch.tensor([[-0.9, -0.5, -2.4]])
+    zero = torch.zeros(1)                       # A = 0: only the KL term acts
+    (-policy_loss(logp, logp.detach(), zero, torch.ones(1, 3), "grpo", ref_logp=ref, beta=0.3)).backward()
+    np.testing.assert_allclose(logp.grad.numpy(), kl_grad_coef(logp.detach().numpy(), ref.numpy(), 0.3) / 3,
+                               rtol=1e-12)
+    assert VARIANTS["tis"].samples_bf16 and not VARIANTS["grpo"].samples_bf16
+    assert not Variant("tis_fp32", tis_cap=2.0, bf16_sampler=False).samples_bf16
+    assert Variant("grpo_bf16", bf16_sampler=True).samples_bf16

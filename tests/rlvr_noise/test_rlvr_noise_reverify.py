@@ -81,6 +81,12 @@ def test_bad_input(built):
         reverify(data.train, labels, oracle_miss=1.5)
     with pytest.raises(ValueError, match="multi_share"):
         make_problems(10, 10, multi_share=1.2)
+    pol = BanditPolicy(seed=0)
+    fam, buck = problem_index(data.train[:5])
+    with pytest.raises(ValueError, match="format_probs"):
+        construct_noisy_labels(data.train[:5], pol.skill_probs(fam, buck), [0.5, 0.5])
+    with pytest.raises(ValueError, match="skill_probs"):
+        construct_noisy_labels(data.train[:5], pol.skill_probs(fam, buck)[:3], pol.format_probs())
 
 
 def _same(a, b):
@@ -113,3 +119,45 @@ def test_ray_data_map_batches_equals_serial(built):
                      reverify(data.train, sub, oracle_extra=0.2, seed=4, chunk=40, backend="ray_data"))
     finally:
         ray.shutdown()
+
+
+def _api_oracle(problem, label):
+    """Stands in for an LLM oracle: every correct answer, as strings (rendered as a model would)."""
+    return [str(v) if v.denominator == 1 else f"{v.numerator}/{v.denominator}" for v in problem.truth]
+
+
+def _never_equal_judge(label, answer):
+    return False
+
+
+def _always_equal_judge(label, answer):
+    return True
+
+
+def test_oracle_and_judge_as_callables(built):
+    """Stages 1 and 3 as callables (API calls in production), through the process pool as well."""
+    data, labels = built
+    sub = dict(list(labels.items())[:200])
+    exact = reverify(data.train, sub, seed=1)
+    api = reverify(data.train, sub, seed=1, oracle=_api_oracle, backend="process", workers=2, chunk=50)
+    assert set(api.excluded) == set(exact.excluded) and api.truly_noisy == exact.truly_noisy
+    multi = {i for i in sub if len(data.train[i].truth) > 1}
+    assert {i for i, r in api.excluded.items() if r == "multi_answer"} == set(api.excluded) & multi
+    # the judge only ever sees stage 2's survivors: a judge calling everything equal empties the set,
+    # one calling nothing equal keeps exactly the stage-2 survivors
+    none = reverify(data.train, sub, seed=1, judge=_always_equal_judge)
+    assert not none.truly_noisy and all(r in ("judge_equiv", "symbolic_equiv", "multi_answer")
+                                        for r in none.excluded.values())
+    keep = reverify(data.train, sub, seed=1, judge=_never_equal_judge)
+    assert set(keep.truly_noisy) >= set(exact.truly_noisy)
+    assert not any(r == "judge_equiv" for r in keep.excluded.values())
+    with pytest.raises(TypeError, match="oracle"):
+        reverify(data.train, sub, oracle="gpt")
+    with pytest.raises(ValueError, match="built-in oracle"):
+        reverify(data.train, sub, oracle=_api_oracle, oracle_miss=0.5)
+
+
+def test_labels_must_index_the_problems(built):
+    data, labels = built
+    with pytest.raises(ValueError, match="indices"):
+        reverify(data.train[:10], {3: "1", 10: "2"})

@@ -62,6 +62,10 @@ def test_config_and_input_validation():
         train_rl(m, probs, ["1"] * 3, VARIANTS["grpo"], SMALL)
     with pytest.raises(ValueError, match="empty"):
         train_rl(m, [], None, VARIANTS["grpo"], SMALL)
+    with pytest.raises(ValueError, match="empty"):
+        sft(m, [], np.zeros((0, 6)), np.ones(N_FORMATS), SMALL)
+    with pytest.raises(ValueError, match="skill_probs"):
+        sft(m, probs, np.zeros((3, 6)), np.ones(N_FORMATS), SMALL)
 
 
 def test_generation_masks_after_eos_and_logp_matches_sampler(one_thread):

@@ -23,7 +23,7 @@ import numpy as np
 
 from neurips26.harness.validation import check_array, check_scalar
 from neurips26.rlvr_noise.mathgen import FAMILIES, MALFORMED, MULTI, N_FORMATS, N_SKILLS, render_completion
-from neurips26.rlvr_noise.objectives import Variant, advantages, informative_groups, token_grad_coef
+from neurips26.rlvr_noise.objectives import Variant, advantages, informative_groups, kl_grad_coef, token_grad_coef
 from neurips26.rlvr_noise.verifiers import format_reward, math_reward
 
 N_BUCKETS = 64
@@ -151,6 +151,7 @@ class TrainConfig:
     lr: float = 0.3
     minibatches: int = 2
     ppo_epochs: int = 1  # passes over each batch (ASSUMPTION: 1, in ``minibatches`` steps)
+    beta: float = 0.0    # KL coefficient (ASSUMPTION: 0); > 0: k3 penalty to the policy as it was before training
 
     def __post_init__(self) -> None:
         check_scalar(self.steps, "steps", int, min=0)
@@ -159,6 +160,7 @@ class TrainConfig:
         check_scalar(self.lr, "lr", float, min=0, inclusive="neither")
         check_scalar(self.minibatches, "minibatches", int, min=1, max=self.batch)
         check_scalar(self.ppo_epochs, "ppo_epochs", int, min=1)
+        check_scalar(self.beta, "beta", float, min=0)
 
 
 def _sample(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -190,6 +192,7 @@ def train(
         raise ValueError(f"fam/buck have {len(fam)}/{len(buck)} entries for {n} items")
     rng = np.random.default_rng(seed)
     G = cfg.group
+    ref = policy.copy() if cfg.beta > 0 else None    # pi_ref of the KL term: the policy before training
     curves = {"reward": [], "entropy": [], "kept_groups": []}
     for _ in range(cfg.steps):
         rounds = 1 + (variant.max_resample_rounds if variant.dynamic_sampling else 0)
@@ -200,7 +203,7 @@ def train(
             u1, u2 = rng.random((cfg.batch, G)), rng.random((cfg.batch, G))
             zk = policy.skill_logits(fam[idx], buck[idx])
             zf = np.broadcast_to(policy.F, (cfg.batch, N_FORMATS))
-            if variant.tis_cap is not None:
+            if variant.samples_bf16:
                 zk, zf = bf16_round(zk).astype(float), bf16_round(zf).astype(float)
             muk, muf = _softmax(zk), _softmax(zf)
             k, f = _sample(muk, u1), _sample(muf, u2)
@@ -244,6 +247,10 @@ def train(
             rf = pf[fmt] / pif_old[mb]
             ck = token_grad_coef(rk, A[mb], variant, tis_w=pik_old[mb] / muk_s[mb])
             cf = token_grad_coef(rf, A[mb], variant, tis_w=pif_old[mb] / muf_s[mb])
+            if ref is not None:   # - beta k3 per token
+                pk_ref = np.take_along_axis(ref.skill_probs(fm, bm), km, 1)
+                ck = ck + kl_grad_coef(np.log(np.take_along_axis(pk, km, 1)), np.log(pk_ref), cfg.beta)
+                cf = cf + kl_grad_coef(np.log(pf[fmt]), np.log(ref.format_probs()[fmt]), cfg.beta)
             w = 1.0 / (2 * km.size)  # 1/(G|o|) per response (= 1/sum|o| = 1/(G L_max) here)
             onehot_k = np.zeros(km.shape + (N_SKILLS,))
             np.put_along_axis(onehot_k, km[..., None], 1.0, axis=-1)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neurips26.harness import INCONCLUSIVE, Claim, RunContext
-from neurips26.harness.validation import check_choice
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.harness.paper import FAILS, HOLDS, fmt_se, judge, mean_se, paired, seed_values
 from neurips26.rlvr_noise.bandit import (
     BanditPolicy,
@@ -35,7 +35,7 @@ from neurips26.rlvr_noise.bandit import (
     train,
 )
 from neurips26.rlvr_noise.mathgen import construct_noisy_labels, label_is_correct, make_problems
-from neurips26.rlvr_noise.objectives import VARIANTS
+from neurips26.rlvr_noise.objectives import VARIANTS, get_variant
 from neurips26.rlvr_noise.sqlrl import SQLConfig, rq3
 from neurips26.rlvr_noise.reverify import reverify
 from neurips26.rlvr_noise.tinylm import TinyLMConfig
@@ -60,6 +60,16 @@ class Config:
 
     def __post_init__(self) -> None:
         check_choice(self.policy, "policy", ("bandit", "tinylm"))
+        if not self.shares:
+            raise ValueError("shares (the noise sweep) must not be empty")
+        for s in self.shares:
+            check_scalar(s, "noise share", float, min=0, max=1)
+        if self.rq2 and not any(abs(s - 0.5) < 1e-12 for s in self.shares):
+            raise ValueError(f"shares must include 0.5 (RQ2 runs at 50% noise), got {self.shares}")
+        for v in self.rq2:
+            get_variant(v)
+        for v in self.sql_variants:
+            check_choice(v, "sql variant", ("grpo", "pgfc"))
 
 
 CONFIGS = {
@@ -77,7 +87,9 @@ CONFIGS = {
                   sql=SQLConfig(policy="mlp", turns=2)),
     # the spec's full scale: tinylm (SFT then RL on token sequences), 300 steps x 64 prompts x G = 16,
     # 5 seeds; SQL with the MLP policy and 2-turn refinement. GPU-sized: hours per run on 2 CPU cores.
-    "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=40),
+    # data_parallel: under torchrun the ranks share every SFT / RL step (tinylm.train_rl); one process = 1 rank
+    "full": Config(policy="tinylm", lm=TinyLMConfig(steps=300, batch=64, group=16, sft_epochs=40,
+                                                    data_parallel=True),
                    sql=SQLConfig(policy="mlp", turns=2, steps=188), seeds=(0, 1, 2, 3, 4)),
 }
 VOLATILE_METRICS = ("seconds.*",)
@@ -291,14 +303,20 @@ def _plots(m: dict, cfg: Config, ctx: RunContext) -> None:
     ax[2].set_ylabel("pass@k")
     ax[2].legend(fontsize=7)
     ctx.save_plot(fig, "accuracy_sweep_passk")
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.2))
     for n in ("clean", "truly_noisy", "contaminated", "format"):
-        ax[0].plot(m["rq1"][n]["curves"]["reward"], label=n)
-        ax[1].plot(m["rq1"][n]["curves"]["entropy"], label=n)
+        c = m["rq1"][n]["curves"]
+        ax[0].plot(c["reward"], label=n)
+        ax[1].plot(c["entropy"], label=n)
+        # bandit responses are 2 tokens (skill, format) by construction; tinylm records its lengths
+        ax[2].plot(c.get("length", [2.0] * len(c["reward"])), label=n)
     ax[0].set_ylabel("train reward")
     ax[1].set_ylabel("policy entropy")
+    ax[2].set_ylabel("response length (tokens)")
+    for a in ax:
+        a.set_xlabel("RL step")
     ax[0].legend(fontsize=7)
-    ctx.save_plot(fig, "reward_entropy")
+    ctx.save_plot(fig, "reward_entropy_length")
 
 
 # ---- claims -----------------------------------------------------------------------------------------

@@ -186,6 +186,9 @@ def construct_noisy_labels(
     sp = np.asarray(skill_probs, dtype=float)
     if sp.shape != (len(problems), N_SKILLS):
         raise ValueError(f"skill_probs must have shape ({len(problems)}, {N_SKILLS}), got {sp.shape}")
+    pf = np.asarray(format_probs, dtype=float)
+    if pf.shape != (N_FORMATS,) or (pf < 0).any() or pf.sum() <= 0:
+        raise ValueError(f"format_probs must be {N_FORMATS} non-negative weights, got {pf.tolist()}")
     rng = np.random.default_rng(seed)
     labels = {}
     cdf = np.cumsum(sp, axis=1)

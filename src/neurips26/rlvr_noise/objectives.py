@@ -13,8 +13,11 @@ Token t of response i in a group of size G; rho_{i,t} = exp(logp_{i,t} - old_log
   PGBC      A = (R~ - rho0) / (1 - rho0 - rho1)   (E[A | R] = R)
   KL        every per-token term minus beta * k3, k3 = pi_ref/pi - log(pi_ref/pi) - 1 (beta = 0 by default)
 
-``token_grad_coef`` is the derivative of the per-token term with respect to logp, in numpy: the bandit's
-fast path, tested equal to autograd of ``policy_loss``.
+``token_grad_coef`` (and ``kl_grad_coef`` for the KL term) is the derivative of the per-token term with
+respect to logp, in numpy: the bandit's fast path, tested equal to autograd of ``policy_loss``.
+Placement of the corrections (ASSUMPTION): PGFC / PGBC replace the group-normalised advantage; both are
+affine in R~ with constants shared by the group, so putting them *before* GRPO's standardisation gives
+GRPO's advantages exactly (tested) — the only distinct placement is this one.
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ class Variant:
     tis_cap: float | None = None       # C of TIS; None = off
     dynamic_sampling: bool = False
     max_resample_rounds: int = 10
+    bf16_sampler: bool | None = None   # sample from bfloat16-rounded logits; None = on iff TIS (ASSUMPTION)
+
+    @property
+    def samples_bf16(self) -> bool:
+        """Whether the sampler rounds logits to bfloat16 (the sampler/trainer mismatch TIS corrects)."""
+        return self.tis_cap is not None if self.bf16_sampler is None else self.bf16_sampler
 
     def __post_init__(self) -> None:
         check_choice(self.advantage, "advantage", ("grpo", "drgrpo", "pgfc", "pgbc"))
@@ -59,6 +68,8 @@ class Variant:
         if self.tis_cap is not None:
             check_scalar(self.tis_cap, "tis_cap", float, min=1)
         check_scalar(self.max_resample_rounds, "max_resample_rounds", int, min=0)
+        if self.bf16_sampler is not None and not isinstance(self.bf16_sampler, bool):
+            raise TypeError(f"bf16_sampler must be a bool or None, got {type(self.bf16_sampler).__name__}")
 
 
 VARIANTS = {
@@ -217,6 +228,12 @@ def token_grad_coef(ratio, adv, variant: Variant, tis_w=None) -> np.ndarray:
     if variant.tis_cap is not None and tis_w is not None:
         g = g * np.minimum(tis_w, variant.tis_cap)
     return g
+
+
+def kl_grad_coef(logp, ref_logp, beta: float) -> np.ndarray:
+    """d(-beta k3)/d(logp) per token, k3 = pi_ref/pi - log(pi_ref/pi) - 1: beta (pi_ref/pi - 1) (numpy)."""
+    beta = check_scalar(beta, "beta", float, min=0)
+    return beta * (np.exp(np.asarray(ref_logp, dtype=float) - np.asarray(logp, dtype=float)) - 1.0)
 
 
 # ---- evaluation ------------------------------------------------------------------------------------

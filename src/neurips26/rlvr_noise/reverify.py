@@ -7,6 +7,11 @@
                equal -> exclude, reason ``multi_answer`` (s is not the annotation) or ``symbolic_equiv``.
   3. judge:    an independent normaliser (strip ``x=``, ``\\text{}``, ``\\%`` (/100), ``\\$``, commas;
                sympy ``nsimplify``, |a - b| <= 1e-9) plus any rules added by the audit -> ``judge_equiv``.
+  Stages 1 and 3 are replaceable by callables (in production: API calls to an LLM oracle / judge):
+  ``oracle(problem, label) -> iterable of correct answers`` (Fractions or answer strings) and
+  ``judge(label, answer: str) -> bool`` (format-only equivalence). With a custom oracle the reason of a
+  stage-2 match is ``multi_answer`` when the oracle listed several answers, else ``symbolic_equiv``.
+  For ``backend="process"`` / Ray they must pickle (module-level functions, not lambdas).
   4. audit:    100 seeded survivors checked against the generator's ground truth; e errors and the
                one-sided Clopper-Pearson 95% bound beta.ppf(0.95, e + 1, n - e); if e > 0 add a rule and
                rerun stage 3 (at most ``max_rounds`` = 2 rounds).
@@ -105,13 +110,32 @@ class ReverifyReport:
                 "audit_rounds": self.audit_rounds}
 
 
+def _as_answer(s) -> str:
+    return render_value(s, 0) if isinstance(s, Fraction) else str(s)
+
+
 def screen_item(task: tuple) -> str | None:
     """Stages 1-3 for one item: the exclusion reason, or None (a survivor).
 
-    task = (problem, index, label, oracle_extra, oracle_miss, seed); the oracle's fault draws come from a
-    generator seeded by (seed, index), so the result does not depend on how items are split over workers.
+    task = (problem, index, label, oracle_extra, oracle_miss, seed[, oracle, judge]); the oracle's fault
+    draws come from a generator seeded by (seed, index), so the result does not depend on how items are
+    split over workers. ``oracle`` / ``judge``: the callables of the module docstring (None: built in).
     """
-    p, i, lab, oracle_extra, oracle_miss, seed = task
+    p, i, lab, oracle_extra, oracle_miss, seed, *fns = task
+    oracle_fn, judge_fn = (fns + [None, None])[:2]
+    if oracle_fn is not None or judge_fn is not None:
+        answers = sorted(oracle_fn(p, lab), key=str) if oracle_fn is not None else sorted(p.truth)
+        if not answers:
+            raise ValueError(f"the oracle listed no correct answer for item {i}")
+        for s in answers:
+            if answers_equal(_as_answer(s), lab):
+                if oracle_fn is None:
+                    return "symbolic_equiv" if s == p.gold else "multi_answer"
+                return "multi_answer" if len(answers) > 1 else "symbolic_equiv"
+        if judge_fn is not None:
+            return "judge_equiv" if any(bool(judge_fn(lab, _as_answer(s))) for s in answers) else None
+        values = [s if isinstance(s, Fraction) else normalise(str(s)) for s in answers]
+        return "judge_equiv" if any(v is not None and judge_equal(lab, v) for v in values) else None
     rng = np.random.default_rng([seed, i])
     oracle = {s for s in sorted(p.truth) if s == p.gold or rng.random() >= oracle_miss}
     if rng.random() < oracle_extra:
@@ -147,13 +171,15 @@ def _ray_data_screen(chunks: list) -> list:
 def reverify(problems, labels: dict, oracle_extra: float = 0.0, oracle_miss: float = 0.0,
              audit_n: int = 100, max_rounds: int = 2, seed: int = 0,
              rules: tuple = AUDIT_RULES, backend: str = "serial", workers: int | None = None,
-             chunk: int = 256) -> ReverifyReport:
+             chunk: int = 256, oracle: Callable | None = None, judge: Callable | None = None) -> ReverifyReport:
     """Run the four stages on ``labels`` ({problem index: label}) and return the report.
 
     backend: how stages 1-3 map over the items: ``harness.parallel.map_tasks``'s ``serial`` / ``process`` /
     ``ray`` / ``auto``, or ``ray_data`` (Ray Data ``map_batches``); every backend gives the same report.
     math-verify runs in each worker's main thread (process pool workers, Ray workers). In production the
-    oracle and judge stages are API calls: swap ``screen_item``'s two steps for them.
+    oracle and judge stages are API calls: pass them as ``oracle(problem, label)`` and ``judge(label,
+    answer)`` (see the module docstring; the fault options belong to the built-in oracle and must be 0
+    with a custom one).
     """
     from neurips26.harness.parallel import map_tasks
 
@@ -165,8 +191,17 @@ def reverify(problems, labels: dict, oracle_extra: float = 0.0, oracle_miss: flo
     check_choice(backend, "backend", ("serial", "process", "ray", "auto", "ray_data"))
     if not labels:
         raise ValueError("labels must not be empty")
+    bad = [i for i in labels if not isinstance(i, (int, np.integer)) or not 0 <= i < len(problems)]
+    if bad:
+        raise ValueError(f"labels has keys that are not indices of the {len(problems)} problems: {bad[:5]}")
+    for name, fn in (("oracle", oracle), ("judge", judge)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+    if oracle is not None and (oracle_extra or oracle_miss):
+        raise ValueError("oracle_extra / oracle_miss are faults of the built-in oracle; use 0 with oracle=")
     keys = sorted(labels)
-    tasks = [(problems[i], i, labels[i], oracle_extra, oracle_miss, seed) for i in keys]
+    fns = () if oracle is None and judge is None else (oracle, judge)
+    tasks = [(problems[i], i, labels[i], oracle_extra, oracle_miss, seed, *fns) for i in keys]
     chunks = [tasks[k:k + chunk] for k in range(0, len(tasks), chunk)]
     if backend == "ray_data":
         parts = _ray_data_screen(chunks)

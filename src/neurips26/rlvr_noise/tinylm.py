@@ -18,6 +18,9 @@ RL step:    sample G completions per prompt from pi_old (temperature 1; bfloat16
             ``objectives.policy_loss(logp, old_logp, A, mask, variant, sampler_logp, l_max)`` with
             per-token log-probs from the model. Lengths vary, so the aggregations of GRPO (1/(G|o_i|)),
             DAPO (1/sum|o_i|) and Dr. GRPO (1/(G L_max)) really differ here.
+Data parallel (``data_parallel=True`` in a torch.distributed group, e.g. under ``torchrun``): ``sft`` and
+            ``train_rl`` split each step's sequences / groups over the ranks and sum the gradients; W ranks
+            reproduce the one-process run (see ``train_rl``).
 Evaluation: ``n_eval`` sampled completions per problem (and greedy) judged against the exact solution set
             S(q); pass@k by the unbiased estimator. ASSUMPTION (known deviation): a 2-layer d = 64 model
             memorises per-problem answer distributions rather than learning arithmetic, so tinylm accuracy
@@ -27,6 +30,7 @@ Evaluation: ``n_eval`` sampled completions per problem (and greedy) judged again
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,8 +116,11 @@ class TinyLMConfig:
     n_eval: int = 8           # sampled completions per evaluation problem
     max_eval: int = 256       # evaluation problems (a seeded subset of the RL problems)
     device: str = "auto"      # "auto": cuda when available, else cpu
+    data_parallel: bool = False   # share sft / train_rl over the ranks of an initialised process group
 
     def __post_init__(self) -> None:
+        if not isinstance(self.data_parallel, bool):
+            raise TypeError(f"data_parallel must be a bool, got {type(self.data_parallel).__name__}")
         for name in ("n_layer", "n_embd", "n_head", "block_size", "l_max", "l_cache", "sft_samples", "sft_batch",
                      "batch", "n_eval", "max_eval"):
             check_scalar(getattr(self, name), name, int, min=1)
@@ -138,10 +145,82 @@ def _torch():
 
 
 def _device(cfg: TinyLMConfig):
+    """cpu, or cuda (under torchrun with ``data_parallel``: the rank's ``cuda:LOCAL_RANK``)."""
     torch = _torch()
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(cfg.device)
+    kind = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
+    if kind == "cuda" and cfg.data_parallel and "LOCAL_RANK" in os.environ:
+        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    return torch.device(kind)
+
+
+# ---- data parallel ----------------------------------------------------------------------------------
+def dp_world(cfg: TinyLMConfig) -> tuple[int, int]:
+    """(rank, world) that ``sft`` / ``train_rl`` share their work over.
+
+    ``cfg.data_parallel`` False: (0, 1). True: the default process group's rank and size when one is
+    initialised (``launch_local``, or a script that called ``init_process_group``); under ``torchrun``
+    without one (RANK / WORLD_SIZE / MASTER_ADDR in the environment) it is initialised here from ``env://``
+    (gloo on CPU, nccl on CUDA); a lone process without either is one rank. The result does not depend on
+    the world size (see ``train_rl``), so a lone process is the reference run.
+    """
+    if not cfg.data_parallel:
+        return 0, 1
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return 0, 1
+    if not dist.is_initialized():
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            return 0, 1
+        dist.init_process_group("nccl" if _device(cfg).type == "cuda" else "gloo", init_method="env://")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def rank_slice(n: int, rank: int, world: int) -> tuple[int, int]:
+    """[lo, hi) of this rank's contiguous share of n items (``np.array_split`` sizes; may be empty)."""
+    q, r = divmod(n, world)
+    lo = rank * q + min(rank, r)
+    return lo, lo + q + (rank < r)
+
+
+def _allsum(x: np.ndarray, world: int, device) -> np.ndarray:
+    """Element-wise sum of ``x`` over the ranks (float64; identity on one rank)."""
+    if world == 1:
+        return x
+    import torch.distributed as dist
+
+    t = _torch().as_tensor(np.ascontiguousarray(x, dtype=np.float64), device=device)
+    dist.all_reduce(t)
+    return t.cpu().numpy()
+
+
+def _allreduce_grads(model, world: int, extra=None):
+    """Sum every parameter's gradient over the ranks (a rank without data contributes zeros) in one flat
+    all-reduce; ``extra`` (a 1-D float tensor, e.g. loss sums) rides along and is returned summed."""
+    torch = _torch()
+    ps = [p for p in model.parameters() if p.requires_grad]
+    parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in ps]
+    dev = ps[0].device
+    extra = torch.zeros(0, device=dev) if extra is None else extra.to(device=dev, dtype=parts[0].dtype)
+    flat = torch.cat(parts + [extra])
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(flat)
+    off = 0
+    for p in ps:
+        p.grad = flat[off:off + p.numel()].view_as(p).clone()
+        off += p.numel()
+    return flat[off:]
+
+
+def _broadcast_params(model, world: int) -> None:
+    """Every rank starts from rank 0's weights (equal anyway when each rank built the model from one seed)."""
+    if world > 1:
+        import torch.distributed as dist
+
+        for t in model.state_dict().values():
+            dist.broadcast(t, 0)
 
 
 def build_model(cfg: TinyLMConfig, vocab_size: int = len(VOCAB), seed: int = 0):
@@ -215,19 +294,28 @@ def completion_logp(model, prompts, completions):
     return torch.log_softmax(logits, dim=-1).gather(-1, completions[..., None])[..., 0]
 
 
-def generate(model, prompts, max_new: int, generator, greedy: bool = False, bf16: bool = False):
+def generate(model, prompts, max_new: int, generator=None, greedy: bool = False, bf16: bool = False,
+             uniforms=None):
     """Sample completions: (tokens [N, L], mask [N, L] incl. the EOS, sampler log-probs [N, L]).
 
+    Sampling is by inverse CDF: token = the first index whose cumulative probability exceeds u * total, with
+    one uniform u per (row, position), ``uniforms[:, t]`` when given ([N, >= max_new], in [0, 1)), else drawn
+    from ``generator``. A row's tokens depend only on its own uniforms, so a rank that samples a slice of the
+    global batch with the slice of the global uniforms gets the one-process tokens (data parallel).
     bf16: sample from bfloat16-rounded logits (the TIS sampler/trainer mismatch); the returned log-probs
     are the sampler's (mu).
     """
     torch = _torch()
     N = prompts.shape[0]
+    if uniforms is not None and (uniforms.shape[0] != N or uniforms.shape[1] < max_new):
+        raise ValueError(f"uniforms must have shape [{N}, >= {max_new}], got {tuple(uniforms.shape)}")
+    if uniforms is None and generator is None and not greedy:
+        raise ValueError("sampling needs a generator or uniforms")
     seq = prompts
     done = torch.zeros(N, dtype=torch.bool, device=prompts.device)
     toks, masks, lps = [], [], []
     with torch.no_grad():
-        for _ in range(max_new):
+        for t in range(max_new):
             logits = model(seq)[:, -1].float()
             if bf16:
                 logits = logits.to(torch.bfloat16).float()
@@ -235,7 +323,10 @@ def generate(model, prompts, max_new: int, generator, greedy: bool = False, bf16
             if greedy:
                 tok = logp.argmax(-1)
             else:
-                tok = torch.multinomial(logp.exp().cpu(), 1, generator=generator)[:, 0].to(prompts.device)
+                u = uniforms[:, t] if uniforms is not None else torch.rand(N, generator=generator)
+                cdf = logp.exp().cumsum(-1)
+                target = u.to(device=cdf.device, dtype=cdf.dtype)[:, None] * cdf[:, -1:]
+                tok = (cdf <= target).sum(-1).clamp(max=logp.shape[-1] - 1)
             masks.append(~done)
             tok = torch.where(done, torch.full_like(tok, PAD), tok)
             lps.append(logp.gather(-1, tok[:, None])[:, 0])
@@ -272,11 +363,18 @@ def sft_corpus(problems, skill_probs, format_probs, n_samples: int, seed: int = 
 
 
 def sft(model, problems, skill_probs, format_probs, cfg: TinyLMConfig, seed: int = 0) -> list[float]:
-    """Fit the base distribution by cross-entropy on completion tokens; returns the per-epoch mean loss."""
+    """Fit the base distribution by cross-entropy on completion tokens; returns the per-epoch mean loss.
+
+    Data parallel (``cfg.data_parallel`` in a process group): every rank draws the same shuffled corpus,
+    takes its share of each batch of ``sft_batch`` sequences, divides its token log-likelihood sum by the
+    batch's global token count and the gradients are summed over the ranks: the one-process step.
+    """
     torch = _torch()
     if len(problems) == 0:
         raise ValueError("problems must not be empty")
+    rank, world = dp_world(cfg)
     dev = next(model.parameters()).device
+    _broadcast_params(model, world)
     corpus = sft_corpus(problems, skill_probs, format_probs, cfg.sft_samples, seed)
     prompts = encode_prompts(problems)
     comp = [TOKENIZER.encode(c) + [EOS] for _, c in corpus]
@@ -295,13 +393,20 @@ def sft(model, problems, skill_probs, format_probs, cfg: TinyLMConfig, seed: int
         tot = 0.0
         for s in range(0, len(perm), cfg.sft_batch):
             b = perm[s:s + cfg.sft_batch]
-            lp = completion_logp(model, prompts[Pi[b]].to(dev), C[b].to(dev))
-            m = M[b].to(dev)
-            loss = -(lp * m).sum() / m.sum()
+            n_tok = float(M[b].sum())
+            lo, hi = rank_slice(len(b), rank, world)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            nll = torch.zeros(1)
+            if hi > lo:
+                mine = b[lo:hi]
+                lp = completion_logp(model, prompts[Pi[mine]].to(dev), C[mine].to(dev))
+                loss = -(lp * M[mine].to(dev)).sum() / n_tok
+                loss.backward()
+                nll = loss.detach().reshape(1)
+            if world > 1:
+                nll = _allreduce_grads(model, world, nll)
             opt.step()
-            tot += float(loss.detach()) * len(b)
+            tot += float(nll[0]) * len(b)
         losses.append(tot / len(perm))
     return losses
 
@@ -317,10 +422,22 @@ def train_rl(model, problems, labels, variant: Variant, cfg: TinyLMConfig, seed:
              progress=None) -> dict:
     """RL on ``problems`` with reward labels ``labels`` (None: format reward); trains ``model`` in place.
 
-    seed fixes the prompt order and the sampling generator (common random numbers across conditions).
+    seed fixes the prompt order and the sampling uniforms (common random numbers across conditions): round r
+    of step t draws its B prompts from one seeded stream and one uniform per (completion, position) from
+    ``default_rng([seed, t, r])``, for the whole global batch.
     rho1: the FN rate given to PGFC / PGBC (share of wrong labels); PGBC's rho0 is measured on the fly from
     the ground truth (rewarded answers that are wrong).
-    Returns per-step curves: reward, entropy (mean per-token, of the sampled completions), length, kept groups.
+    Data parallel (``cfg.data_parallel`` in a process group of W ranks; see ``dp_world``): rank k samples,
+    decodes and scores only its contiguous slice of the B groups (with that slice of the uniforms, so its
+    tokens are the one-process tokens), keeps their token tensors, and trains on them; the per-group
+    rewards, lengths and ground-truth flags ([B, G] floats) are summed over the ranks so that every rank
+    takes the same global decisions (dynamic sampling's keep/stop, the kept batch, PGBC's rho0, curves).
+    Advantages are per group, and a group never straddles ranks. Each mini-batch's loss on a rank is its
+    share of the global loss (GRPO / Dr. GRPO: x rows_k / rows; DAPO's token mean: x tokens_k / tokens),
+    gradients are summed over the ranks in one flat all-reduce and every rank takes the same Adam step:
+    W ranks reproduce the one-process run up to float summation order (tested, 2 gloo ranks).
+    Returns per-step curves: reward, entropy (mean per-token, of the sampled completions), length, kept
+    groups.
     """
     torch = _torch()
     n = len(problems)
@@ -328,74 +445,113 @@ def train_rl(model, problems, labels, variant: Variant, cfg: TinyLMConfig, seed:
         raise ValueError("empty dataset: no problems")
     if labels is not None and len(labels) != n:
         raise ValueError(f"labels has {len(labels)} entries for {n} problems")
+    rank, world = dp_world(cfg)
     dev = next(model.parameters()).device
+    _broadcast_params(model, world)
     prompts_all = encode_prompts(problems)
     rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    G, bf16 = cfg.group, variant.tis_cap is not None
+    G, B, bf16 = cfg.group, cfg.batch, variant.samples_bf16
+    lo, hi = rank_slice(B, rank, world)           # this rank's groups of every sampled batch
     ref_model = None
     if cfg.beta > 0:
         import copy
 
         ref_model = copy.deepcopy(model).eval()
     curves = {"reward": [], "entropy": [], "length": [], "kept_groups": []}
-    steps = range(cfg.steps) if progress is None else progress(range(cfg.steps))
-    for _ in steps:
+    steps = range(cfg.steps) if progress is None or rank != 0 else progress(range(cfg.steps))
+    for step in steps:
         rounds = 1 + (variant.max_resample_rounds if variant.dynamic_sampling else 0)
-        keep_idx, keep_tok, keep_mask, keep_mu, keep_R = [], [], [], [], []
-        have = 0
+        sampled, have = [], 0
         model.eval()
-        for _r in range(rounds):
-            idx = rng.integers(n, size=cfg.batch)
-            pr = prompts_all[np.repeat(idx, G)].to(dev)
-            tok, mask, mu = generate(model, pr, cfg.l_max, gen, bf16=bf16)
-            texts = decode_completions(tok, mask)
-            R = score([problems[i] for i in idx], None if labels is None else [labels[i] for i in idx], texts, G)
-            if variant.name == "dapo":   # overlong shaping (tokens before EOS)
-                ended = (tok == EOS).any(1).cpu().numpy()
-                lens = mask.sum(1).cpu().numpy() - ended
-                R = R + overlong_shaping(np.where(ended, lens, cfg.l_max + 1), cfg.l_max, cfg.l_cache).reshape(R.shape)
-            keep = informative_groups(R) if variant.dynamic_sampling else np.ones(cfg.batch, bool)
-            rows = np.flatnonzero(np.repeat(keep, G))
-            keep_idx.append(idx[keep]); keep_R.append(R[keep])                      # noqa: E702
-            keep_tok.append(tok[rows]); keep_mask.append(mask[rows]); keep_mu.append(mu[rows])  # noqa: E702
+        for r in range(rounds):
+            idx = rng.integers(n, size=B)
+            U = np.random.default_rng([seed, step, r]).random((B * G, cfg.l_max), dtype=np.float32)
+            local = np.zeros((3, hi - lo, G))     # rewards, lengths (incl. EOS), answer wrong (PGBC)
+            tok = mask = mu = None
+            if hi > lo:
+                pr = prompts_all[np.repeat(idx[lo:hi], G)].to(dev)
+                tok, mask, mu = generate(model, pr, cfg.l_max, uniforms=torch.from_numpy(U[lo * G:hi * G]),
+                                         bf16=bf16)
+                texts = decode_completions(tok, mask)
+                R = score([problems[i] for i in idx[lo:hi]], None if labels is None else
+                          [labels[i] for i in idx[lo:hi]], texts, G)
+                ntok = mask.sum(1).cpu().numpy()
+                if variant.name == "dapo":   # overlong shaping (tokens before EOS)
+                    ended = (tok == EOS).any(1).cpu().numpy()
+                    R = R + overlong_shaping(np.where(ended, ntok - ended, cfg.l_max + 1), cfg.l_max,
+                                             cfg.l_cache).reshape(R.shape)
+                local[0], local[1] = R, ntok.reshape(R.shape)
+                if variant.advantage == "pgbc":
+                    local[2] = np.array([not is_correct(problems[idx[lo + j // G]], t)
+                                         for j, t in enumerate(texts)]).reshape(R.shape)
+            glob = np.zeros((3, B, G))
+            glob[:, lo:hi] = local
+            glob = _allsum(glob, world, dev)
+            keep = informative_groups(glob[0]) if variant.dynamic_sampling else np.ones(B, bool)
+            sampled.append((idx, glob, keep, tok, mask, mu))
             have += int(keep.sum())
-            if have >= cfg.batch:
+            if have >= B:
                 break
-        idx = np.concatenate(keep_idx)[: cfg.batch]
-        R = np.concatenate(keep_R)[: cfg.batch]
-        width = max(t.shape[1] for t in keep_tok)
-        pad = lambda ts, v: torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=v) for t in ts])[: len(idx) * G]  # noqa: E731
-        tok, mask, mu = pad(keep_tok, PAD), pad(keep_mask, 0.0), pad(keep_mu, 0.0)
-        curves["reward"].append(float(R.mean()) if R.size else 0.0)
-        curves["kept_groups"].append(int(len(idx)))
-        curves["length"].append(float(mask.sum(1).mean()) if len(idx) else float("nan"))
-        if len(idx) == 0:
+        picks = [(r, j) for r, smp in enumerate(sampled) for j in np.flatnonzero(smp[2])][:B]
+        K = len(picks)
+        idx = np.array([sampled[r][0][j] for r, j in picks], dtype=int)
+        glob = np.stack([sampled[r][1][:, j] for r, j in picks], axis=1) if K else np.zeros((3, 0, G))
+        R, lens, wrong = glob[0], glob[1], glob[2] > 0.5
+        curves["reward"].append(float(R.mean()) if K else 0.0)
+        curves["kept_groups"].append(K)
+        curves["length"].append(float(lens.mean()) if K else float("nan"))
+        if K == 0:
             curves["entropy"].append(curves["entropy"][-1] if curves["entropy"] else float("nan"))
             continue
+        own = [p for p, (_, j) in enumerate(picks) if lo <= j < hi]   # kept positions this rank holds
         rho0 = 0.0
         if variant.advantage == "pgbc":
-            texts = decode_completions(tok, mask)
-            wrong = np.array([not is_correct(problems[idx[j // G]], t) for j, t in enumerate(texts)])
             rflat = R.reshape(-1)
-            rho0 = float(min(rflat[wrong].mean() if wrong.any() else 0.0, 0.999 - rho1))
-        A = torch.as_tensor(advantages(R, variant, rho0=rho0, rho1=rho1).reshape(-1), dtype=torch.float32, device=dev)
-        prompts = prompts_all[np.repeat(idx, G)].to(dev)
-        with torch.no_grad():
-            old = completion_logp(model, prompts, tok)
-            ref = completion_logp(ref_model, prompts, tok) if ref_model is not None else None
+            w = wrong.reshape(-1)
+            rho0 = float(min(rflat[w].mean() if w.any() else 0.0, 0.999 - rho1))
+        A_all = advantages(R, variant, rho0=rho0, rho1=rho1)
+        ent = np.zeros(1)
+        if own:
+            pieces = [(sampled[picks[p][0]][3:], picks[p][1] - lo) for p in own]   # (tok, mask, mu), group
+            width = max(t[0].shape[1] for t, _ in pieces)
+            def cut(t, j, v):   # group j's G rows, right-padded to the common width
+                return torch.nn.functional.pad(t[j * G:(j + 1) * G], (0, width - t.shape[1]), value=v)
+
+            tok = torch.cat([cut(t[0], j, PAD) for t, j in pieces])
+            mask = torch.cat([cut(t[1], j, 0.0) for t, j in pieces])
+            mu = torch.cat([cut(t[2], j, 0.0) for t, j in pieces])
+            A = torch.as_tensor(A_all[own].reshape(-1), dtype=torch.float32, device=dev)
+            prompts = prompts_all[np.repeat(idx[own], G)].to(dev)
+            with torch.no_grad():
+                old = completion_logp(model, prompts, tok)
+                ref = completion_logp(ref_model, prompts, tok) if ref_model is not None else None
+            ent[0] = float((old * mask).sum())
+        ent = _allsum(ent, world, dev)
+        curves["entropy"].append(float(-ent[0] / lens.sum()))   # mean -log pi_old per sampled token
         model.train()
-        mbs = np.array_split(np.arange(len(idx)), min(cfg.minibatches, len(idx)))
+        pos = {p: i for i, p in enumerate(own)}
+        mbs = np.array_split(np.arange(K), min(cfg.minibatches, K))
         for mb in (m for _ep in range(cfg.ppo_epochs) for m in mbs):
-            rows = torch.as_tensor(np.concatenate([np.arange(i * G, (i + 1) * G) for i in mb]), device=dev)
-            logp = completion_logp(model, prompts[rows], tok[rows])
-            loss = policy_loss(logp, old[rows], A[rows], mask[rows], variant, sampler_logp=mu[rows], l_max=cfg.l_max,
-                               ref_logp=None if ref is None else ref[rows], beta=cfg.beta)
+            mine = [pos[p] for p in mb if p in pos]
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            if mine:
+                rows = torch.as_tensor(np.concatenate([np.arange(i * G, (i + 1) * G) for i in mine]),
+                                       device=dev)
+                logp = completion_logp(model, prompts[rows], tok[rows])
+                loss = policy_loss(logp, old[rows], A[rows], mask[rows], variant, sampler_logp=mu[rows],
+                                   l_max=cfg.l_max, ref_logp=None if ref is None else ref[rows],
+                                   beta=cfg.beta)
+                if world > 1:   # this rank's share of the global mini-batch loss
+                    if variant.loss_agg == "token_mean":
+                        share = float(mask[rows].sum()) / float(lens[mb].sum())
+                    else:
+                        share = len(mine) / len(mb)
+                    loss = loss * share
+                loss.backward()
+            if world > 1:
+                _allreduce_grads(model, world)
             opt.step()
-        curves["entropy"].append(float(-(old * mask).sum() / mask.sum()))   # mean -log pi_old per sampled token
     return curves
 
 
