@@ -17,6 +17,7 @@ import torch
 
 from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE, Claim, get_path, judge, mean_se, verdict
 from neurips26.harness.run import RunContext
+from neurips26.harness.validation import check_scalar
 from neurips26.njord.baselines import Climatology, RidgeIncrement, persistence
 from neurips26.njord.bench import count_calls
 from neurips26.njord.data import build_dataset, pseudo_observations
@@ -67,6 +68,10 @@ class Config:
     ablation_models: tuple[str, ...] = ("twin",)
     ridge_lams: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0)  # chosen on validation RMSE
     seeds: tuple[int, ...] = (0,)
+    threads: int | None = None      # torch intra-op threads (None: torch's default)
+    # how run_paper runs the seeds when no backend is asked for: "process" = side by side on the cores
+    # (the metrics are identical to a serial run at one thread; nothing in them is timed)
+    seed_backend: str = "serial"
 
 
 CONFIGS = {
@@ -96,6 +101,8 @@ CONFIGS = {
         eval=EvalConfig(stride=2, oracle_starts=8),
         ablation_models=("twin", "njord"),
         seeds=(0, 1),
+        threads=1,
+        seed_backend="process",
     ),
     "full": Config(
         data=DataConfig(OceanConfig(n=96, dx=10e3, A=50.0), spinup_days=730, days=1825),
@@ -121,6 +128,8 @@ def _models(kind, mesh, ds, cfg: Config):
 
 
 def run(cfg: Config, ctx: RunContext) -> dict:
+    if cfg.threads is not None:
+        torch.set_num_threads(check_scalar(cfg.threads, "threads", int, min=1))
     torch.manual_seed(ctx.seed)
     timing = {}
     t0 = time.perf_counter()

@@ -328,7 +328,7 @@ def generate(cfg: DataConfig, cache: bool = True) -> dict:
         raise FloatingPointError("simulation produced non-finite fields")
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")     # seeds generating the same data side by side
         np.savez_compressed(tmp, **out)
         os.replace(tmp, path)
     return out
