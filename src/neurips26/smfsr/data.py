@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -161,7 +162,7 @@ def get_pool(cfg: PoolConfig, cache: bool = True, backend: str = "serial",
     pool = build_pool(cfg, backend, workers)
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")        # seeds building the same pool side by side
         torch.save({"hr": pool.hr, "lr": pool.lr}, tmp)
         tmp.replace(path)
     return pool
