@@ -11,15 +11,9 @@ import threading
 import pytest
 
 from neurips26.nitrobox import Sandbox, reaper, treepool
-from neurips26.nitrobox.diagnostics import support_problem, wait_until
+from neurips26.nitrobox.diagnostics import PLANT_STATE, READ_STATE, support_problem, wait_until
 
 pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
-
-DIRTY = ("echo a > /workspace/a; mkdir -p /workspace/d/e; echo t > /tmp/t; echo e > /etc/planted; "
-         "echo r > /root/r; echo s > /dev/shm/s; rm -f /etc/hostname; ipcmk -M 4096 >/dev/null; "
-         "(sleep 300 &) ; mkfifo /workspace/fifo")
-CLEAN = ("ls -A /workspace /tmp /dev/shm /root; test -e /etc/planted && echo planted; cat /etc/hostname; "
-         "ipcs -m | grep -c '^0x'; hostname; ps -eo comm= | grep -c sleep")
 
 
 def test_standby_sees_nothing_written_before_reset(state_root):
@@ -29,15 +23,15 @@ def test_standby_sees_nothing_written_before_reset(state_root):
         assert sb.wait_standby() and "standby" in sb.features["reset"]
         standby_pid = sb._spare[0].b_pid
         # the standby is already running while the live tree gets dirty
-        r = sb.exec(DIRTY)
+        r = sb.exec(PLANT_STATE)
         assert r.exit_code == 0, r.output
         r = sb.exec("export LEAK=1; cd /tmp", stateful=True)
-        dirty = sb.exec(CLEAN).output
+        dirty = sb.exec(READ_STATE).output
         assert "planted" in dirty and "a\n" in dirty and dirty.endswith("1\nsandbox\n1\n")  # shm seg, sleep
         sb.reset()
         assert sb.pid == standby_pid                       # the reset was a swap, not a respawn
-        clean = ref.exec(CLEAN)
-        after = sb.exec(CLEAN)
+        clean = ref.exec(READ_STATE)
+        after = sb.exec(READ_STATE)
         assert after.exit_code == clean.exit_code and after.output == clean.output
         assert "planted" not in after.output and after.output.endswith("0\nsandbox\n0\n")
         assert sb.exec("echo ${LEAK:-unset}; pwd", stateful=True).output == "unset\n/workspace\n"
@@ -47,9 +41,9 @@ def test_standby_sees_nothing_written_before_reset(state_root):
         # the next standby comes up in the background over its own empty upper
         assert sb.wait_standby() and sb._spare[0].b_pid != sb.pid
         assert os.listdir(os.path.join(sb._spare[0].tree_dir, "upper", "workspace")) == []
-        sb.exec(DIRTY)
+        sb.exec(PLANT_STATE)
         sb.reset()
-        assert sb.exec(CLEAN).output == clean.output
+        assert sb.exec(READ_STATE).output == clean.output
     finally:
         sb.delete(wait=True)
         ref.delete(wait=True)

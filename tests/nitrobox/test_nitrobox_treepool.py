@@ -10,15 +10,10 @@ import os
 import pytest
 
 from neurips26.nitrobox import Sandbox, maintenance, treepool
-from neurips26.nitrobox.diagnostics import pidns_of, procs_in_pidns, support_problem, wait_until
+from neurips26.nitrobox.diagnostics import (PLANT_STATE, READ_STATE, pidns_of, procs_in_pidns,
+                                            support_problem, wait_until)
 
 pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
-
-DIRTY = ("echo a > /workspace/a; mkdir -p /workspace/d/e; echo t > /tmp/t; echo e > /etc/planted; "
-         "echo r > /root/r; echo s > /dev/shm/s; rm -f /etc/hostname; ipcmk -M 4096 >/dev/null; "
-         "(sleep 300 &) ; mkfifo /workspace/fifo")
-CLEAN = ("ls -A /workspace /tmp /dev/shm /root; test -e /etc/planted && echo planted; cat /etc/hostname; "
-         "ipcs -m | grep -c '^0x'; hostname; ps -eo comm= | grep -c sleep")
 
 
 def _pooled(state_root: str) -> list:
@@ -42,7 +37,7 @@ def test_pooled_standby_sees_nothing_of_the_deleted_sandbox(state_root):
     try:
         assert sb.wait_standby()
         standby_pid, pooled_dir = sb._spare[0].b_pid, sb._spare[0].tree_dir
-        assert sb.exec(DIRTY).exit_code == 0
+        assert sb.exec(PLANT_STATE).exit_code == 0
         sb.exec("export LEAK=1; cd /tmp", stateful=True)
         sb.write_file("/workspace/w", b"secret")
         old_id, old_dir = sb.id, sb.state_dir
@@ -52,8 +47,8 @@ def test_pooled_standby_sees_nothing_of_the_deleted_sandbox(state_root):
         assert [p.b_pid for p in _pooled(state_root)] == [standby_pid] and _alive(standby_pid)
         sb2 = Sandbox(state_root=state_root)
         assert sb2.pid == standby_pid and _pooled(state_root) == []  # create took the pooled tree
-        clean = ref.exec(CLEAN)
-        after = sb2.exec(CLEAN)
+        clean = ref.exec(READ_STATE)
+        after = sb2.exec(READ_STATE)
         assert after.exit_code == clean.exit_code and after.output == clean.output
         assert "planted" not in after.output and after.output.endswith("0\nsandbox\n0\n")
         assert sb2.exec("echo ${LEAK:-unset}; pwd", stateful=True).output == "unset\n/workspace\n"
@@ -68,9 +63,9 @@ def test_pooled_standby_sees_nothing_of_the_deleted_sandbox(state_root):
         assert not os.path.exists(pooled_dir)                        # adopted: its dir is gone
         # and it gets its own standby, resets by swap as before
         assert sb2.wait_standby()
-        sb2.exec(DIRTY)
+        sb2.exec(PLANT_STATE)
         sb2.reset()
-        assert sb2.exec(CLEAN).output == clean.output
+        assert sb2.exec(READ_STATE).output == clean.output
     finally:
         for s in (sb2, ref):
             if s is not None:
@@ -185,7 +180,7 @@ def test_a_standby_spawn_in_flight_at_delete_finishes_into_the_pool(state_root, 
     try:
         sb = Sandbox(state_root=state_root)
         assert started.wait(10) and sb._spare_state == "spawning"
-        assert sb.exec(DIRTY).exit_code == 0
+        assert sb.exec(PLANT_STATE).exit_code == 0
         sb.delete(wait=True)                 # returns with the spawn still held
         assert not release.is_set() and _pooled(state_root) == []
         release.set()
@@ -193,7 +188,7 @@ def test_a_standby_spawn_in_flight_at_delete_finishes_into_the_pool(state_root, 
         pid = _pooled(state_root)[0].b_pid
         sb2 = Sandbox(state_root=state_root, standby=True)
         assert sb2.pid == pid
-        assert sb2.exec(CLEAN).output == ref.exec(CLEAN).output
+        assert sb2.exec(READ_STATE).output == ref.exec(READ_STATE).output
         sb2.delete(wait=True)
         treepool.drain()
         # pool off: the in-flight spawn is killed and delete waits for it

@@ -9,6 +9,17 @@ import time
 _problem: list = []
 
 
+# Isolation probes for a tree that must look freshly created (a reset's standby, a pooled tree): PLANT_STATE
+# leaves state everywhere a sandbox can keep it (files in /workspace, /tmp, /etc, /root, /dev/shm, a removed
+# file, a SysV shm segment, a background process, a FIFO); READ_STATE prints what a fresh tree shows there, so
+# ``sb.exec(READ_STATE).output`` of a tree that saw PLANT_STATE elsewhere must equal a fresh sandbox's.
+PLANT_STATE = ("echo a > /workspace/a; mkdir -p /workspace/d/e; echo t > /tmp/t; echo e > /etc/planted; "
+               "echo r > /root/r; echo s > /dev/shm/s; rm -f /etc/hostname; ipcmk -M 4096 >/dev/null; "
+               "(sleep 300 &) ; mkfifo /workspace/fifo")
+READ_STATE = ("ls -A /workspace /tmp /dev/shm /root; test -e /etc/planted && echo planted; "
+              "cat /etc/hostname; ipcs -m | grep -c '^0x'; hostname; ps -eo comm= | grep -c sleep")
+
+
 def support_problem() -> str | None:
     """Why sandboxes cannot run here (kernel, sysctl, pyseccomp, or a real probe sandbox failing,
     e.g. inside an unprivileged container), or ``None`` when they can. Cached per process."""
