@@ -91,7 +91,7 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
         sec = {}
         t0 = time.perf_counter()
         settings = PretrainSettings(pre_cfg.steps, pre_cfg.scenes, pre_cfg.batch,
-                                    grounding_weight=getattr(pre_cfg, "grounding_weight", 2.0), seed=seed)
+                                    grounding_weight=pre_cfg.grounding_weight, seed=seed)
         base, vocab0, info = pretrain(bcfg, settings, log=log)
         sec["pretrain"] = time.perf_counter() - t0
         pim, psamples = probe_set(ev_cfg.retention_questions, seed, bcfg.image_size)
@@ -109,7 +109,7 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
         def synonyms(instr, i):
             return with_synonyms(instr, rng_syn)
 
-        progress, proprio = getattr(ft_cfg, "progress", False), getattr(ft_cfg, "proprio", False)
+        progress, proprio = ft_cfg.progress, ft_cfg.proprio
         rollouts, detail, example, grounding = {}, {}, "", {}
         for m in ft_cfg.methods:
             t0 = time.perf_counter()
@@ -117,7 +117,7 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             if m in NOTVLA_VARIANTS:
                 samples, images = notvla_data(records, bcfg.image_size, variant=m, progress=progress,
                                               proprio=proprio,
-                                              anchor_weight=getattr(ft_cfg, "anchor_weight", 1.0))
+                                              anchor_weight=ft_cfg.anchor_weight)
             else:
                 codec = DenseCodec(m, vocab, acts)
                 samples, images = dense_data(records, codec, bcfg.image_size, proprio=proprio)

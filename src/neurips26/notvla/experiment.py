@@ -298,8 +298,10 @@ def _id_within(m):
     text = f"NoTVLA {k1}/{n1} vs {best} {k2}/{n2}: gap {gap:+.2f}, Newcombe 95% [{lo:+.2f}, {hi:+.2f}]"
     g = (m.get("learned", {}).get("grounding") or {}).get("notvla")
     if g:
-        text += (f"; first plan step vs the oracle's: names the instructed object {g['name_ok']}/{g['n']}, anchor "
-                 f"pixel L_inf median {g['linf_median']:.0f} grid units ({g['linf_le2']} within 2; a grasp needs ~2)")
+        where = (f"anchor pixel L_inf median {g['linf_median']:.0f} grid units ({g['linf_le2']} within 2; a "
+                 "grasp needs ~2)" if g["linf"] else
+                 f"no anchor pixel in its {g['n'] - g['parse_failures']} parsed first steps")
+        text += f"; first plan step vs the oracle's: names the instructed object {g['name_ok']}/{g['n']}, {where}"
     if hi < -WITHIN_PP:
         return "fails", text
     if gap >= -WITHIN_PP and min(n1, n2) >= WITHIN_MIN_EPISODES:
