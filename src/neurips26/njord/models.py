@@ -74,23 +74,21 @@ class _Embedders(nn.Module):
         self.node = nn.ModuleList([mlp(gt.node_feats[i].shape[1], d_h, d_h) for i in range(gt.L)])
         self.cache: dict | None = None  # a dict inside ``Forecaster.reuse_static()``
 
+    def _static(self, key, embed):
+        """``embed()``, computed once per ``reuse_static()`` block (every call outside one)."""
+        if self.cache is None:
+            return embed()
+        if key not in self.cache:
+            self.cache[key] = embed()
+        return self.cache[key]
+
     def e(self, k):
         """Embedded static features of edge set ``k`` (E, d_h)."""
-        if self.cache is None:
-            return self.edge[k](self.gt.feats[k])
-        if k not in self.cache:
-            self.cache[k] = self.edge[k](self.gt.feats[k])
-        return self.cache[k]
+        return self._static(k, lambda: self.edge[k](self.gt.feats[k]))
 
     def m(self, i, B):
         """Embedded mesh-node features of level ``i``, expanded to (B, n_i, d_h)."""
-        if self.cache is None:
-            h = self.node[i](self.gt.node_feats[i])
-        else:
-            if i not in self.cache:
-                self.cache[i] = self.node[i](self.gt.node_feats[i])
-            h = self.cache[i]
-        return h[None].expand(B, -1, -1)
+        return self._static(i, lambda: self.node[i](self.gt.node_feats[i]))[None].expand(B, -1, -1)
 
 
 class CallCounter(nn.Module):

@@ -106,9 +106,9 @@ def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float,
     return loss, float(np.mean(kls))
 
 
-def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt, cfg: TrainConfig | None = None):
+def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt, cfg: TrainConfig):
     pred = model.rollout(xp2, xp1, f, members=1)[0]
-    sigma = model.diff_std if cfg is None else loss_sigma(model, cfg)
+    sigma = loss_sigma(model, cfg)
     return gaussian_nll(tgt, pred, sigma).mean(), 0.0
 
 

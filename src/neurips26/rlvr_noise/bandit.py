@@ -193,6 +193,7 @@ def train(
     rng = np.random.default_rng(seed)
     G = cfg.group
     ref = policy.copy() if cfg.beta > 0 else None    # pi_ref of the KL term: the policy before training
+    ref_logf = None if ref is None else np.log(ref.format_probs())   # frozen: once, not per mini-batch
     curves = {"reward": [], "entropy": [], "kept_groups": []}
     for _ in range(cfg.steps):
         rounds = 1 + (variant.max_resample_rounds if variant.dynamic_sampling else 0)
@@ -250,7 +251,7 @@ def train(
             if ref is not None:   # - beta k3 per token
                 pk_ref = np.take_along_axis(ref.skill_probs(fm, bm), km, 1)
                 ck = ck + kl_grad_coef(np.log(np.take_along_axis(pk, km, 1)), np.log(pk_ref), cfg.beta)
-                cf = cf + kl_grad_coef(np.log(pf[fmt]), np.log(ref.format_probs()[fmt]), cfg.beta)
+                cf = cf + kl_grad_coef(np.log(pf[fmt]), ref_logf[fmt], cfg.beta)
             w = 1.0 / (2 * km.size)  # 1/(G|o|) per response (= 1/sum|o| = 1/(G L_max) here)
             onehot_k = np.zeros(km.shape + (N_SKILLS,))
             np.put_along_axis(onehot_k, km[..., None], 1.0, axis=-1)
