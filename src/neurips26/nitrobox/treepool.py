@@ -139,8 +139,10 @@ class TreePool:
         real = None if state_root is None else _real(state_root)
         with self.cond:
             self.cond.wait_for(lambda: self.expected <= 0, timeout=30)
-            out = [it for it in self.items if real is None or it[0][0] == real]
-            self.items = [it for it in self.items if not (real is None or it[0][0] == real)]
+            out, keep = [], []
+            for it in self.items:
+                (out if real is None or it[0][0] == real else keep).append(it)
+            self.items = keep
         for _, p, d in out:
             discard(p, d, wait=wait)
         return len(out)

@@ -182,8 +182,7 @@ class SRBackbone(nn.Module):
         if cache is None:
             cache = _COND_CACHE[self] = OrderedDict()
         hit = cache.get(key)
-        if hit is not None and hit[1] == valid and len(hit[0]) == len(params) and \
-                all(a is b for a, b in zip(hit[0], params)):
+        if hit is not None and hit[1] == valid and all(a is b for a, b in zip(hit[0], params)):
             cache.move_to_end(key)
             cond = hit[2]
         else:
