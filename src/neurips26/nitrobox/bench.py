@@ -74,14 +74,16 @@ def _by_name(names: tuple[str, ...]) -> list[int]:
 
 def _idle_memory_nitro(be, n: int) -> float:
     """PSS (KiB) of each idle sandbox's processes (A, B = the agent, and the same two of its standby
-    tree, once it is up) + its upper, averaged over n; plus the trees the process-wide pool holds
-    (treepool.py: deleted sandboxes' unused standbys), spread over the n."""
+    tree, once it is up) + its upper, averaged over n; plus the trees the process-wide pool holds for
+    sandboxes like these (treepool.py: deleted sandboxes' unused standbys of the same tree key, so of
+    the same spawn mode), spread over the n."""
     from neurips26.nitrobox import treepool
 
     boxes = [be.create() for _ in range(n)]
     try:
         pids = []
-        procs = [p for _, p, _ in list(treepool.get().items)]
+        key = boxes[0]._pool_key()
+        procs = [p for k, p, _ in list(treepool.get().items) if key is not None and k == key]
         for b in boxes:
             b.wait_standby()
             procs += [b._proc, b._spare[0]]
