@@ -90,6 +90,30 @@ def test_bf16_mixed_precision_keeps_fp32_masters_and_tracks_the_fp32_steps(strat
         assert 0 < off < 0.1 * moved, (off, moved)                          # bf16 rounding, not a different run
 
 
+def _rank_fit(parallel):
+    from neurips26.nextlat.experiment import _fit
+
+    m = _model(1.0, 2)
+    losses = _fit(m, _batches(), STEPS, 1e-2, clip=0.5, parallel=parallel)
+    return losses, {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+@SLOW
+def test_the_runs_trainer_forwards_strategy_and_precision():
+    """``experiment._fit`` (every task's trainer) under 2 ranks is ``train_data_parallel`` with the config's
+    strategy and precision: fp32 DDP reproduces the 1-process float64 steps exactly; FSDP2 bf16 (parameters
+    gathered as bf16) changes them, so a dropped precision would be seen."""
+    a = launch_local(_rank_fit, {"strategy": "ddp", "precision": "fp32"}, world=2, start_method="fork", timeout=240)
+    ref_losses, ref_state = _reference(1.0, 2)
+    for losses, state in a:
+        assert losses == pytest.approx(ref_losses, abs=1e-10)
+        assert all(torch.allclose(state[k], v, atol=1e-10, rtol=0) for k, v in ref_state.items())
+    b = launch_local(_rank_fit, {"strategy": "fsdp2", "precision": "bf16"}, world=2, start_method="fork",
+                     timeout=240)
+    for losses, _ in b:
+        assert losses == pytest.approx(ref_losses, rel=0.05) and losses != pytest.approx(ref_losses, abs=1e-6)
+
+
 def test_rank_rows_and_layers_and_errors():
     ids = torch.arange(12).view(6, 2)
     assert torch.equal(rank_rows(ids, 1, 3), ids[[1, 4]])

@@ -131,7 +131,22 @@ def test_full_config_is_wired():
     assert {"mtp", "jtp"} <= set(full.city.models)
     assert full.countdown.pause == 8 and full.countdown.lambda_h == 2.0 and full.countdown.proj_factor == 0.5
     assert {"gpt", "nextlat_d1", "nextlat_d4", "nextlat_d8"} == set(full.countdown.models)
-    assert full.data_parallel == "ddp"
+    assert full.data_parallel == "ddp" and full.precision == "bf16"
+    assert exp.CONFIGS["quick"].precision == "fp32"
+
+
+def test_run_validates_the_data_parallel_settings_before_training(tmp_path):
+    import dataclasses
+
+    from neurips26.harness.run import RunContext
+
+    exp, _ = _claims()
+    smoke = exp.CONFIGS["smoke"]
+    for bad, match in (({"data_parallel": "zero3"}, "data_parallel"),
+                       ({"data_parallel": "ddp", "precision": "fp16"}, "precision")):
+        with pytest.raises(ValueError, match=match):
+            exp.run(dataclasses.replace(smoke, **bad), RunContext(tmp_path, progress=False))
+    assert not list(tmp_path.iterdir())                                 # nothing trained, nothing written
 
 
 def test_full_benchmarks_run_at_toy_size():

@@ -35,7 +35,7 @@ from neurips26.harness.run import RunContext
 from neurips26.harness.validation import check_choice
 from neurips26.nextlat import countdown, data
 from neurips26.nextlat.baselines import JTPForCausalLM, MTPForCausalLM
-from neurips26.nextlat.distributed import STRATEGIES, train_data_parallel
+from neurips26.nextlat.distributed import PRECISIONS, STRATEGIES, train_data_parallel
 from neurips26.nextlat.metrics import effective_rank, probe_accuracy, token_probe_accuracy
 from neurips26.nextlat.model import NextLatForCausalLM, tiny_llama
 from neurips26.nextlat.speculative import greedy_generate, self_speculative_generate
@@ -169,6 +169,9 @@ class Config:
     # data-parallel training when a torch.distributed process group is initialised (torchrun): "ddp" |
     # "fsdp2" | None (every rank trains alone); every rank runs every task (serial backend)
     data_parallel: str | None = None
+    # the data-parallel trainings' precision: "fp32" | "bf16" (mixed precision, float32 masters and AdamW
+    # state; ``distributed.train_data_parallel``). A single process trains float32 either way.
+    precision: str = "fp32"
 
 
 CONFIGS = {
@@ -240,6 +243,7 @@ CONFIGS = {
         threads=8,
         backend="serial",
         data_parallel="ddp",
+        precision="bf16",
     ),
 }
 VOLATILE_METRICS = ("*seconds", "*wall_ratio")
@@ -273,21 +277,21 @@ def _wrap(base, name: str, eos=None, pad=None, proj: float = 1.0, lambda_h: floa
 
 
 def _fit(m, batches, steps: int, lr: float, clip: float = 1.0, weight_decay: float = 0.0, loss_fn=None,
-         parallel: str | None = None) -> list[float]:
-    """``training.train``, or ``distributed.train_data_parallel`` when ``parallel`` is set and a process
-    group with more than one rank is initialised (under torchrun)."""
+         parallel: dict | None = None) -> list[float]:
+    """``training.train``, or ``distributed.train_data_parallel(**parallel)`` (``strategy``, ``precision``)
+    when ``parallel`` is set and a process group with more than one rank is initialised (under torchrun)."""
     import torch.distributed as dist
 
     if parallel is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return train_data_parallel(m, batches, steps, lr, clip=clip, weight_decay=weight_decay, loss_fn=loss_fn,
-                                   strategy=parallel)
+                                   **parallel)
     return train(m, batches, steps, lr, clip=clip, weight_decay=weight_decay, loss_fn=loss_fn)
 
 
 # ----------------------------------------------------------------------------- one training per task
 
 
-def city_task(cfg: CityConfig, seed: int, name: str, threads: int = 1, parallel: str | None = None) -> dict[str, Any]:
+def city_task(cfg: CityConfig, seed: int, name: str, threads: int = 1, parallel: dict | None = None) -> dict[str, Any]:
     """Train ``name`` on the seed's city walks and measure it (world-model metrics, rank, probes)."""
     torch.set_num_threads(threads)
     grid = data.city_grid(cfg.n, seed=seed)
@@ -338,7 +342,7 @@ def _lm_data(cfg: LMConfig, seed: int):
     return cd, evals, probe, prompts
 
 
-def lm_task(cfg: LMConfig, seed: int, name: str, threads: int = 1, parallel: str | None = None) -> dict[str, Any]:
+def lm_task(cfg: LMConfig, seed: int, name: str, threads: int = 1, parallel: dict | None = None) -> dict[str, Any]:
     """Train ``name`` on the Shakespeare LM (char or BPE): held-out CE per window, token probes, and (NextLat)
     greedy self-speculative decoding. The ``nextlat_d<d>_sg`` ablation gets the held-out CE only."""
     torch.set_num_threads(threads)
@@ -394,7 +398,7 @@ def _spec_eval(m: NextLatForCausalLM, prompts: torch.Tensor, cfg: LMConfig) -> d
 
 
 def pathstar_task(cfg: PathStarConfig, seed: int, name: str, threads: int = 1,
-                  parallel: str | None = None) -> dict[str, Any]:
+                  parallel: dict | None = None) -> dict[str, Any]:
     """Train ``name`` on G(k, l, M) graphs (loss on the path only: context_length) and measure exact match."""
     torch.set_num_threads(threads)
     tr = data.path_star_tokens(cfg.k, cfg.l, cfg.M, cfg.train, start=0)
@@ -416,7 +420,7 @@ def pathstar_task(cfg: PathStarConfig, seed: int, name: str, threads: int = 1,
     }
 
 
-def group_task(cfg: GroupConfig, seed: int, name: str, threads: int = 1, parallel: str | None = None) -> dict[str, Any]:
+def group_task(cfg: GroupConfig, seed: int, name: str, threads: int = 1, parallel: dict | None = None) -> dict[str, Any]:
     """Train ``name`` to label each prefix of a group word with its running product; per-position and
     last-position accuracy on held-out words."""
     torch.set_num_threads(threads)
@@ -453,7 +457,7 @@ def _countdown_data(max_target: int, max_intermediate: int, pause: int, train: i
 
 
 def countdown_task(cfg: CountdownConfig, seed: int, name: str, threads: int = 1,
-                   parallel: str | None = None) -> dict[str, Any]:
+                   parallel: dict | None = None) -> dict[str, Any]:
     """Train ``name`` on Countdown-4 (loss on the solution: context_length) and measure greedy solve rates
     on held-out problems with train targets (``accuracy``) and with held-out targets (``generalization``)."""
     torch.set_num_threads(threads)
@@ -481,7 +485,7 @@ TASKS = {"city": city_task, "lm": lm_task, "pathstar": pathstar_task, "group": g
 
 
 def run_task(task: tuple) -> dict[str, Any]:
-    """One (benchmark, config, seed, model, threads[, data_parallel]) task (module level: picklable for
+    """One (benchmark, config, seed, model, threads[, parallel]) task (module level: picklable for
     process pools). Adds the task's CPU seconds (``cpu_seconds``: where the run's time goes)."""
     kind, cfg, seed, name, threads, *rest = task
     c0 = time.process_time()
@@ -505,9 +509,11 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
     if cfg.countdown is not None:
         tasks += [("countdown", cfg.countdown, ctx.seed, name, cfg.threads) for name in cfg.countdown.models]
     tasks += [("city", cfg.city, ctx.seed, name, cfg.threads) for name in reversed(cfg.city.models)]
+    parallel = None
     if cfg.data_parallel is not None:   # checked here: a single process would otherwise ignore a typo
-        check_choice(cfg.data_parallel, "data_parallel", STRATEGIES)
-    tasks = [t + (cfg.data_parallel,) for t in tasks]
+        parallel = {"strategy": check_choice(cfg.data_parallel, "data_parallel", STRATEGIES),
+                    "precision": check_choice(cfg.precision, "precision", PRECISIONS)}
+    tasks = [t + (parallel,) for t in tasks]
     t0 = time.perf_counter()
     res = map_tasks(run_task, tasks, backend=cfg.backend, workers=cfg.workers, desc="trainings",
                     progress=ctx.progress)
