@@ -134,6 +134,25 @@ def _always_equal_judge(label, answer):
     return True
 
 
+def _builtin_judge(label, answer):
+    """The built-in stage-3 comparison, as a callable."""
+    from neurips26.rlvr_noise.reverify import judge_equal, normalise
+
+    v = normalise(answer)
+    return v is not None and judge_equal(label, v)
+
+
+def test_a_custom_judge_keeps_the_built_in_oracles_faults(built):
+    """judge= replaces stage 3 only: the built-in oracle (with its seeded faults) still lists the answers, so
+    the built-in judge passed as a callable reproduces the built-in report exactly."""
+    data, labels = built
+    sub = dict(list(labels.items())[:200])
+    for faults in ({"oracle_miss": 0.7}, {"oracle_extra": 0.3, "oracle_miss": 0.3}):
+        exact = reverify(data.train, sub, seed=2, **faults)
+        assert _same(reverify(data.train, sub, seed=2, judge=_builtin_judge, **faults), exact)
+    assert exact.truly_noisy != reverify(data.train, sub, seed=2).truly_noisy   # the faults do matter here
+
+
 def test_oracle_and_judge_as_callables(built):
     """Stages 1 and 3 as callables (API calls in production), through the process pool as well."""
     data, labels = built

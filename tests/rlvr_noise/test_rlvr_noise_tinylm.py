@@ -145,3 +145,34 @@ def test_kl_and_ppo_epochs_options_run_and_tis_dapo_paths(one_thread):
         assert len(c["reward"]) == 2 and all(k >= 0 for k in c["kept_groups"])
     with pytest.raises(ValueError, match="beta"):
         TinyLMConfig(beta=-0.1)
+
+
+def test_pgbc_with_dynamic_sampling_checks_ground_truth_only_on_informative_groups(one_thread, monkeypatch):
+    """PGBC's rho0 needs the ground truth of kept completions only: with dynamic sampling, groups whose
+    rewards are all equal are dropped, so their completions are never checked (the check is the hot path)."""
+    import dataclasses
+
+    from neurips26.rlvr_noise import tinylm
+    from neurips26.rlvr_noise.objectives import informative_groups
+
+    checked, expected, total = [0], [0], [0]
+    real_check, real_score = tinylm.is_correct, tinylm.score
+
+    def counting_check(problem, completion):
+        checked[0] += 1
+        return real_check(problem, completion)
+
+    def recording_score(problems, labels, texts, group):
+        R = real_score(problems, labels, texts, group)
+        expected[0] += group * int(informative_groups(R).sum())
+        total[0] += len(texts)
+        return R
+
+    monkeypatch.setattr(tinylm, "is_correct", counting_check)
+    monkeypatch.setattr(tinylm, "score", recording_score)
+    probs = make_problems(8, 1, seed=4).train
+    cfg = TinyLMConfig(steps=3, batch=4, group=4, device="cpu")
+    variant = dataclasses.replace(VARIANTS["pgbc"], dynamic_sampling=True)
+    curves = train_rl(build_model(cfg, seed=4), probs, [p.gold_label for p in probs], variant, cfg, seed=0)
+    assert checked[0] == expected[0] and 0 < checked[0] < total[0], (checked, total)   # some groups dropped
+    assert len(curves["reward"]) == 3

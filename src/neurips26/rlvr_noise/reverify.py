@@ -10,7 +10,8 @@
   Stages 1 and 3 are replaceable by callables (in production: API calls to an LLM oracle / judge):
   ``oracle(problem, label) -> iterable of correct answers`` (Fractions or answer strings) and
   ``judge(label, answer: str) -> bool`` (format-only equivalence). With a custom oracle the reason of a
-  stage-2 match is ``multi_answer`` when the oracle listed several answers, else ``symbolic_equiv``.
+  stage-2 match is ``multi_answer`` when the oracle listed several answers, else ``symbolic_equiv``. A
+  custom judge alone replaces stage 3 only: the built-in oracle, faults included, still lists the answers.
   For ``backend="process"`` / Ray they must pickle (module-level functions, not lambdas).
   4. audit:    100 seeded survivors checked against the generator's ground truth; e errors and the
                one-sided Clopper-Pearson 95% bound beta.ppf(0.95, e + 1, n - e); if e > 0 add a rule and
@@ -123,29 +124,32 @@ def screen_item(task: tuple) -> str | None:
     """
     p, i, lab, oracle_extra, oracle_miss, seed, *fns = task
     oracle_fn, judge_fn = (fns + [None, None])[:2]
-    if oracle_fn is not None or judge_fn is not None:
-        answers = sorted(oracle_fn(p, lab), key=str) if oracle_fn is not None else sorted(p.truth)
+    if oracle_fn is None:
+        answers = _builtin_oracle(p, i, lab, oracle_extra, oracle_miss, seed)
+    else:
+        answers = sorted(oracle_fn(p, lab), key=str)
         if not answers:
             raise ValueError(f"the oracle listed no correct answer for item {i}")
-        for s in answers:
-            if answers_equal(_as_answer(s), lab):
-                if oracle_fn is None:
-                    return "symbolic_equiv" if s == p.gold else "multi_answer"
+    for s in answers:                                                     # stage 2: symbolic
+        if answers_equal(_as_answer(s), lab):
+            if oracle_fn is not None:
                 return "multi_answer" if len(answers) > 1 else "symbolic_equiv"
-        if judge_fn is not None:
-            return "judge_equiv" if any(bool(judge_fn(lab, _as_answer(s))) for s in answers) else None
-        values = [s if isinstance(s, Fraction) else normalise(str(s)) for s in answers]
-        return "judge_equiv" if any(v is not None and judge_equal(lab, v) for v in values) else None
+            return "symbolic_equiv" if s == p.gold else ("multi_answer" if s in p.truth else "oracle_extra")
+    if judge_fn is not None:                                              # stage 3: judge
+        return "judge_equiv" if any(bool(judge_fn(lab, _as_answer(s))) for s in answers) else None
+    values = (s if isinstance(s, Fraction) else normalise(str(s)) for s in answers)
+    return "judge_equiv" if any(v is not None and judge_equal(lab, v) for v in values) else None
+
+
+def _builtin_oracle(p, i: int, label: str, oracle_extra: float, oracle_miss: float, seed: int) -> list[Fraction]:
+    """Stage 1's built-in oracle: the generator's solution set S(q), each alternative root dropped w.p.
+    ``oracle_miss`` and a spurious answer added w.p. ``oracle_extra``, drawn from a generator seeded by
+    (seed, item index)."""
     rng = np.random.default_rng([seed, i])
     oracle = {s for s in sorted(p.truth) if s == p.gold or rng.random() >= oracle_miss}
     if rng.random() < oracle_extra:
-        oracle.add(_spurious(p, lab, rng))
-    for s in sorted(oracle):
-        if answers_equal(render_value(s, 0), lab):
-            return "symbolic_equiv" if s == p.gold else ("multi_answer" if s in p.truth else "oracle_extra")
-    if any(judge_equal(lab, s) for s in oracle):
-        return "judge_equiv"
-    return None
+        oracle.add(_spurious(p, label, rng))
+    return sorted(oracle)
 
 
 def screen_chunk(tasks: list) -> list:

@@ -482,8 +482,10 @@ def train_rl(model, problems, labels, variant: Variant, cfg: TinyLMConfig, seed:
                     R = R + overlong_shaping(np.where(ended, ntok - ended, cfg.l_max + 1), cfg.l_max,
                                              cfg.l_cache).reshape(R.shape)
                 local[0], local[1] = R, ntok.reshape(R.shape)
-                if variant.advantage == "pgbc":
-                    local[2] = np.array([not is_correct(problems[idx[lo + j // G]], t)
+                if variant.advantage == "pgbc":   # ground truth only where the group can be kept: a group's
+                    # rewards live on one rank, so dynamic sampling's filter is known here already
+                    live = informative_groups(R) if variant.dynamic_sampling else np.ones(hi - lo, bool)
+                    local[2] = np.array([live[j // G] and not is_correct(problems[idx[lo + j // G]], t)
                                          for j, t in enumerate(texts)]).reshape(R.shape)
             glob = np.zeros((3, B, G))
             glob[:, lo:hi] = local
