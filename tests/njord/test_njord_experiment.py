@@ -132,3 +132,30 @@ def test_ridge_with_lam_equals_a_fresh_fit():
     b = RidgeIncrement(x, days, lam=0.5)
     assert a.lam == 0.5
     np.testing.assert_allclose(a.W, b.W, rtol=1e-12, atol=1e-14)
+
+
+def test_ridge_path_solves_once_per_penalty(monkeypatch):
+    """`_ridge` decomposes once and solves once per penalty with a validation split (the base fit is
+    the last penalty's), once without one; the chosen penalty is the validation argmin."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from neurips26.njord.baselines import RidgeIncrement
+    from neurips26.njord.evaluation import test_starts
+
+    calls = []
+    orig = RidgeIncrement._solve
+    monkeypatch.setattr(RidgeIncrement, "_solve", lambda self: (calls.append(self.lam), orig(self))[1])
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 60, 5, 2)).astype(np.float32)
+    ds = SimpleNamespace(x=x, days=np.arange(60.0), train=range(0, 40), val=range(40, 50), test=range(50, 60))
+    lams = (1.0, 10.0, 100.0)
+    st = test_starts(ds, 2)
+    y = np.stack([x[st[:, 0], st[:, 1] + i] for i in range(2)], 1)
+    _, lam = ex._ridge(ds, st, 2, y, lams)
+    assert sorted(calls) == sorted(lams) and lam in lams
+    calls.clear()
+    ds.val = range(40, 42)  # too short for a window: no validation, the last penalty
+    _, lam = ex._ridge(ds, st, 2, y, lams)
+    assert calls == [100.0] and lam == 100.0

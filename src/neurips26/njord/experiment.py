@@ -223,15 +223,16 @@ def _ridge(ds, starts, leads, y, lams):
         days = np.stack([ds.days[t + i] for i in range(leads)], 1)
         return model.forecast(ds.x[k, t - 2], ds.x[k, t - 1], days)
 
-    base = RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lams[-1])  # one SVD for all lams
-    if len(vs) == 0:
-        lam = lams[-1]
+    # one SVD for the whole penalty path, one solve per penalty (the last penalty's is the base's own)
+    base = RidgeIncrement(tr, ds.days[ds.train.start : ds.train.stop], lams[-1])
+    if len(vs) == 0:  # no validation windows: the last penalty, solved once
+        model = base
     else:
         yv = np.stack([ds.x[vs[:, 0], vs[:, 1] + i] for i in range(leads)], 1)
-        errs = [float(np.mean((fc(base.with_lam(lam), vs) - yv) ** 2)) for lam in lams]
-        lam = lams[int(np.argmin(errs))]
-    model = base.with_lam(lam)
-    return scores(fc(model, starts)[None].astype(np.float32), y), float(lam)
+        fits = [base.with_lam(lam) for lam in lams[:-1]] + [base]
+        errs = [float(np.mean((fc(m, vs) - yv) ** 2)) for m in fits]
+        model = fits[int(np.argmin(errs))]
+    return scores(fc(model, starts)[None].astype(np.float32), y), float(model.lam)
 
 
 def _mesh_info(m) -> dict:
