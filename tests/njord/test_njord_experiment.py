@@ -159,3 +159,40 @@ def test_ridge_path_solves_once_per_penalty(monkeypatch):
     ds.val = range(40, 42)  # too short for a window: no validation, the last penalty
     _, lam = ex._ridge(ds, st, 2, y, lams)
     assert calls == [100.0] and lam == 100.0
+
+
+def test_decomposition_and_spherical_claims_are_computed():
+    m = _metrics()
+    assert _v(m)["kmeans_domain_decomposition"] == "inconclusive"  # not measured at this scale
+    assert _v(m)["spherical_mesh_no_worse"] == "inconclusive"
+    m["decomposition"] = dict(parts=4, level=1, cells=[1, 2, 3, 4], imbalance=1.2, halo_fraction=0.3,
+                              clusters_whole=True, n_starts=8, max_abs_diff=3e-7,
+                              crps=dict(whole=0.5, parts=0.5 + 1e-8))
+    assert _v(m)["kmeans_domain_decomposition"] == "holds"
+    m["decomposition"]["max_abs_diff"] = 1e-2  # a halo bug: the parts disagree with the whole
+    assert _v(m)["kmeans_domain_decomposition"] == "fails"
+    m["decomposition"].update(max_abs_diff=3e-7, clusters_whole=False)
+    assert _v(m)["kmeans_domain_decomposition"] == "fails"
+    m["methods"]["twin_spherical"] = copy.deepcopy(m["methods"]["twin_kmeans"])
+    m["mesh"]["spherical"] = dict(land_nodes=0, sizes=[80, 16, 4])
+    assert _v(m)["spherical_mesh_no_worse"] == "holds"
+    m["methods"]["twin_spherical"]["per_start"]["mse"] = [2.0, 2.2, 1.8, 2.0]
+    assert _v(m)["spherical_mesh_no_worse"] == "fails"
+    m["methods"]["twin_spherical"] = copy.deepcopy(m["methods"]["twin_kmeans"])
+    m["mesh"]["spherical"]["land_nodes"] = 1
+    assert _v(m)["spherical_mesh_no_worse"] == "fails"
+
+
+def test_basin_lonlat_matches_the_beta_plane():
+    import numpy as np
+
+    from neurips26.njord.simulator import OceanConfig
+
+    oc = OceanConfig(n=32, dx=30e3)
+    lat, lon = ex.basin_lonlat((32, 32), oc)
+    phi0 = np.radians(lat.mean())
+    np.testing.assert_allclose(2 * 7.2921e-5 * np.sin(phi0), oc.f0, rtol=1e-3)  # f0 at the centre
+    R = 6.371e6
+    np.testing.assert_allclose(np.radians(np.diff(lat)) * R, 30e3, rtol=1e-9)
+    np.testing.assert_allclose(np.radians(np.diff(lon)) * R * np.cos(phi0), 30e3, rtol=1e-9)
+    assert abs(lon.mean()) < 1e-12
