@@ -132,3 +132,67 @@ def test_ridge_with_lam_equals_a_fresh_fit():
     b = RidgeIncrement(x, days, lam=0.5)
     assert a.lam == 0.5
     np.testing.assert_allclose(a.W, b.W, rtol=1e-12, atol=1e-14)
+
+
+def test_ridge_path_solves_once_per_penalty(monkeypatch):
+    """`_ridge` decomposes once and solves once per penalty with a validation split (the base fit is
+    the last penalty's), once without one; the chosen penalty is the validation argmin."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from neurips26.njord.baselines import RidgeIncrement
+    from neurips26.njord.evaluation import test_starts
+
+    calls = []
+    orig = RidgeIncrement._solve
+    monkeypatch.setattr(RidgeIncrement, "_solve", lambda self: (calls.append(self.lam), orig(self))[1])
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 60, 5, 2)).astype(np.float32)
+    ds = SimpleNamespace(x=x, days=np.arange(60.0), train=range(0, 40), val=range(40, 50), test=range(50, 60))
+    lams = (1.0, 10.0, 100.0)
+    st = test_starts(ds, 2)
+    y = np.stack([x[st[:, 0], st[:, 1] + i] for i in range(2)], 1)
+    _, lam = ex._ridge(ds, st, 2, y, lams)
+    assert sorted(calls) == sorted(lams) and lam in lams
+    calls.clear()
+    ds.val = range(40, 42)  # too short for a window: no validation, the last penalty
+    _, lam = ex._ridge(ds, st, 2, y, lams)
+    assert calls == [100.0] and lam == 100.0
+
+
+def test_decomposition_and_spherical_claims_are_computed():
+    m = _metrics()
+    assert _v(m)["kmeans_domain_decomposition"] == "inconclusive"  # not measured at this scale
+    assert _v(m)["spherical_mesh_no_worse"] == "inconclusive"
+    m["decomposition"] = dict(parts=4, level=1, cells=[1, 2, 3, 4], imbalance=1.2, halo_fraction=0.3,
+                              clusters_whole=True, n_starts=8, max_abs_diff=3e-7,
+                              crps=dict(whole=0.5, parts=0.5 + 1e-8))
+    assert _v(m)["kmeans_domain_decomposition"] == "holds"
+    m["decomposition"]["max_abs_diff"] = 1e-2  # a halo bug: the parts disagree with the whole
+    assert _v(m)["kmeans_domain_decomposition"] == "fails"
+    m["decomposition"].update(max_abs_diff=3e-7, clusters_whole=False)
+    assert _v(m)["kmeans_domain_decomposition"] == "fails"
+    m["methods"]["twin_spherical"] = copy.deepcopy(m["methods"]["twin_kmeans"])
+    m["mesh"]["spherical"] = dict(land_nodes=0, sizes=[80, 16, 4])
+    assert _v(m)["spherical_mesh_no_worse"] == "holds"
+    m["methods"]["twin_spherical"]["per_start"]["mse"] = [2.0, 2.2, 1.8, 2.0]
+    assert _v(m)["spherical_mesh_no_worse"] == "fails"
+    m["methods"]["twin_spherical"] = copy.deepcopy(m["methods"]["twin_kmeans"])
+    m["mesh"]["spherical"]["land_nodes"] = 1
+    assert _v(m)["spherical_mesh_no_worse"] == "fails"
+
+
+def test_basin_lonlat_matches_the_beta_plane():
+    import numpy as np
+
+    from neurips26.njord.simulator import OceanConfig
+
+    oc = OceanConfig(n=32, dx=30e3)
+    lat, lon = ex.basin_lonlat((32, 32), oc)
+    phi0 = np.radians(lat.mean())
+    np.testing.assert_allclose(2 * 7.2921e-5 * np.sin(phi0), oc.f0, rtol=1e-3)  # f0 at the centre
+    R = 6.371e6
+    np.testing.assert_allclose(np.radians(np.diff(lat)) * R, 30e3, rtol=1e-9)
+    np.testing.assert_allclose(np.radians(np.diff(lon)) * R * np.cos(phi0), 30e3, rtol=1e-9)
+    assert abs(lon.mean()) < 1e-12

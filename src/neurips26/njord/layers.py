@@ -59,13 +59,13 @@ class InteractionNet(nn.Module):
         self.edge_mlp = mlp(3 * d, d, d, hidden_layers=hidden_layers)
         self.node_mlp = mlp(2 * d, d, d, hidden_layers=hidden_layers)
 
-    def message(self, send, recv, edge):
+    def message(self, send, recv, edge, edge_index=None):
         """``MLP_e([e, h_s, h_r])`` per edge. The first Linear acts on the concatenation, so it is
         split into its three column blocks, ``W_e e + W_s h_s + W_r h_r + b``: the sender and
         receiver blocks are applied per NODE and then gathered to the edges, and the static first-layer
         edge reps (E, d) stay without the batch axis -- the same function as the concatenated form
         (tested against it) without building the (B, E, 3d) input."""
-        s, r = self.edge_index
+        s, r = self.edge_index if edge_index is None else edge_index
         first, rest = self.edge_mlp[0], self.edge_mlp[1:]
         d = send.shape[-1]
         w = first.weight
@@ -80,14 +80,22 @@ class InteractionNet(nn.Module):
         w = first.weight
         return rest(F.linear(recv, w[:, :d], first.bias) + F.linear(agg, w[:, d:]))
 
-    def forward(self, send: torch.Tensor, recv: torch.Tensor, edge: torch.Tensor):
+    def forward(self, send: torch.Tensor, recv: torch.Tensor, edge: torch.Tensor, edge_index=None):
+        """``edge_index`` (2, E') replaces the layer's own edges for one call (a sub-graph: one part of
+        a domain decomposition, ``njord.decomposition``); the receivers are then the rows of ``recv``."""
         if self.checkpoint and torch.is_grad_enabled():
-            return checkpoint(self._forward, send, recv, edge, use_reentrant=False)
-        return self._forward(send, recv, edge)
+            return checkpoint(self._forward, send, recv, edge, edge_index, use_reentrant=False)
+        return self._forward(send, recv, edge, edge_index)
 
-    def _forward(self, send, recv, edge):
-        m, e = self.message(send, recv, edge)
-        agg = scatter_sum(m, self.edge_index[1], self.n_receivers)
+    def _edges(self, recv, edge_index):
+        if edge_index is None:
+            return self.edge_index, self.n_receivers
+        return edge_index, recv.shape[1]
+
+    def _forward(self, send, recv, edge, edge_index=None):
+        ei, n = self._edges(recv, edge_index)
+        m, e = self.message(send, recv, edge, ei)
+        agg = scatter_sum(m, ei[1], n)
         return recv + self.update(recv, agg), e + m
 
 
@@ -96,8 +104,9 @@ class PropagationNet(InteractionNet):
 
     aggregation = "mean"
 
-    def _forward(self, send, recv, edge):
-        m, e = self.message(send, recv, edge)
-        m = m + gather(send, self.edge_index[0])
-        agg = scatter_mean(m, self.edge_index[1], self.n_receivers)
+    def _forward(self, send, recv, edge, edge_index=None):
+        ei, n = self._edges(recv, edge_index)
+        m, e = self.message(send, recv, edge, ei)
+        m = m + gather(send, ei[0])
+        agg = scatter_mean(m, ei[1], n)
         return agg + self.update(recv, agg), e + m

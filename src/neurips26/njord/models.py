@@ -91,6 +91,38 @@ class _Embedders(nn.Module):
         return self._static(i, lambda: self.node[i](self.gt.node_feats[i]))[None].expand(B, -1, -1)
 
 
+class WholeGraph:
+    """The undivided graph, the default ``view`` of every network's forward: a layer uses its own edge
+    set, static embeddings cover every node / edge and no halo is exchanged. ``njord.decomposition.
+    PartView`` has the same four methods for one part of a K-means domain decomposition (the part's
+    receivers, its edges into them, and the halo of senders owned by other parts)."""
+
+    @staticmethod
+    def e(emb, k):
+        return emb.e(k)
+
+    @staticmethod
+    def m(emb, i, B):
+        return emb.m(i, B)
+
+    @staticmethod
+    def edges(k):
+        return None  # the layer's own edge_index
+
+    @staticmethod
+    def halo(nodes, h):
+        """Sender reps of node set ``nodes`` ("grid" or a level 0..L-1) for the next layer: ``h``."""
+        return h
+
+    @staticmethod
+    def rows(nodes, t):
+        """Rows of a whole-set tensor ``t`` (B, n, d) or (n, d) that this view owns: all of them."""
+        return t
+
+
+WHOLE = WholeGraph()
+
+
 class CallCounter(nn.Module):
     """Counts forward calls and the rows (batch size) each saw: check 8."""
 
@@ -125,17 +157,20 @@ class LatentMap(CallCounter):
         )
         self.head = nn.Linear(d_h, out_mult * d_z)
 
-    def forward(self, grid_in: torch.Tensor):
-        B = grid_in.shape[0]
+    def forward(self, grid_in: torch.Tensor, view: WholeGraph = WHOLE):
+        """``view``: the whole graph, or one part of a domain decomposition (``grid_in`` then holds the
+        part's own grid rows and the output its own top-level rows)."""
+        B, v, emb = grid_in.shape[0], view, self.emb
         self.record(B)
         g = self.grid(grid_in)
-        h, _ = self.g2m(g, self.emb.m(0, B), self.emb.e("g2m"))
+        h, _ = self.g2m(v.halo("grid", g), v.m(emb, 0, B), v.e(emb, "g2m"), v.edges("g2m"))
         for i in range(self.gt.L):
             if i > 0:
-                h, _ = self.up[i - 1](h, self.emb.m(i, B), self.emb.e(f"up{i - 1}"))
-            e = self.emb.e(f"m2m{i}")
+                h, _ = self.up[i - 1](v.halo(i - 1, h), v.m(emb, i, B), v.e(emb, f"up{i - 1}"),
+                                      v.edges(f"up{i - 1}"))
+            e = v.e(emb, f"m2m{i}")
             for layer in self.intra[i]:
-                h, e = layer(h, h, e)
+                h, e = layer(v.halo(i, h), h, e, v.edges(f"m2m{i}"))
         out = self.head(h)
         if self.out_mult == 1:
             return out
@@ -172,31 +207,33 @@ class Decoder(CallCounter):
         self.m2g = PropagationNet(gt.edges["m2g"], d_h, gt.n_grid)
         self.out = mlp(d_h, d_x, d_h, layer_norm=False)
 
-    def forward(self, grid_in: torch.Tensor, z: torch.Tensor | None = None) -> torch.Tensor:
-        B, L = grid_in.shape[0], self.gt.L
+    def forward(self, grid_in: torch.Tensor, z: torch.Tensor | None = None, view: WholeGraph = WHOLE) -> torch.Tensor:
+        """``view``: the whole graph, or one part of a domain decomposition (``grid_in`` / ``z`` / the
+        output then hold the part's own grid / top-level / grid rows; halos are exchanged by the view)."""
+        B, L, v, emb = grid_in.shape[0], self.gt.L, view, self.emb
         self.record(B)
         g = self.grid(grid_in)
         g = g + self.grid_res(g)
-        recv = [self.emb.m(i, B) for i in range(L)]
+        recv = [v.m(emb, i, B) for i in range(L)]
         if self.latent is not None:
             if z is None:
                 raise ValueError("this decoder needs a latent z")
             recv[L - 1] = self.latent(z)
-        h, _ = self.g2m(g, recv[0], self.emb.e("g2m"))
+        h, _ = self.g2m(v.halo("grid", g), recv[0], v.e(emb, "g2m"), v.edges("g2m"))
         ups = []
         for i in range(L):
             if i > 0:
-                h, _ = self.up[i - 1](ups[-1], recv[i], self.emb.e(f"up{i - 1}"))
-            e = self.emb.e(f"m2m{i}")
+                h, _ = self.up[i - 1](v.halo(i - 1, ups[-1]), recv[i], v.e(emb, f"up{i - 1}"), v.edges(f"up{i - 1}"))
+            e = v.e(emb, f"m2m{i}")
             for layer in self.intra_up[i]:
-                h, e = layer(h, h, e)
+                h, e = layer(v.halo(i, h), h, e, v.edges(f"m2m{i}"))
             ups.append(h)
         for i in range(L - 2, -1, -1):
-            h, _ = self.down[i](h, ups[i], self.emb.e(f"down{i}"))
-            e = self.emb.e(f"m2m{i}")
+            h, _ = self.down[i](v.halo(i + 1, h), ups[i], v.e(emb, f"down{i}"), v.edges(f"down{i}"))
+            e = v.e(emb, f"m2m{i}")
             for layer in self.intra_down[i]:
-                h, e = layer(h, h, e)
-        g, _ = self.m2g(h, g, self.emb.e("m2g"))
+                h, e = layer(v.halo(i, h), h, e, v.edges(f"m2m{i}"))
+        g, _ = self.m2g(v.halo(0, h), g, v.e(emb, "m2g"), v.edges("m2g"))
         return self.out(g)
 
 
@@ -301,8 +338,8 @@ class Forecaster(nn.Module):
     def d_in(self) -> int:
         return 2 * self.d_x + self.d_f + self.static.shape[1]
 
-    def check_inputs(self, x_prev2, x_prev1, forcing):
-        N = self.gt.n_grid
+    def check_inputs(self, x_prev2, x_prev1, forcing, n_grid: int | None = None):
+        N = self.gt.n_grid if n_grid is None else n_grid
         for name, t, d in (
             ("x_prev2", x_prev2, self.d_x),
             ("x_prev1", x_prev1, self.d_x),
@@ -317,7 +354,7 @@ class Forecaster(nn.Module):
         """One-step increment in diff-standardised units, ``(x_to - x_from - dmean) / dstd``."""
         return (x_to - x_from - self.diff_mean) / self.diff_std
 
-    def grid_input(self, x_prev2, x_prev1, forcing, x_true=None):
+    def grid_input(self, x_prev2, x_prev1, forcing, x_true=None, view: WholeGraph = WHOLE):
         """Grid features ``[X^{t-1}, inc(X^{t-2}->X^{t-1}), F^t, S(, inc(X^{t-1}->X^t))]``.
 
         The pair (X^{t-2}, X^{t-1}) enters as X^{t-1} and its standardised increment: the same
@@ -326,7 +363,8 @@ class Forecaster(nn.Module):
         by 1/dstd (up to ~175x) -- it never did, and the encoder could not see the target increment,
         so the posterior collapsed. ASSUMPTION (Graph-EFM feeds X^{t-2}, X^{t-1} raw)."""
         B = x_prev1.shape[0]
-        parts = [x_prev1, self.increment(x_prev2, x_prev1), forcing, self.static[None].expand(B, -1, -1)]
+        static = view.rows("grid", self.static)
+        parts = [x_prev1, self.increment(x_prev2, x_prev1), forcing, static[None].expand(B, -1, -1)]
         if x_true is not None:
             parts.append(self.increment(x_prev1, x_true))
         return torch.cat(parts, dim=-1)
@@ -334,7 +372,8 @@ class Forecaster(nn.Module):
     def update(self, x_prev1, delta):
         return x_prev1 + delta * self.diff_std + self.diff_mean
 
-    def rollout(self, x_prev2, x_prev1, forcings, members: int = 1, generator=None, boundary=None) -> torch.Tensor:
+    def rollout(self, x_prev2, x_prev1, forcings, members: int = 1, generator=None, boundary=None,
+                view: WholeGraph = WHOLE) -> torch.Tensor:
         """Autoregressive forecast: ``forcings`` (B, T, N, d_f) -> (members, B, T, N, d_x).
 
         Members are batched along the batch axis: per step one model call on B*members rows.
@@ -342,11 +381,16 @@ class Forecaster(nn.Module):
         ``boundary = (m_b, x_b)``: an open regional boundary (spec §7, as neural-lam): ``m_b`` (N,) in
         [0, 1] marks the boundary strip, ``x_b`` (B, T, N, d_x) its known states; after every step
         ``X = m_b X_b + (1 - m_b) X_hat`` before it feeds the next step. Score and train on the
-        interior only (``m_b == 0``)."""
+        interior only (``m_b == 0``).
+
+        ``view``: one part of a K-means domain decomposition (``njord.decomposition``): the inputs and the
+        output are the part's own grid rows; run by every part at once (the view exchanges halos)."""
         members = check_scalar(members, "members", int, min=1)
         if forcings.ndim != 4 or forcings.shape[1] < 1:
             raise ValueError(f"forcings must have shape (B, T>=1, N, d_f), got {tuple(forcings.shape)}")
-        self.check_inputs(x_prev2, x_prev1, forcings[:, 0])
+        if boundary is not None and view is not WHOLE:
+            raise ValueError("boundary is not supported with a decomposed view")
+        self.check_inputs(x_prev2, x_prev1, forcings[:, 0], view.rows("grid", self.static).shape[0])
         B, T = forcings.shape[:2]
         if boundary is not None:
             m_b, x_b = (torch.as_tensor(v, dtype=x_prev1.dtype) for v in boundary)
@@ -362,7 +406,7 @@ class Forecaster(nn.Module):
         out = []
         with self.reuse_static():
             for t in range(T):
-                c = self.predict_step(a, b, fs[:, t], generator=generator)
+                c = self.predict_step(a, b, fs[:, t], generator=generator, view=view)
                 if boundary is not None:  # X = m_b X_true + (1 - m_b) X_hat
                     c = m_b * x_b[:, t] + (1 - m_b) * c
                 out.append(c)
@@ -393,12 +437,15 @@ class Njord(Forecaster):
         self.encoder = LatentMap(self.gt, self.d_in + d_x, d_h, self.d_z, 2, n_layers)
         self.decoder = Decoder(self.gt, self.d_in, d_h, d_x, self.d_z, n_layers)
 
-    def predict_step(self, x_prev2, x_prev1, forcing, generator=None, z=None):
-        gin = self.grid_input(x_prev2, x_prev1, forcing)
+    def predict_step(self, x_prev2, x_prev1, forcing, generator=None, z=None, view: WholeGraph = WHOLE):
+        """``Z = mu_theta + eps``, ``eps ~ N(0, I)`` drawn for the whole top level (so a decomposed
+        part, which keeps its own rows of it, draws the same numbers as the undivided model)."""
+        gin = self.grid_input(x_prev2, x_prev1, forcing, view=view)
         if z is None:
-            mu = self.prior(gin)
-            z = mu + torch.randn(mu.shape, generator=generator, dtype=mu.dtype)
-        return self.update(x_prev1, self.decoder(gin, z))
+            mu = self.prior(gin, view)
+            eps = torch.randn((mu.shape[0], self.gt.sizes[-1], mu.shape[2]), generator=generator, dtype=mu.dtype)
+            z = mu + view.rows(self.gt.L - 1, eps)
+        return self.update(x_prev1, self.decoder(gin, z, view))
 
     def posterior_step(self, x_prev2, x_prev1, forcing, x_true):
         """(mean prediction with Z ~ q, KL(q || p) per top-level entry)."""
@@ -420,8 +467,8 @@ class DeterministicTwin(Forecaster):
         self.init_args = dict(d_x=self.d_x, d_f=self.d_f, d_h=self.d_h, n_layers=int(n_layers))
         self.decoder = Decoder(self.gt, self.d_in, d_h, d_x, 0, n_layers)
 
-    def predict_step(self, x_prev2, x_prev1, forcing, generator=None):
-        return self.update(x_prev1, self.decoder(self.grid_input(x_prev2, x_prev1, forcing)))
+    def predict_step(self, x_prev2, x_prev1, forcing, generator=None, view: WholeGraph = WHOLE):
+        return self.update(x_prev1, self.decoder(self.grid_input(x_prev2, x_prev1, forcing, view=view), view=view))
 
 
 def gaussian_nll(x, mean, sigma):

@@ -1,0 +1,164 @@
+"""The K-means clusters as a domain decomposition: partitions are unions of whole clusters, every edge
+is computed by exactly one part, the decomposed forward (threads or 2 gloo ranks with halo exchange)
+equals the undivided model, gradients through the thread exchange equal the global ones, and the
+per-part additive scores equal ``evaluation.scores``."""
+
+import numpy as np
+import pytest
+import torch
+
+from neurips26.harness.distributed import launch_local
+from neurips26.njord.decomposition import (
+    GRID,
+    LocalGraph,
+    cluster_partition,
+    decomposed_rollout,
+    decomposed_scores,
+    edge_sets,
+    mesh_edges,
+)
+from neurips26.njord.evaluation import scores
+from neurips26.njord.mesh import spherical_kmeans_mesh
+from neurips26.njord.models import DeterministicTwin, Njord
+
+KEYS = ("rmse_lead", "crps_lead", "spread_lead", "ssr_lead", "rmse", "crps", "spread", "ssr")
+
+
+def _model(cls, ds, mesh, seed=0):
+    torch.manual_seed(seed)
+    m = cls(mesh, 4, 3, ds.static, ds.norm.diff_mean, ds.norm.diff_std, d_h=8).eval()
+    with torch.no_grad():  # a non-zero output head (the default init is random already; make it larger)
+        m.decoder.out[-1].weight.mul_(3.0)
+    return m
+
+
+def _inputs(ds):
+    x2, x1 = torch.from_numpy(ds.x[0, 0:2]), torch.from_numpy(ds.x[0, 1:3])
+    f = torch.from_numpy(np.stack([ds.forcing[2:5], ds.forcing[3:6]]))
+    return x2, x1, f
+
+
+def _check_partition(mesh, part):
+    own = part.owner
+    L = len(mesh.levels)
+    assert own[GRID].tolist() == own[0][mesh.member].tolist()  # a cluster is never split
+    for i in range(part.level):  # below the partition level a node is in its parent's part
+        par = np.full(mesh.sizes[i], -1)
+        par[mesh.down[i][1]] = mesh.down[i][0]
+        assert (own[i] == own[i + 1][par]).all()
+    assert sorted(np.unique(own[GRID]).tolist()) == list(range(part.parts))
+    assert sum(part.info["cells"]) == len(mesh.grid_pos)
+    lg = LocalGraph(mesh, part)
+    edges = mesh_edges(mesh)
+    for s in lg.sizes:  # own sets cover every node once; the halo is never own
+        cover = np.concatenate([lg.owned[p][s] for p in range(part.parts)])
+        assert sorted(cover.tolist()) == list(range(lg.sizes[s]))
+        for p in range(part.parts):
+            assert not set(lg.halo[p][s].tolist()) & set(lg.owned[p][s].tolist())
+    for k in edge_sets(L):  # every edge computed by exactly one part (its receiver's)
+        ids = np.concatenate([lg.edge_ids[p][k].numpy() for p in range(part.parts)])
+        assert sorted(ids.tolist()) == list(range(edges[k].shape[1]))
+    return lg
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_partition_respects_clusters_and_covers_edges(small_mesh, parts):
+    part = cluster_partition(small_mesh, parts, seed=1)
+    lg = _check_partition(small_mesh, part)
+    assert 0 < lg.stats()["halo_fraction"] < 1
+
+
+def test_partition_of_a_spherical_mesh():
+    lat, lon = np.arange(-85.0, 90, 10.0), np.arange(-175.0, 180, 10.0)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    ocean = ~((lo > 0) & (lo < 40) & (np.abs(la) < 60))
+    sm = spherical_kmeans_mesh(ocean, lat, lon, r1=6.0, r=4.0, levels=3)
+    part = cluster_partition(sm, 4)
+    _check_partition(sm, part)
+    assert part.level == max(i for i, n in enumerate(sm.sizes) if n >= 4)
+
+
+@pytest.mark.parametrize("cls", [Njord, DeterministicTwin])
+def test_decomposed_rollout_equals_global(small_ds, small_mesh, cls):
+    ds = small_ds[1]
+    m = _model(cls, ds, small_mesh)
+    x2, x1, f = _inputs(ds)
+    with torch.no_grad():
+        ref = m.rollout(x2, x1, f, members=3, generator=torch.Generator().manual_seed(5))
+        assert ref.std() > 0
+        for parts in (1, 2, 4):
+            lg = LocalGraph(small_mesh, cluster_partition(small_mesh, parts))
+            out = decomposed_rollout(m, lg, x2, x1, f, members=3, seed=5)
+            torch.testing.assert_close(out, ref, rtol=1e-5, atol=2e-6)
+        other = decomposed_rollout(m, lg, x2, x1, f, members=3, seed=6)  # the seed reaches the noise
+        if cls is Njord:
+            assert (other - ref).abs().max() > 1e-4
+
+
+def test_decomposed_gradients_equal_global(small_ds, small_mesh):
+    """Training by cluster in one process: the threads' halo exchange is differentiable, so a loss on
+    the decomposed two-step rollout has the undivided model's gradients."""
+    ds = small_ds[1]
+    m = _model(Njord, ds, small_mesh)
+    x2, x1, f = _inputs(ds)
+    y = torch.from_numpy(ds.x[0, 3:5])
+
+    def grads(fn):
+        m.zero_grad()
+        out = fn()
+        ((out[0, :, :2] - y[:, None]) ** 2).mean().backward()
+        return {k: p.grad.clone() for k, p in m.named_parameters() if p.grad is not None}
+
+    ref = grads(lambda: m.rollout(x2, x1, f[:, :2], members=1, generator=torch.Generator().manual_seed(3)))
+    lg = LocalGraph(small_mesh, cluster_partition(small_mesh, 3))
+    got = grads(lambda: decomposed_rollout(m, lg, x2, x1, f[:, :2], members=1, seed=3))
+    assert ref.keys() == got.keys() and len(ref) > 10
+    for k in ref:
+        torch.testing.assert_close(got[k], ref[k], rtol=1e-4, atol=1e-6)
+
+
+def _rank_rollout(m, lg, x2, x1, f):
+    return decomposed_rollout(m, lg, x2, x1, f, members=2, seed=7, backend="dist")
+
+
+def test_decomposed_rollout_over_two_ranks(small_ds, small_mesh):
+    """One part per gloo rank, halos by isend / irecv: each rank's own rows equal the global forecast."""
+    ds = small_ds[1]
+    m = _model(Njord, ds, small_mesh)
+    x2, x1, f = _inputs(ds)
+    with torch.no_grad():
+        ref = m.rollout(x2, x1, f, members=2, generator=torch.Generator().manual_seed(7))
+    lg = LocalGraph(small_mesh, cluster_partition(small_mesh, 2))
+    out = launch_local(_rank_rollout, m, lg, x2, x1, f, world=2, start_method="fork", timeout=120)
+    for p, block in enumerate(out):
+        torch.testing.assert_close(block, ref[..., lg.owned[p][GRID], :], rtol=1e-5, atol=2e-6)
+
+
+def test_decomposed_scores_equal_scores(small_mesh, rng):
+    N = len(small_mesh.grid_pos)
+    y = rng.standard_normal((3, 2, N, 4))
+    lg = LocalGraph(small_mesh, cluster_partition(small_mesh, 3))
+    for M in (1, 5):
+        ens = y[None] + 0.5 * rng.standard_normal((M, 3, 2, N, 4)) + 0.1
+        ref, got = scores(ens, y), decomposed_scores(ens, y, lg)
+        for k in KEYS:
+            np.testing.assert_allclose(got[k], ref[k], rtol=1e-10, atol=1e-12)
+
+
+def test_decomposition_bad_input(small_ds, small_mesh):
+    with pytest.raises(ValueError, match="parts"):
+        cluster_partition(small_mesh, small_mesh.sizes[0] + 1)
+    with pytest.raises(ValueError, match="parts"):
+        cluster_partition(small_mesh, 0)
+    with pytest.raises(ValueError, match="level"):
+        cluster_partition(small_mesh, small_mesh.sizes[-1] + 1, level=len(small_mesh.levels) - 1)
+    ds = small_ds[1]
+    m = _model(DeterministicTwin, ds, small_mesh)
+    lg = LocalGraph(small_mesh, cluster_partition(small_mesh, 2))
+    x2, x1, f = _inputs(ds)
+    with pytest.raises(ValueError, match="backend"):
+        decomposed_rollout(m, lg, x2, x1, f, backend="mpi")
+    with pytest.raises(ValueError, match="world size"):
+        decomposed_rollout(m, lg, x2, x1, f, backend="dist")
+    with pytest.raises(ValueError, match="x_prev1"):
+        decomposed_rollout(m, lg, x2, x1[:, :-1], f)
