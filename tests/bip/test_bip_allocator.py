@@ -191,3 +191,22 @@ def test_b4_closed_form_gradient_equals_autograd_path(gallery, alpha):
     assert fast.dtype == ref.dtype and torch.allclose(fast, ref, atol=1e-5)
     with pytest.raises(ValueError, match="alpha"):
         b4_hyperface(10, R64, sub64, alpha=-1.0)
+
+
+def test_run_sharded_check_matches_one_shard_and_flags_a_disagreeing_audit(gallery):
+    """The run's scale-out check (experiment._sharded_check): a 2-shard allocation in 3 batches is the
+    1-shard one, and the main virtuals' cross-shard audit is compared with the 1-shard audit given."""
+    pytest.importorskip("faiss")
+    from dataclasses import replace
+
+    from neurips26.bip import experiment as E
+    R, _, sub, tau, tau_m = gallery
+    cfg = replace(E.CONFIGS["smoke"], n_iter=3, sharded_M=300, sharded_batch=100)
+    A = GapAllocator(R, tau, tau_m, sub, n_iter=3, batch=200, seed=1)
+    V = A.allocate(200)
+    a = A.audit()
+    out = E._sharded_check(cfg, R, tau, tau_m, sub, V, a, seed=1)
+    assert out["equal_to_one_shard"] and out["main_audit_equal"] and out["batches"] == 3 and out["n"] > 250
+    assert out["audit"] == out["audit_one_shard"] == {"real_collisions": 0, "virtual_collisions": 0}
+    wrong = replace(a, virtual_collisions=a.virtual_collisions + 1)   # an audit the shards do not reproduce
+    assert not E._sharded_check(cfg, R, tau, tau_m, sub, V, wrong, seed=1)["main_audit_equal"]

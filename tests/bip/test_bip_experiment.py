@@ -4,13 +4,16 @@ from neurips26.bip import experiment as E
 from neurips26.harness.paper import SeedMetrics
 
 
-def _m(rc=0, b2=0.16, ratio=12.0, res=1e-13, acc=1.0):
+def _m(rc=0, b2=0.16, ratio=12.0, res=1e-13, acc=1.0, same=True):
     return {"repulsion": {"real_collisions": rc, "virtual_collisions": 0, "max_residual": res,
                           "min_acceptance": acc},
             "baselines": {"b2": {"real_collision_rate": b2}, "b1": {"mean_residual": 0.5},
                           "b5": {"mean_residual": 1.0}},
             "robustness": {"repulsion": {"ratio": ratio, "hit_virtual": 0.05, "hit_real": 0.18}},
-            "capacity": {"lower": 2.3e4, "M": 12000}}
+            "capacity": {"lower": 2.3e4, "M": 12000},
+            "sharded": {"shards": 2, "n": 3000, "main_audit": {"real_collisions": rc, "virtual_collisions": 0},
+                        "main_audit_equal": True, "equal_to_one_shard": same,
+                        "audit": {"real_collisions": 0, "virtual_collisions": 0}}}
 
 
 def _claims(ms):
@@ -24,6 +27,7 @@ def test_claims_hold_fail_inconclusive():
     assert v["acceptance_up_to_4N"] == "holds" and v["enrollment_robustness"] == "holds"
     assert v["gap_capacity"] == "holds" and v["gapgen_curriculum"] == "inconclusive"
     assert _claims([_m(rc=1), _m(), _m()])["zero_collisions"] == "fails"
+    assert _claims([_m(same=False), _m(), _m()])["zero_collisions"] == "fails"   # 2 shards != 1 shard
     assert _claims([_m(ratio=2.0), _m(ratio=2.5), _m(ratio=2.2)])["enrollment_robustness"] == "fails"
     assert _claims([_m(ratio=5.1), _m(ratio=4.9)])["enrollment_robustness"] == "inconclusive"
     assert _claims([_m(acc=0.5), _m(), _m()])["acceptance_up_to_4N"] == "fails"

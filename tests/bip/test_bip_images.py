@@ -164,6 +164,23 @@ def test_nc_neighbour_rules():
                         float(nc_penalty(g, R, rule["target"]._nc_index(g, g)[0], 0.5, 0.02)), rel_tol=1e-6)
     with pytest.raises(ValueError, match="nc_neighbours"):
         GapGen(enc, R, 0.5, P, GapGenConfig(nc_neighbours="all"))
+    with pytest.raises(ValueError, match="nc_margin"):
+        GapGen(enc, R, 0.5, P, GapGenConfig(nc_margin=-0.1))
+
+
+def test_nc_margin_moves_the_hinge_below_tau_m():
+    """nc_margin = 0.3 with tau_m = 0.1 is the spec's hinge at -0.2: the gap loss's non-collision part equals
+    nc_penalty at tau_m - nc_margin (and is larger than at tau_m)."""
+    torch.manual_seed(0)
+    R = torch.nn.functional.normalize(torch.randn(6, 8), dim=1)
+    enc, P = FREncoder(8).eval(), torch.eye(8)[:, :4]
+    fake = torch.rand(3, 1, 24, 24)
+    g = torch.nn.functional.normalize(torch.randn(3, 8), dim=1)
+    gg = {m: GapGen(enc, R, 0.1, P, GapGenConfig(k_real=3, nc_margin=m, lambda_adv=0.0)) for m in (0.0, 0.3)}
+    nc = {m: float(gg[m]._gap_loss(fake, g, 1.0) - gg[m]._gap_loss(fake, g, 0.0)) for m in gg}
+    emb, idx = enc(fake), gg[0.0]._nc_index(g, enc(fake))[0]
+    assert math.isclose(nc[0.3], float(nc_penalty(emb, R, idx, -0.2)), rel_tol=1e-4)
+    assert math.isclose(nc[0.0], float(nc_penalty(emb, R, idx, 0.1)), rel_tol=1e-4) and nc[0.3] > nc[0.0] + 0.01
 
 
 def test_verified_provisioning_never_returns_a_colliding_image(one_thread):

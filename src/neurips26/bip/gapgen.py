@@ -12,8 +12,12 @@ G(e, z) -> image, trained on reals (stage 0) and then, by a curriculum, towards 
    (c_near = nearest real center, P the realizable basis, xi ~ N(0, I_k)); no image ground truth, so::
 
        L_s = lambda_id (1 - cos(f(G(g, z)), g))
-             + lambda_nc sum_{j in NN_R(g)} T softplus((cos(f(G(g, z)), c_j) - tau_m) / T)
-             + lambda_adv L_adv
+             + lambda_nc sum_{j in NN_R(g)} T softplus((cos(f(G(g, z)), c_j) - tau_nc) / T)
+             + lambda_adv L_adv,     tau_nc = tau_m - nc_margin
+
+   (the spec's hinge sits at tau_nc = tau_m, ``nc_margin`` = 0; ASSUMPTION knob ``nc_margin`` > 0 moves it
+   below the allocation threshold so that the spread of generated embeddings around g, not only its
+   mean, stays clear of tau_c)
 
    mixed 1:1 with stage-0 real batches. A stage advances after ``stage_epochs`` epochs, or earlier once
    the mean identity consistency on its targets reaches ``advance`` x the real-level value.
@@ -121,6 +125,8 @@ class GapGenConfig:
     # ASSUMPTION: the reals the non-collision term repels from: NN_R(g) of the target (the spec's rule),
     # NN_R(f(G(g, z))) of the generated embedding, or both (union)
     nc_neighbours: str = "target"
+    # ASSUMPTION: the non-collision hinge threshold tau_nc = tau_m - nc_margin (the spec: 0, i.e. tau_m)
+    nc_margin: float = 0.0
     advance: float = 0.8          # advance a stage once consistency >= advance x the real level
 
 
@@ -142,6 +148,7 @@ class GapGen:
         self.P = basis.float()
         self.tau_m = check_scalar(tau_m, "tau_m", float, min=-1, max=1)
         check_choice(cfg.nc_neighbours, "nc_neighbours", NC_NEIGHBOURS)
+        check_scalar(cfg.nc_margin, "nc_margin", float, min=0, max=1 + self.tau_m)
         self.cfg = cfg
         self.gen = torch.Generator().manual_seed(check_scalar(seed, "seed", int, min=0))
         torch.manual_seed(seed)
@@ -186,7 +193,8 @@ class GapGen:
         loss = c.lambda_id * (1 - (emb * g).sum(1)).mean() - c.lambda_adv * adv
         if lambda_nc > 0:
             idx, w = self._nc_index(g, emb)
-            loss = loss + lambda_nc * nc_penalty(emb, self.R, idx, self.tau_m, c.T, w)
+            # tau_nc = tau_m - nc_margin: the hinge threshold of the non-collision term
+            loss = loss + lambda_nc * nc_penalty(emb, self.R, idx, self.tau_m - c.nc_margin, c.T, w)
         return loss
 
     def _nc_index(self, g: torch.Tensor, emb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
