@@ -219,10 +219,7 @@ def _finalize(proc: _Proc, spare: list, cgroups: list, sdir: str, root: Path, la
     for p in (proc, spare[0]):
         try:
             if p is not None:
-                d = p.tree_dir
-                p.kill()
-                if d is not None:
-                    reaper.force_rmtree(d)
+                treepool.discard(p, p.tree_dir, wait=True)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
     _limits.remove_cgroups(cgroups)
@@ -770,11 +767,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         if old is None and tdir is not None:
             reaper.get().submit(str(tdir))
         elif old is not None:
-            def job(old=old, tdir=tdir):
-                old.kill()
-                if tdir is not None:
-                    reaper.force_rmtree(str(tdir))
-            reaper.get().submit(job)
+            treepool.discard(old, None if tdir is None else str(tdir))
 
     def _retire_tree(self) -> "_Proc | None":
         """SIGKILL the tree. Without cgroups the wait for it happens in the background (returns the
@@ -884,9 +877,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 if ok and not keep and to_pool and proc.pool_key is not None and proc.alive():
                     pooled = treepool.get().put(proc.pool_key, proc, d)  # deleted meanwhile, never used
                 if not keep and not pooled:
-                    proc.kill()  # (a failed spawn killed it already)
-                    if d is not None and os.path.lexists(d):
-                        reaper.force_rmtree(d)
+                    treepool.discard(proc, d, wait=True)  # (a failed spawn killed it already)
             finally:
                 if to_pool:
                     treepool.get().expect(-1)
@@ -977,12 +968,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         os.rename(s_work, work)
         treepool.remove_dir(sdir)
         spare.pool_key = spare.tree_dir = None  # live from now on: never pooled again
-
-        def job(old=old, tdir=str(tdir)) -> None:
-            if old is not None:
-                old.kill()
-            reaper.force_rmtree(tdir)
-        reaper.get().submit(job)
+        treepool.discard(old, str(tdir))
         self._proc.take(spare)
         self._set_lowers(list(self._base_lowers))
         self._generation += 1
@@ -1026,8 +1012,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         if not background:
             self._proc.kill()
             if spare is not None:
-                spare.kill()
-                reaper.force_rmtree(spare.tree_dir)
+                treepool.discard(spare, spare.tree_dir, wait=True)
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)
             _limits.remove_cgroups(cgroups)
@@ -1070,8 +1055,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             mark("standby gone")
             old.kill()  # reaps A (direct mode: the mount namespace (overlay, proc, tmpfs) goes with it)
             if spare is not None:
-                spare.kill()
-                reaper.force_rmtree(spare.tree_dir)
+                treepool.discard(spare, spare.tree_dir, wait=True)
             mark("reaped")
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)

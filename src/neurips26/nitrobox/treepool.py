@@ -148,11 +148,14 @@ class TreePool:
         return len(out)
 
 
-def discard(proc, d: str, wait: bool = False) -> None:
-    """Kill a pooled tree and unlink its dir (in the background unless ``wait``)."""
+def discard(proc, d: str | None, wait: bool = False) -> None:
+    """Kill a tree (a standby, pooled or not; ``None``: none) and unlink its dir (``None`` or gone:
+    none), in the background unless ``wait``."""
     def job() -> None:
-        proc.kill()
-        reaper.force_rmtree(d)
+        if proc is not None:
+            proc.kill()
+        if d is not None and os.path.lexists(d):
+            reaper.force_rmtree(d)
 
     if wait:
         job()
