@@ -923,12 +923,17 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             treepool.discard(proc, d)
             reaper.force_rmtree(str(self._dir / "work"))
             return False
+        self._adopt(proc, d)
+        return True
+
+    def _adopt(self, proc: _Proc, d: str) -> None:
+        """A standby tree (own or pooled) whose upper/work were moved into this sandbox's becomes
+        the live tree; its pool dir (only the empty mount point left) goes."""
         treepool.remove_dir(d)
         proc.pool_key = proc.tree_dir = None  # live from now on: never pooled again
         self._proc.take(proc)
         self._generation += 1
         self._shell_dead = False
-        return True
 
     def _pool_give(self, spare: _Proc) -> bool:
         """delete: hand the never-used standby to the pool (False: tear it down as before)."""
@@ -966,13 +971,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         os.rename(work, tdir / "work")
         os.rename(s_upper, upper)  # the overlay follows its upper dir's inode, not the path
         os.rename(s_work, work)
-        treepool.remove_dir(sdir)
-        spare.pool_key = spare.tree_dir = None  # live from now on: never pooled again
         treepool.discard(old, str(tdir))
-        self._proc.take(spare)
+        self._adopt(spare, sdir)
         self._set_lowers(list(self._base_lowers))
-        self._generation += 1
-        self._shell_dead = False
 
     def _close_spare(self) -> tuple["_Proc | None", "threading.Event | None"]:
         """On delete: take the standby; an in-flight spawn is left to finish into the pool (a clean
