@@ -135,7 +135,7 @@ def _mixed_cycles(state_root: str, n: int) -> None:
             sb.reset()     # right after a swap: the next standby is rarely ready
         sb.write_file("/workspace/g", b"x" * 1024)
         sb.delete(wait=kind == 3)
-        assert len(pool) <= treepool.MAX_TREES
+        assert len(pool) <= treepool.max_trees()
     # the pool was used both ways (deleted sandboxes' standbys went in, creates/resets took them)
     assert pool.puts > puts and pool.takes > takes, (pool.puts - puts, pool.takes - takes)
     assert wait_until(lambda: reaper.get().pending == 0 and _census(state_root) == before, timeout=60), \

@@ -304,6 +304,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self.id = cfg.name or uuid.uuid4().hex[:12]
         self._dir = root / "sandboxes" / self.id
         self.spawn_mode = _pick_spawn_mode(cfg.spawn_mode, self.rootless)
+        treepool.max_trees()  # a malformed $NEURIPS26_NBX_POOL fails this create, not a later delete
         try:
             os.mkdir(self._dir, 0o755)
         except FileExistsError:
@@ -886,10 +887,11 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
     # ------------------------------------------------------------------ the process-wide pool (treepool.py)
     def _pool_key(self) -> tuple | None:
         """The key of this sandbox's standby trees in the pool; None where they are never pooled
-        (not standby-eligible, snapshot lowers, pool off)."""
+        (not standby-eligible, snapshot lowers). Whether the pool is on (``treepool.max_trees()``) is
+        asked where a tree would go there, not cached here."""
         if self._key is False:
             key = None
-            if self._standby_eligible() and not self._base_lowers and treepool.MAX_TREES > 0:
+            if self._standby_eligible() and not self._base_lowers:
                 d = os.path.join(self._state_root, "pool", "key")  # a standby's paths, at the same depth
                 key = treepool.tree_key(self._child_spec(-1, (d + "/upper", d + "/work", d + "/merged"), []),
                                         self._state_root, self.spawn_mode)
@@ -983,7 +985,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             spare, self._spare[0] = self._spare[0], None
             inflight = self._spare_state == "spawning" and self._spare_inflight is not None
             self._spare_state = "closed"
-            to_pool = inflight and self._pool_key() is not None and treepool.MAX_TREES > 0
+            to_pool = inflight and self._pool_key() is not None and treepool.max_trees() > 0
             if to_pool:
                 self._spare_to_pool = True
                 treepool.get().expect(1)
