@@ -167,7 +167,8 @@ def test_churn_1000_cycles_leave_nothing(state_root):
     assert wait_until(lambda: reaper.get().pending == 0, timeout=60)
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
     assert os.listdir(os.path.join(state_root, "trash")) == []
-    assert not os.path.isdir(os.path.join(state_root, "pool")) or os.listdir(os.path.join(state_root, "pool")) == []
+    pool_dir = treepool.pool_root(state_root)
+    assert not os.path.isdir(pool_dir) or os.listdir(pool_dir) == []
     assert [m for m in open("/proc/self/mountinfo") if state_root in m] == []
     names = _fd_names()
     assert len(os.listdir("/proc/self/fd")) <= fds0, (sorted(set(names) - set(names0)), sorted(set(names0) - set(names)))

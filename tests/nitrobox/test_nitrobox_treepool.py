@@ -129,7 +129,7 @@ def test_pool_is_capped_and_drain_frees_everything(state_root, monkeypatch):
     assert kept == standbys[2:]                       # the newest 3; the oldest 2 were evicted
     assert wait_until(lambda: not any(_alive(p) for p in standbys[:2]), timeout=10)
     assert all(procs_in_pidns(ns) == [] for ns in nss[:2])
-    pool_dir = os.path.join(state_root, "pool")
+    pool_dir = treepool.pool_root(state_root)
     assert wait_until(lambda: len(os.listdir(pool_dir)) == 3, timeout=10)
     assert treepool.drain(state_root) == 3
     assert not any(_alive(p) for p in standbys) and all(procs_in_pidns(ns) == [] for ns in nss)
@@ -161,7 +161,7 @@ def test_the_pool_switch_is_read_when_a_tree_would_be_pooled(state_root, monkeyp
 def test_dead_owners_pool_dirs_are_cleaned_up(state_root):
     sb = Sandbox(state_root=state_root)
     sb.delete(wait=True)
-    pool_dir = os.path.join(state_root, "pool")
+    pool_dir = treepool.pool_root(state_root)
     os.makedirs(pool_dir, exist_ok=True)
     dead = os.path.join(pool_dir, f"{2 ** 22 + 12345}-1-{'0' * 32}")   # no such pid
     os.makedirs(dead + "/upper/workspace")
@@ -216,7 +216,7 @@ def test_a_standby_spawn_in_flight_at_delete_finishes_into_the_pool(state_root, 
         threading.Timer(0.3, release.set).start()
         sb3.delete(wait=True)
         assert release.is_set() and _pooled(state_root) == []
-        assert os.listdir(os.path.join(state_root, "pool")) == []
+        assert os.listdir(treepool.pool_root(state_root)) == []
     finally:
         release.set()
         ref.delete(wait=True)

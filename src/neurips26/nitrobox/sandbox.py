@@ -892,7 +892,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         if self._key is False:
             key = None
             if self._standby_eligible() and not self._base_lowers:
-                d = os.path.join(self._state_root, "pool", "key")  # a standby's paths, at the same depth
+                d = os.path.join(treepool.pool_root(self._state_root), "key")  # a standby's paths, at the same depth
                 key = treepool.tree_key(self._child_spec(-1, (d + "/upper", d + "/work", d + "/merged"), []),
                                         self._state_root, self.spawn_mode)
             self._key = key

@@ -76,6 +76,11 @@ def tree_key(spec, state_root: str, spawn_mode: str) -> tuple:
     return (_real(state_root), spawn_mode, os.geteuid(), tuple(items))
 
 
+def pool_root(state_root) -> str:
+    """``<state root>/pool``: where every standby tree's dir lives (pooled or not yet)."""
+    return os.path.join(state_root, "pool")
+
+
 def pool_dir_owner(name: str) -> tuple[int, int] | None:
     """(pid, start time) of the process that pooled the tree ``pool/<name>``, from its name."""
     try:
@@ -102,7 +107,7 @@ class TreePool:
     def new_dir(self, root: str) -> str:
         """The path (not yet created) of a new standby tree's dir, ``<root>/pool/<pid>-<start>-<uuid>``:
         every standby is spawned there, so pooling it moves nothing."""
-        pdir = os.path.join(root, "pool")
+        pdir = pool_root(root)
         if root not in self._made:
             os.makedirs(pdir, exist_ok=True)
             self._made.add(root)
