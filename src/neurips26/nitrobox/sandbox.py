@@ -1039,16 +1039,19 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         mark = (lambda name: marks.append((name, time.perf_counter()))) if marks is not None else (lambda name: None)
         mark("kill+rename")
 
-        def job() -> None:
+        def job(helper: bool = False) -> None:
+            # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed process
+            # runs no more user code, and whatever a system call it was inside still creates is
+            # removed by the pass below, after every sandbox process is gone. With ``helper`` (a
+            # caller that waits, and an idle reaper) the unlink runs on the reaper's thread while this
+            # one releases B's memory: the two passes are independent and each is a few hundred us
+            unlinked = reaper.get().submit(str(dest)) if helper and inflight is None else None
             if MRELEASE and old.pidfd is not None:
                 # B's memory (its copy of the zygote) unmapped here, on this CPU, while B tears down
                 # its namespaces and mounts on another: the two halves of its exit run in parallel
                 _sys.process_mrelease(old.pidfd)
                 mark("mrelease")
-            if inflight is None:
-                # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed
-                # process runs no more user code, and whatever a system call it was inside still
-                # creates is removed by the pass below, after every sandbox process is gone
+            if inflight is None and unlinked is None:
                 reaper.force_rmtree(str(dest))
             mark("unlink")
             old.wait_b()  # every sandbox process is gone (zygote mode: and with B the namespaces)
@@ -1067,6 +1070,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             runtime.layer_refs.release(layers)
             for snap in snaps:
                 snap.release()
+            if unlinked is not None:
+                unlinked.wait()
+                mark("unlink joined")
             if os.path.lexists(dest):
                 reaper.force_rmtree(str(dest))  # what the early pass could not remove
             mark("final")
@@ -1074,7 +1080,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 self._trace.append({"delete": {b[0]: 1e3 * (b[1] - a[1]) for a, b in zip(marks, marks[1:])}})
 
         if wait:  # the caller waits anyway: run it here, not behind other sandboxes' queued jobs
-            job()
+            job(helper=PARALLEL_UNLINK and reaper.get().pending == 0)
             ev = threading.Event()
             ev.set()
             return ev
@@ -1182,6 +1188,7 @@ def _criu_sources() -> dict:
 
 
 MRELEASE = True  # delete: process_mrelease(2) on the SIGKILLed B (see _teardown)
+PARALLEL_UNLINK = True  # delete(wait=True): the unlink pass on the idle reaper thread meanwhile (_teardown)
 _CAP_LAST = _sys.cap_last_cap()
 try:
     _USR_FLAGS = _sys.locked_mount_flags("/usr")
