@@ -389,3 +389,33 @@ def test_unknown_image_name_is_an_image_error_never_host(state_root):
         Sandbox(state_root=state_root, image="/nonexistent/rootfs")
     sboxes = os.path.join(state_root, "sandboxes")
     assert not os.path.isdir(sboxes) or os.listdir(sboxes) == []   # nothing half-created is left
+
+
+def test_force_rmtree_unlinks_by_fd_and_never_follows_links(tmp_path):
+    """The reaper's unlink pass: nested dirs, a fifo, a mode-000 dir (overlay's work/work), a symlink to
+    a dir outside (unlinked, its target kept); a file or a link as the path itself; a missing path."""
+    from neurips26.nitrobox import reaper
+
+    out = tmp_path / "outside"
+    (out / "d").mkdir(parents=True)
+    (out / "keep").write_text("k")
+    t = tmp_path / "t"
+    (t / "a" / "b" / "c").mkdir(parents=True)
+    (t / "a" / "b" / "c" / "f").write_text("x")
+    os.symlink(out, t / "link")
+    os.symlink(out / "d", t / "a" / "dlink")
+    os.mkfifo(t / "fifo")
+    (t / "w" / "work").mkdir(parents=True)
+    (t / "w" / "work" / "x").write_text("x")
+    os.chmod(t / "w" / "work", 0)
+    reaper.force_rmtree(str(t))
+    assert not os.path.lexists(t)
+    assert (out / "keep").read_text() == "k" and (out / "d").is_dir()
+    f = tmp_path / "file"
+    f.write_text("x")
+    reaper.force_rmtree(str(f))
+    link = tmp_path / "l"
+    os.symlink(out, link)
+    reaper.force_rmtree(str(link))
+    assert not os.path.lexists(f) and not os.path.lexists(link) and (out / "keep").exists()
+    reaper.force_rmtree(str(tmp_path / "missing"))
