@@ -143,6 +143,24 @@ def test_delete_leaves_nothing(state_root):
         sb.reset()
 
 
+def test_the_zygote_loads_only_its_three_files(tmp_path):
+    """The zygote's loader (what every tree is forked from) imports neither the package, even with it on
+    PYTHONPATH (a fallback import of it did, when the try came first: 13.4 vs 7.9 MiB anonymous memory
+    per agent), nor ctypes.util's subprocess/tempfile stack (find_library)."""
+    import subprocess
+    import sys
+
+    from neurips26.nitrobox import zygote
+
+    probe = ("\nmods = sorted(m for m in sys.modules if m.startswith(('neurips26', 'subprocess', 'ctypes.util',"
+             " 'tempfile')))\nprint(repr(mods), _agent._sys is _sys, child._sys is _sys, child.agent is _agent)")
+    src = os.path.dirname(os.path.dirname(os.path.dirname(zygote.__file__)))
+    r = subprocess.run([sys.executable, "-S", "-c", f"here = {str(zygote._HERE)!r}" + zygote.LOAD + probe],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["[]", "True", "True", "True"]
+
+
 def test_zygote_mode_lifecycle(state_root):
     from neurips26.nitrobox import zygote
 
@@ -371,3 +389,33 @@ def test_unknown_image_name_is_an_image_error_never_host(state_root):
         Sandbox(state_root=state_root, image="/nonexistent/rootfs")
     sboxes = os.path.join(state_root, "sandboxes")
     assert not os.path.isdir(sboxes) or os.listdir(sboxes) == []   # nothing half-created is left
+
+
+def test_force_rmtree_unlinks_by_fd_and_never_follows_links(tmp_path):
+    """The reaper's unlink pass: nested dirs, a fifo, a mode-000 dir (overlay's work/work), a symlink to
+    a dir outside (unlinked, its target kept); a file or a link as the path itself; a missing path."""
+    from neurips26.nitrobox import reaper
+
+    out = tmp_path / "outside"
+    (out / "d").mkdir(parents=True)
+    (out / "keep").write_text("k")
+    t = tmp_path / "t"
+    (t / "a" / "b" / "c").mkdir(parents=True)
+    (t / "a" / "b" / "c" / "f").write_text("x")
+    os.symlink(out, t / "link")
+    os.symlink(out / "d", t / "a" / "dlink")
+    os.mkfifo(t / "fifo")
+    (t / "w" / "work").mkdir(parents=True)
+    (t / "w" / "work" / "x").write_text("x")
+    os.chmod(t / "w" / "work", 0)
+    reaper.force_rmtree(str(t))
+    assert not os.path.lexists(t)
+    assert (out / "keep").read_text() == "k" and (out / "d").is_dir()
+    f = tmp_path / "file"
+    f.write_text("x")
+    reaper.force_rmtree(str(f))
+    link = tmp_path / "l"
+    os.symlink(out, link)
+    reaper.force_rmtree(str(link))
+    assert not os.path.lexists(f) and not os.path.lexists(link) and (out / "keep").exists()
+    reaper.force_rmtree(str(tmp_path / "missing"))

@@ -130,7 +130,7 @@ def test_32_sandboxes_from_threads_no_fd_leak_high_fds(state_root):
         assert not errors, errors[:3]
         assert all(results[i] == [f"{i}-{k}\n" for k in range(5)] for i in range(32))
         assert wait_until(lambda: reaper.get().pending == 0, timeout=20)
-        assert len(treepool.get()) <= treepool.MAX_TREES  # pooled standby trees: capped, then drained
+        assert len(treepool.get()) <= treepool.max_trees()  # pooled standby trees: capped, then drained
         treepool.drain()
         assert len(os.listdir("/proc/self/fd")) == fds0
         assert os.listdir(os.path.join(state_root, "sandboxes")) == []
@@ -162,12 +162,13 @@ def test_churn_1000_cycles_leave_nothing(state_root):
         sb.delete()
     from neurips26.nitrobox import treepool
 
-    assert len(treepool.get()) <= treepool.MAX_TREES  # deleted sandboxes' unused standbys: capped
+    assert len(treepool.get()) <= treepool.max_trees()  # deleted sandboxes' unused standbys: capped
     treepool.drain()
     assert wait_until(lambda: reaper.get().pending == 0, timeout=60)
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
     assert os.listdir(os.path.join(state_root, "trash")) == []
-    assert not os.path.isdir(os.path.join(state_root, "pool")) or os.listdir(os.path.join(state_root, "pool")) == []
+    pool_dir = treepool.pool_root(state_root)
+    assert not os.path.isdir(pool_dir) or os.listdir(pool_dir) == []
     assert [m for m in open("/proc/self/mountinfo") if state_root in m] == []
     names = _fd_names()
     assert len(os.listdir("/proc/self/fd")) <= fds0, (sorted(set(names) - set(names0)), sorted(set(names0) - set(names)))

@@ -96,14 +96,14 @@ def _children() -> list[int]:
 def _census(state_root: str) -> dict:
     """What the client holds, once the trees pooled on purpose (capped, treepool.py) are drained."""
     treepool.drain()
+    pool_dir = treepool.pool_root(state_root)
     return {"fds": len(os.listdir("/proc/self/fd")),
             "threads": threading.active_count(),
             "children": len(_children()),
             "mounts": sum(state_root in m for m in open("/proc/self/mountinfo")),
             "sandboxes": sorted(os.listdir(os.path.join(state_root, "sandboxes"))),
             "trash": sorted(os.listdir(os.path.join(state_root, "trash"))),
-            "pool": sorted(os.listdir(os.path.join(state_root, "pool"))) if os.path.isdir(
-                os.path.join(state_root, "pool")) else []}
+            "pool": sorted(os.listdir(pool_dir)) if os.path.isdir(pool_dir) else []}
 
 
 def _mixed_cycles(state_root: str, n: int) -> None:
@@ -135,7 +135,7 @@ def _mixed_cycles(state_root: str, n: int) -> None:
             sb.reset()     # right after a swap: the next standby is rarely ready
         sb.write_file("/workspace/g", b"x" * 1024)
         sb.delete(wait=kind == 3)
-        assert len(pool) <= treepool.MAX_TREES
+        assert len(pool) <= treepool.max_trees()
     # the pool was used both ways (deleted sandboxes' standbys went in, creates/resets took them)
     assert pool.puts > puts and pool.takes > takes, (pool.puts - puts, pool.takes - takes)
     assert wait_until(lambda: reaper.get().pending == 0 and _census(state_root) == before, timeout=60), \

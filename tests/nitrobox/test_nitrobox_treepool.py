@@ -117,7 +117,7 @@ def test_reset_takes_a_pooled_tree_when_its_own_standby_is_not_up(state_root):
 
 def test_pool_is_capped_and_drain_frees_everything(state_root, monkeypatch):
     treepool.drain()
-    monkeypatch.setattr(treepool, "MAX_TREES", 3)
+    monkeypatch.setenv(treepool.POOL_ENV, "3")
     boxes = [Sandbox(state_root=state_root) for _ in range(5)]
     for b in boxes:
         assert b.wait_standby()
@@ -129,12 +129,12 @@ def test_pool_is_capped_and_drain_frees_everything(state_root, monkeypatch):
     assert kept == standbys[2:]                       # the newest 3; the oldest 2 were evicted
     assert wait_until(lambda: not any(_alive(p) for p in standbys[:2]), timeout=10)
     assert all(procs_in_pidns(ns) == [] for ns in nss[:2])
-    pool_dir = os.path.join(state_root, "pool")
+    pool_dir = treepool.pool_root(state_root)
     assert wait_until(lambda: len(os.listdir(pool_dir)) == 3, timeout=10)
     assert treepool.drain(state_root) == 3
     assert not any(_alive(p) for p in standbys) and all(procs_in_pidns(ns) == [] for ns in nss)
     assert os.listdir(pool_dir) == []
-    monkeypatch.setattr(treepool, "MAX_TREES", 0)     # off: the standby is torn down with its sandbox
+    monkeypatch.setenv(treepool.POOL_ENV, "0")     # off: the standby is torn down with its sandbox
     b = Sandbox(state_root=state_root)
     assert b.wait_standby()
     spid = b._spare[0].b_pid
@@ -142,10 +142,26 @@ def test_pool_is_capped_and_drain_frees_everything(state_root, monkeypatch):
     assert _pooled(state_root) == [] and not _alive(spid)
 
 
+def test_the_pool_switch_is_read_when_a_tree_would_be_pooled(state_root, monkeypatch):
+    """$NEURIPS26_NBX_POOL set after the sandbox (and its standby, and its tree key) exist still
+    counts: 0 at delete tears the standby down; a malformed value fails a create, naming it."""
+    treepool.drain()
+    monkeypatch.setenv(treepool.POOL_ENV, "8")
+    sb = Sandbox(state_root=state_root)
+    assert sb.wait_standby() and sb._pool_key() is not None
+    spid = sb._spare[0].b_pid
+    monkeypatch.setenv(treepool.POOL_ENV, "0")
+    sb.delete(wait=True)
+    assert _pooled(state_root) == [] and not _alive(spid)
+    monkeypatch.setenv(treepool.POOL_ENV, "eight")
+    with pytest.raises(ValueError, match=treepool.POOL_ENV):
+        Sandbox(state_root=state_root)
+
+
 def test_dead_owners_pool_dirs_are_cleaned_up(state_root):
     sb = Sandbox(state_root=state_root)
     sb.delete(wait=True)
-    pool_dir = os.path.join(state_root, "pool")
+    pool_dir = treepool.pool_root(state_root)
     os.makedirs(pool_dir, exist_ok=True)
     dead = os.path.join(pool_dir, f"{2 ** 22 + 12345}-1-{'0' * 32}")   # no such pid
     os.makedirs(dead + "/upper/workspace")
@@ -192,7 +208,7 @@ def test_a_standby_spawn_in_flight_at_delete_finishes_into_the_pool(state_root, 
         sb2.delete(wait=True)
         treepool.drain()
         # pool off: the in-flight spawn is killed and delete waits for it
-        monkeypatch.setattr(treepool, "MAX_TREES", 0)
+        monkeypatch.setenv(treepool.POOL_ENV, "0")
         started.clear()
         release.clear()
         sb3 = Sandbox(state_root=state_root)
@@ -200,7 +216,7 @@ def test_a_standby_spawn_in_flight_at_delete_finishes_into_the_pool(state_root, 
         threading.Timer(0.3, release.set).start()
         sb3.delete(wait=True)
         assert release.is_set() and _pooled(state_root) == []
-        assert os.listdir(os.path.join(state_root, "pool")) == []
+        assert os.listdir(treepool.pool_root(state_root)) == []
     finally:
         release.set()
         ref.delete(wait=True)

@@ -9,11 +9,22 @@ the filesystem after ``pivot_root``.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+def _open_libc() -> ctypes.CDLL:
+    """glibc by its soname; ``ctypes.util.find_library`` (it imports subprocess, shutil, tempfile and
+    runs ldconfig: +1.2 MiB in the zygote and in every tree forked from it) only where that fails."""
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        from ctypes import util
+
+        return ctypes.CDLL(util.find_library("c"), use_errno=True)
+
+
+_libc = _open_libc()
 
 # --- syscall numbers (x86_64; aarch64 in the second column) --------------------------------------
 _MACHINE = platform.machine()

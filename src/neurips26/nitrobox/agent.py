@@ -44,10 +44,10 @@ import signal
 import socket
 import time
 
-try:  # loaded as part of the package
+if __name__ == "_nbx_agent":  # loaded by file path (the zygote, CRIU's boot), ``_sys`` injected first: never
+    import _nbx_sys as _sys  # type: ignore[no-redef]  # the package (it would import nitrobox, +4 MiB a tree)
+else:
     from neurips26.nitrobox import _sys
-except ImportError:  # loaded by file path inside the zygote (``_sys`` injected first)
-    import _nbx_sys as _sys  # type: ignore[no-redef]
 
 STATE_FD = 63
 TIMEOUT_CODE = 124
@@ -521,8 +521,7 @@ def serve(sock_fd: int, env: dict, rlimits: list, shells: tuple = ("/bin/bash", 
 # criu=True: the agent must not map files from outside the sandbox (CRIU dumps every mapping), so
 # B execs the image's own python3 with this boot code; _sys and agent come as source text.
 CRIU_BOOT = r"""
-import sys, types, marshal, ctypes.util
-ctypes.util.find_library = lambda name: "libc.so.6"  # no ldconfig/gcc probing inside the sandbox
+import sys, types, marshal
 def _mod(name, src):
     m = types.ModuleType(name)
     sys.modules[name] = m

@@ -20,11 +20,11 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-try:  # loaded as part of the package
-    from neurips26.nitrobox import _sys, agent
-except ImportError:  # loaded by file path inside the zygote (``_sys``, ``agent`` injected first)
-    import _nbx_sys as _sys  # type: ignore[no-redef]
+if __name__ == "_nbx_child":  # loaded by file path inside the zygote (``_sys``, ``agent`` injected first):
+    import _nbx_sys as _sys  # type: ignore[no-redef]  # never the package (see agent.py)
     import _nbx_agent as agent  # type: ignore[no-redef]
+else:
+    from neurips26.nitrobox import _sys, agent
 
 # Docker's default capability keep-list; every other cap is dropped from the bounding set.
 KEEP_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})

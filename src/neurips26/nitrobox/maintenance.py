@@ -96,7 +96,7 @@ def cleanup(state_root: str | None = None, dry_run: bool = False, trash: bool = 
                     cgs.append(os.path.join(base, f"{sdir.name}-{owner_pid}"))
             _limits.remove_cgroups([c for c in cgs if os.path.isdir(c)])
             reaper.force_rmtree(str(sdir))
-    pool = root / "pool"  # pooled standby trees (treepool.py): the owner is in the dir's name; the
+    pool = Path(treepool.pool_root(root))  # pooled standby trees (treepool.py): the owner is in the dir's name; the
     if pool.is_dir():     # trees themselves died with it (PDEATHSIG)
         for d in sorted(pool.iterdir()):
             owner = treepool.pool_dir_owner(d.name)

@@ -219,10 +219,7 @@ def _finalize(proc: _Proc, spare: list, cgroups: list, sdir: str, root: Path, la
     for p in (proc, spare[0]):
         try:
             if p is not None:
-                d = p.tree_dir
-                p.kill()
-                if d is not None:
-                    reaper.force_rmtree(d)
+                treepool.discard(p, p.tree_dir, wait=True)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
     _limits.remove_cgroups(cgroups)
@@ -307,6 +304,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         self.id = cfg.name or uuid.uuid4().hex[:12]
         self._dir = root / "sandboxes" / self.id
         self.spawn_mode = _pick_spawn_mode(cfg.spawn_mode, self.rootless)
+        treepool.max_trees()  # a malformed $NEURIPS26_NBX_POOL fails this create, not a later delete
         try:
             os.mkdir(self._dir, 0o755)
         except FileExistsError:
@@ -770,11 +768,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         if old is None and tdir is not None:
             reaper.get().submit(str(tdir))
         elif old is not None:
-            def job(old=old, tdir=tdir):
-                old.kill()
-                if tdir is not None:
-                    reaper.force_rmtree(str(tdir))
-            reaper.get().submit(job)
+            treepool.discard(old, None if tdir is None else str(tdir))
 
     def _retire_tree(self) -> "_Proc | None":
         """SIGKILL the tree. Without cgroups the wait for it happens in the background (returns the
@@ -884,9 +878,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 if ok and not keep and to_pool and proc.pool_key is not None and proc.alive():
                     pooled = treepool.get().put(proc.pool_key, proc, d)  # deleted meanwhile, never used
                 if not keep and not pooled:
-                    proc.kill()  # (a failed spawn killed it already)
-                    if d is not None and os.path.lexists(d):
-                        reaper.force_rmtree(d)
+                    treepool.discard(proc, d, wait=True)  # (a failed spawn killed it already)
             finally:
                 if to_pool:
                     treepool.get().expect(-1)
@@ -895,11 +887,12 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
     # ------------------------------------------------------------------ the process-wide pool (treepool.py)
     def _pool_key(self) -> tuple | None:
         """The key of this sandbox's standby trees in the pool; None where they are never pooled
-        (not standby-eligible, snapshot lowers, pool off)."""
+        (not standby-eligible, snapshot lowers). Whether the pool is on (``treepool.max_trees()``) is
+        asked where a tree would go there, not cached here."""
         if self._key is False:
             key = None
-            if self._standby_eligible() and not self._base_lowers and treepool.MAX_TREES > 0:
-                d = os.path.join(self._state_root, "pool", "key")  # a standby's paths, at the same depth
+            if self._standby_eligible() and not self._base_lowers:
+                d = os.path.join(treepool.pool_root(self._state_root), "key")  # a standby's paths, at the same depth
                 key = treepool.tree_key(self._child_spec(-1, (d + "/upper", d + "/work", d + "/merged"), []),
                                         self._state_root, self.spawn_mode)
             self._key = key
@@ -932,12 +925,17 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             treepool.discard(proc, d)
             reaper.force_rmtree(str(self._dir / "work"))
             return False
+        self._adopt(proc, d)
+        return True
+
+    def _adopt(self, proc: _Proc, d: str) -> None:
+        """A standby tree (own or pooled) whose upper/work were moved into this sandbox's becomes
+        the live tree; its pool dir (only the empty mount point left) goes."""
         treepool.remove_dir(d)
         proc.pool_key = proc.tree_dir = None  # live from now on: never pooled again
         self._proc.take(proc)
         self._generation += 1
         self._shell_dead = False
-        return True
 
     def _pool_give(self, spare: _Proc) -> bool:
         """delete: hand the never-used standby to the pool (False: tear it down as before)."""
@@ -975,18 +973,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         os.rename(work, tdir / "work")
         os.rename(s_upper, upper)  # the overlay follows its upper dir's inode, not the path
         os.rename(s_work, work)
-        treepool.remove_dir(sdir)
-        spare.pool_key = spare.tree_dir = None  # live from now on: never pooled again
-
-        def job(old=old, tdir=str(tdir)) -> None:
-            if old is not None:
-                old.kill()
-            reaper.force_rmtree(tdir)
-        reaper.get().submit(job)
-        self._proc.take(spare)
+        treepool.discard(old, str(tdir))
+        self._adopt(spare, sdir)
         self._set_lowers(list(self._base_lowers))
-        self._generation += 1
-        self._shell_dead = False
 
     def _close_spare(self) -> tuple["_Proc | None", "threading.Event | None"]:
         """On delete: take the standby; an in-flight spawn is left to finish into the pool (a clean
@@ -996,7 +985,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             spare, self._spare[0] = self._spare[0], None
             inflight = self._spare_state == "spawning" and self._spare_inflight is not None
             self._spare_state = "closed"
-            to_pool = inflight and self._pool_key() is not None and treepool.MAX_TREES > 0
+            to_pool = inflight and self._pool_key() is not None and treepool.max_trees() > 0
             if to_pool:
                 self._spare_to_pool = True
                 treepool.get().expect(1)
@@ -1026,8 +1015,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         if not background:
             self._proc.kill()
             if spare is not None:
-                spare.kill()
-                reaper.force_rmtree(spare.tree_dir)
+                treepool.discard(spare, spare.tree_dir, wait=True)
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)
             _limits.remove_cgroups(cgroups)
@@ -1051,16 +1039,19 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
         mark = (lambda name: marks.append((name, time.perf_counter()))) if marks is not None else (lambda name: None)
         mark("kill+rename")
 
-        def job() -> None:
+        def job(helper: bool = False) -> None:
+            # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed process
+            # runs no more user code, and whatever a system call it was inside still creates is
+            # removed by the pass below, after every sandbox process is gone. With ``helper`` (a
+            # caller that waits, and an idle reaper) the unlink runs on the reaper's thread while this
+            # one releases B's memory: the two passes are independent and each is a few hundred us
+            unlinked = reaper.get().submit(str(dest)) if helper and inflight is None else None
             if MRELEASE and old.pidfd is not None:
                 # B's memory (its copy of the zygote) unmapped here, on this CPU, while B tears down
                 # its namespaces and mounts on another: the two halves of its exit run in parallel
                 _sys.process_mrelease(old.pidfd)
                 mark("mrelease")
-            if inflight is None:
-                # unlink while the kernel tears the SIGKILLed tree down (on another CPU): a killed
-                # process runs no more user code, and whatever a system call it was inside still
-                # creates is removed by the pass below, after every sandbox process is gone
+            if inflight is None and unlinked is None:
                 reaper.force_rmtree(str(dest))
             mark("unlink")
             old.wait_b()  # every sandbox process is gone (zygote mode: and with B the namespaces)
@@ -1070,8 +1061,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             mark("standby gone")
             old.kill()  # reaps A (direct mode: the mount namespace (overlay, proc, tmpfs) goes with it)
             if spare is not None:
-                spare.kill()
-                reaper.force_rmtree(spare.tree_dir)
+                treepool.discard(spare, spare.tree_dir, wait=True)
             mark("reaped")
             if inflight is not None:
                 inflight.wait(2 * self.config.start_timeout)
@@ -1080,6 +1070,9 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             runtime.layer_refs.release(layers)
             for snap in snaps:
                 snap.release()
+            if unlinked is not None:
+                unlinked.wait()
+                mark("unlink joined")
             if os.path.lexists(dest):
                 reaper.force_rmtree(str(dest))  # what the early pass could not remove
             mark("final")
@@ -1087,7 +1080,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 self._trace.append({"delete": {b[0]: 1e3 * (b[1] - a[1]) for a, b in zip(marks, marks[1:])}})
 
         if wait:  # the caller waits anyway: run it here, not behind other sandboxes' queued jobs
-            job()
+            job(helper=PARALLEL_UNLINK and reaper.get().pending == 0)
             ev = threading.Event()
             ev.set()
             return ev
@@ -1195,6 +1188,7 @@ def _criu_sources() -> dict:
 
 
 MRELEASE = True  # delete: process_mrelease(2) on the SIGKILLed B (see _teardown)
+PARALLEL_UNLINK = True  # delete(wait=True): the unlink pass on the idle reaper thread meanwhile (_teardown)
 _CAP_LAST = _sys.cap_last_cap()
 try:
     _USR_FLAGS = _sys.locked_mount_flags("/usr")

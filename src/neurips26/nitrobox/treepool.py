@@ -9,7 +9,7 @@ spec takes it instead of spawning one.
 
 What a delete frees is then exactly the sandbox's own: its live tree (processes, mount/pid/ipc/net
 namespaces), its upper and state dir, its cgroup. A pooled tree stays allocated: the pool is capped
-(``MAX_TREES``, ``$NEURIPS26_NBX_POOL``; 0 turns it off), counted in the bench's idle-memory row, killed
+(``max_trees()``, ``$NEURIPS26_NBX_POOL`` read at each use; 0 turns it off), counted in the bench's idle-memory row, killed
 and unlinked by ``drain`` (also at interpreter exit) and, after a crash, by the next client's dead-owner
 cleanup (its dir name carries the owner's pid and start time).
 
@@ -31,7 +31,20 @@ from neurips26.nitrobox import reaper
 from neurips26.nitrobox.procfs import proc_start_time
 
 POOL_ENV = "NEURIPS26_NBX_POOL"
-MAX_TREES = int(os.environ.get(POOL_ENV, "8"))
+DEFAULT_MAX_TREES = 8
+
+
+def max_trees() -> int:
+    """The pool's cap: ``$NEURIPS26_NBX_POOL`` (default 8; 0 turns the pool off), read at each use, so
+    a change of the variable after the first sandbox takes effect at the next put."""
+    v = os.environ.get(POOL_ENV, "").strip()
+    if not v:
+        return DEFAULT_MAX_TREES
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{POOL_ENV}={v!r}: expected a whole number (0 turns the tree pool off)") from None
+
 
 @functools.lru_cache(maxsize=256)
 def _real(state_root: str) -> str:
@@ -63,6 +76,11 @@ def tree_key(spec, state_root: str, spawn_mode: str) -> tuple:
     return (_real(state_root), spawn_mode, os.geteuid(), tuple(items))
 
 
+def pool_root(state_root) -> str:
+    """``<state root>/pool``: where every standby tree's dir lives (pooled or not yet)."""
+    return os.path.join(state_root, "pool")
+
+
 def pool_dir_owner(name: str) -> tuple[int, int] | None:
     """(pid, start time) of the process that pooled the tree ``pool/<name>``, from its name."""
     try:
@@ -89,7 +107,7 @@ class TreePool:
     def new_dir(self, root: str) -> str:
         """The path (not yet created) of a new standby tree's dir, ``<root>/pool/<pid>-<start>-<uuid>``:
         every standby is spawned there, so pooling it moves nothing."""
-        pdir = os.path.join(root, "pool")
+        pdir = pool_root(root)
         if root not in self._made:
             os.makedirs(pdir, exist_ok=True)
             self._made.add(root)
@@ -104,13 +122,14 @@ class TreePool:
     def put(self, key: tuple, proc, tree_dir: str) -> bool:
         """Add a clean, alive standby tree (its dir holds upper/work/merged); False if the pool is off
         (the caller then tears it down as before)."""
-        if MAX_TREES <= 0 or os.getpid() != self.pid or tree_dir is None:
+        cap = max_trees()
+        if cap <= 0 or os.getpid() != self.pid or tree_dir is None:
             return False
         evict = []
         with self.lock:
             self.items.append((key, proc, tree_dir))
             self.puts += 1
-            while len(self.items) > MAX_TREES:
+            while len(self.items) > cap:
                 evict.append(self.items.pop(0))
                 self.evictions += 1
         for _, p, d in evict:
@@ -148,11 +167,14 @@ class TreePool:
         return len(out)
 
 
-def discard(proc, d: str, wait: bool = False) -> None:
-    """Kill a pooled tree and unlink its dir (in the background unless ``wait``)."""
+def discard(proc, d: str | None, wait: bool = False) -> None:
+    """Kill a tree (a standby, pooled or not; ``None``: none) and unlink its dir (``None`` or gone:
+    none), in the background unless ``wait``."""
     def job() -> None:
-        proc.kill()
-        reaper.force_rmtree(d)
+        if proc is not None:
+            proc.kill()
+        if d is not None and os.path.lexists(d):
+            reaper.force_rmtree(d)
 
     if wait:
         job()
