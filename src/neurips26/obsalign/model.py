@@ -120,27 +120,26 @@ def guided_tables(g: Guidance, mask: torch.Tensor, modalities: tuple[int, ...]) 
 
 def _forward(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, modalities: tuple[int, ...],
              g: Guidance | None, y_obs: torch.Tensor | None, tables: GuidedTables | None,
-             key: torch.Tensor | None):
+             key: torch.Tensor | None, need_chat: bool = True):
     """``forward`` plus each sample's table row (None without guidance)."""
     z = model.embed(x, modalities)
     maskf = mask.to(z[modalities[0]].dtype)
     h0 = sum(maskf[:, m:m + 1] * z[m] for m in modalities)
-    if g is None:
+    if g is None:   # FedAvg-NoAlign: the loss uses these logits; pseudo-classes only if the caller wants them
         logits0 = model.logits(h0)
         with torch.no_grad():
             p0 = torch.softmax(logits0, dim=1)
-    else:
-        with torch.no_grad():   # with guidance the loss uses the imputed logits only
-            p0 = torch.softmax(model.logits(h0), dim=1)
-    with torch.no_grad():
+            chat = None if not need_chat else p0.argmax(dim=1) if y_obs is None else \
+                torch.where(y_obs >= 0, y_obs, p0.argmax(dim=1))
+        return z, logits0, chat, p0, None, None
+    with torch.no_grad():   # with guidance the loss uses the imputed logits only
+        p0 = torch.softmax(model.logits(h0), dim=1)
         chat = p0.argmax(dim=1)
         p = p0
         if y_obs is not None:
             lab = y_obs >= 0
             chat = torch.where(lab, y_obs, chat)
             p = torch.where(lab[:, None], F.one_hot(y_obs.clamp(min=0), model.C).to(p0.dtype), p0)
-    if g is None:
-        return z, model.logits(h0), chat, p0, None, None
     if tables is None:
         tables = guided_tables(g, mask, modalities)
         key = tables.key
@@ -175,7 +174,8 @@ def local_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_obs
     """The source's loss on one batch (CE on labelled samples, alignment/transfer on all).
 
     ``tables`` / ``key`` as in ``forward`` (a round's tables for the split, indexed by the batch)."""
-    z, logits, chat, _, row, tables = _forward(model, x, mask, modalities, g, y_obs, tables, key)
+    z, logits, chat, _, row, tables = _forward(model, x, mask, modalities, g, y_obs, tables, key,
+                                               need_chat=g is not None)
     n = len(y_obs)
     lab = y_obs >= 0
     zero = logits.sum() * 0.0
