@@ -14,7 +14,7 @@ import torch
 
 from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.obsalign.consolidation import consolidate, evidence_weights, fedavg_weights
-from neurips26.obsalign.model import Guidance, ObsModel, forward, local_loss, predict
+from neurips26.obsalign.model import Guidance, ObsModel, forward, guided_tables, local_loss, predict
 from neurips26.obsalign.obsbench import ObsBench, Split, validate_split
 from neurips26.obsalign.observability import (ObservabilityTracker, OmegaParams, check_thresholds, kappa_neg,
                                               reliability, transfer_weight)
@@ -130,13 +130,15 @@ def train_epochs(model: ObsModel, opt: torch.optim.Optimizer, split: Split, moda
     """E local epochs; with ``prox_mu > 0`` the loss gets FedProx's term about the round's start point."""
     x, mask, y = tensors(split)
     anchor = ({k: p.detach().clone() for k, p in model.named_parameters()} if prox_mu > 0 else None)
+    tables = guided_tables(g, mask, modalities) if g is not None else None   # once per round, not per step
     n, last = len(y), 0.0
     for _ in range(cfg.epochs):
         perm = torch.randperm(n, generator=gen)
         for i in range(0, n, cfg.batch):
             b = perm[i:i + cfg.batch]
             opt.zero_grad()
-            loss = local_loss(model, [xm[b] for xm in x], mask[b], y[b], modalities, g, cfg.tau)
+            loss = local_loss(model, [xm[b] for xm in x], mask[b], y[b], modalities, g, cfg.tau,
+                              tables=tables, key=None if tables is None else tables.key[b])
             if anchor is not None:
                 loss = loss + proximal_term(model, anchor, prox_mu)
             loss.backward()
