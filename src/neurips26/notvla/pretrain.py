@@ -27,7 +27,7 @@ from neurips26.notvla.backbone import BackboneConfig, TinyVLM, Vocab
 from neurips26.notvla.camera import Camera, CameraShift
 from neurips26.notvla.language import COLOUR_SYNONYMS, SHAPE_SYNONYMS
 from neurips26.notvla.scene import COLOURS, render
-from neurips26.notvla.sim import TEMPLATES, sample_scene
+from neurips26.notvla.sim import EE_START, TEMPLATES, sample_scene
 
 POINT_TOL = 4
 PROBES = ("attribute", "counting", "relation", "pointing", "depth", "caption")
@@ -56,17 +56,27 @@ class Sample:
     weights: tuple | None = None  # per answer token loss weight (None: 1 each; <eos> always 1)
 
 
-def scene_pool(n: int, rng: np.random.Generator, image_size: int = 64):
-    """``n`` rendered scenes with random cameras: images (n, H, W, 3) uint8 and scene records."""
+def scene_pool(n: int, rng: np.random.Generator, image_size: int = 64, robot_views: float = 0.0):
+    """``n`` rendered scenes with random cameras: images (n, H, W, 3) uint8 and scene records.
+
+    ``robot_views``: the fraction of scenes seen from the robot's head pose (the unshifted camera) with the
+    grey gripper drawn somewhere above the workspace, as robot frames look (all 8 colours, no episodes).
+    """
     images = np.empty((n, image_size, image_size, 3), np.uint8)
     scenes = []
     for i in range(n):
-        shift = CameraShift(
-            float(rng.uniform(-35, 35)), float(rng.uniform(-12, 12)), float(rng.uniform(0.8, 1.2))
-        )
+        robot = robot_views > 0 and rng.random() < robot_views
+        if robot:
+            shift = CameraShift()
+        else:
+            shift = CameraShift(
+                float(rng.uniform(-35, 35)), float(rng.uniform(-12, 12)), float(rng.uniform(0.8, 1.2))
+            )
         cam = Camera(image_size, shift=shift)
         objs, _ = sample_scene(rng, TEMPLATES[int(rng.integers(4))], tuple(COLOURS))
-        v = render(cam, objs)
+        ee = (rng.uniform((0.25, -0.25, 0.08), (0.65, 0.25, 0.3)) if rng.random() < 0.8 else np.array(EE_START)
+              ) if robot else None
+        v = render(cam, objs, ee)
         images[i] = v["rgb"]
         rec = []
         for o in objs:
@@ -167,6 +177,7 @@ class PretrainSettings:
     per_sample: bool = True  # loss = mean over samples of each answer's mean token CE
     grounding_weight: float = 2.0  # pointing and depth questions drawn this many times as often
     seed: int = 0
+    robot_views: float = 0.0  # fraction of the scenes seen from the robot's head camera (``scene_pool``)
 
 
 def batch_tensors(vocab: Vocab, samples: list[Sample], images: np.ndarray, n_visual: int = 16):
@@ -260,7 +271,7 @@ def train_steps(
         else:
             idx = torch.multinomial(probs, batch, replacement=True, generator=g).tolist()
         chosen = [samples[i] for i in idx]
-        b = batch_tensors(vocab, chosen, images)
+        b = batch_tensors(vocab, chosen, images, model.n_visual)
         loss = lm_loss(model, *b, per_sample=per_sample, weights=answer_weights(chosen, b[3]))
         opt.zero_grad()
         loss.backward()
@@ -291,7 +302,7 @@ def pretrain(bcfg: BackboneConfig, settings: PretrainSettings, cache: bool = Tru
         return model, vocab, {"cached": True, "final_loss": state["final_loss"]}
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    images, scenes = scene_pool(settings.scenes, rng, bcfg.image_size)
+    images, scenes = scene_pool(settings.scenes, rng, bcfg.image_size, settings.robot_views)
     samples = [
         q for i, rec in enumerate(scenes) for q in questions(rec, rng, i, settings.questions_per_scene)
     ]
