@@ -201,6 +201,32 @@ def test_lm_loss_on_answer_positions_equals_full_logits_loss():
     torch.testing.assert_close(g_fast, g_ref, rtol=1e-4, atol=1e-6)
 
 
+def test_numeric_soft_targets():
+    """A vanishing sigma gives the plain CE; with sigma 2 the loss of a near-miss integer (42 for 41) is lower
+    than that of a far one (80), while the plain CE cannot tell them apart when both get the same probability."""
+    import torch.nn.functional as F
+
+    from neurips26.notvla.pretrain import numeric_targets, lm_loss, Sample, batch_tensors
+
+    vocab = Vocab()
+    torch.manual_seed(0)
+    model = TinyVLM(BackboneConfig(d_model=32, layers=1, heads=2), len(vocab))
+    images = np.random.default_rng(0).integers(0, 256, (1, 64, 64, 3), dtype=np.uint8)
+    b = batch_tensors(vocab, [Sample(0, ["point", "to", "the", "red", "cube"], ["(", "41", ",", "7", ")"],
+                                     "pointing")], images)
+    soft = numeric_targets(vocab, 1e-3)
+    torch.testing.assert_close(lm_loss(model, *b, soft=soft, sigma=1e-3), lm_loss(model, *b))
+    assert numeric_targets(vocab, 0.0) is None
+    logits = torch.zeros(2, len(vocab))
+    logits[0, vocab.index["42"]] = logits[1, vocab.index["80"]] = 5.0
+    value, ids = numeric_targets(vocab, 2.0)
+    q = torch.exp(-((torch.arange(101.0) - 41) ** 2) / 8)
+    q = q / q.sum()
+    soft_ce = -(q * F.log_softmax(logits, -1)[:, ids]).sum(1)
+    hard = F.cross_entropy(logits, torch.tensor([vocab.index["41"]] * 2), reduction="none")
+    assert soft_ce[0] < soft_ce[1] and torch.isclose(hard[0], hard[1])
+
+
 def test_batched_plan_writer_equals_one_query_at_a_time():
     """NoTVLAPolicy.batch (one grammar-masked decode for several decision points) writes the same plans
     as querying each alone, and every plan passes the grammar."""
