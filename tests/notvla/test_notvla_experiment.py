@@ -13,7 +13,9 @@ from neurips26.harness.run import run_paper
                    "(retention 0.32 vs 0.19 and calls 17.3x held); at 248633f (400 demos, 600 steps, proprio, "
                    "anchor tokens x5) quick seed 0 ID 0/10, the first anchor pixel a median 18 grid units off "
                    "(a grasp needs ~2): the quick backbone cannot point precisely; at 127777f (the issue's 40 demos "
-                   "/ 150 steps with those levers) quick seed 0 ID 0/10. Remove the mark when it passes.")
+                   "/ 150 steps with those levers) quick seed 0 ID 0/10; at 62a0d38 the same, and the quick backbone's "
+                   "robot-camera pointer binds the wrong object (75% of answers nearer another object). Remove the "
+                   "mark when it passes.")
 def test_quick_three_seeds(tmp_path):
     from neurips26.notvla import experiment as E
 

@@ -74,6 +74,38 @@ def test_kv_cache_decoding_equals_full_forward():
     assert gen == seq[len(prompt):]
 
 
+def test_visual_grid_and_keypoint_soft_argmax():
+    img = torch.randint(0, 255, (2, 64, 64, 3), dtype=torch.uint8)
+    torch.manual_seed(0)
+    m8 = TinyVLM(BackboneConfig(d_model=32, layers=1, heads=2, grid=8), len(Vocab())).eval()
+    assert m8.n_visual == 64 and m8.visual_tokens(img).shape == (2, 64, 32)
+    prompt = [5, 6, 7, 1]  # the KV-cache decoder and the full forward agree with 64 visual tokens too
+    gen = m8.generate(img[:1], [prompt], 3, eos=-1)[0]
+    seq = list(prompt)
+    for _ in range(3):
+        seq.append(int(m8(img[:1], torch.tensor([seq]), torch.tensor([64 + len(prompt)]))[0, -1].argmax()))
+    assert gen == seq[len(prompt):]
+    with pytest.raises(ValueError, match="grid"):
+        BackboneConfig(grid=9)
+    # soft-argmax: one sharp peak in keypoint map 1 at map pixel (row 5, col 13) of the 32 x 32 map; cells
+    # are 8 x 8 map pixels (grid 4), so it lies in cell (0, 1); its position in grid units is
+    # ((13 + 0.5) * 100 / 32, (5 + 0.5) * 100 / 32) = (42.19, 17.19)
+    m = TinyVLM(BackboneConfig(d_model=32, layers=1, heads=2, keypoints=2), len(Vocab())).eval()
+    peak = torch.full((1, 2, 32, 32), -30.0)
+    peak[0, 1, 5, 13] = 30.0
+    class Fixed(torch.nn.Module):
+        def forward(self, x):
+            return peak.expand(len(x), -1, -1, -1)
+
+    m.kp_conv = Fixed()
+    f = m.keypoint_features(torch.zeros(1, 5, 64, 64)).view(1, 16, 2, 33)
+    s = f[..., -1]
+    assert s[0, 1, 1] > 0.99 and s[0, 1, 0] < 1e-6 and s[0, 0, 1] < 1e-6
+    ang = 2 * math.pi * torch.tensor([42.1875, 17.1875])[:, None] / m.kp_period
+    want = torch.cat([ang.sin(), ang.cos()], -1).flatten()
+    assert torch.allclose(f[0, 1, 1, :32], want, atol=1e-4)
+
+
 def test_future_answer_tokens_do_not_change_earlier_logits():
     m = _model()
     img = torch.randint(0, 255, (1, 64, 64, 3), dtype=torch.uint8)
@@ -167,6 +199,32 @@ def test_lm_loss_on_answer_positions_equals_full_logits_loss():
     g_fast = torch.autograd.grad(fast, model.head.weight)[0]
     g_ref = torch.autograd.grad(ref, model.head.weight)[0]
     torch.testing.assert_close(g_fast, g_ref, rtol=1e-4, atol=1e-6)
+
+
+def test_numeric_soft_targets():
+    """A vanishing sigma gives the plain CE; with sigma 2 the loss of a near-miss integer (42 for 41) is lower
+    than that of a far one (80), while the plain CE cannot tell them apart when both get the same probability."""
+    import torch.nn.functional as F
+
+    from neurips26.notvla.pretrain import numeric_targets, lm_loss, Sample, batch_tensors
+
+    vocab = Vocab()
+    torch.manual_seed(0)
+    model = TinyVLM(BackboneConfig(d_model=32, layers=1, heads=2), len(vocab))
+    images = np.random.default_rng(0).integers(0, 256, (1, 64, 64, 3), dtype=np.uint8)
+    b = batch_tensors(vocab, [Sample(0, ["point", "to", "the", "red", "cube"], ["(", "41", ",", "7", ")"],
+                                     "pointing")], images)
+    soft = numeric_targets(vocab, 1e-3)
+    torch.testing.assert_close(lm_loss(model, *b, soft=soft, sigma=1e-3), lm_loss(model, *b))
+    assert numeric_targets(vocab, 0.0) is None
+    logits = torch.zeros(2, len(vocab))
+    logits[0, vocab.index["42"]] = logits[1, vocab.index["80"]] = 5.0
+    value, ids = numeric_targets(vocab, 2.0)
+    q = torch.exp(-((torch.arange(101.0) - 41) ** 2) / 8)
+    q = q / q.sum()
+    soft_ce = -(q * F.log_softmax(logits, -1)[:, ids]).sum(1)
+    hard = F.cross_entropy(logits, torch.tensor([vocab.index["41"]] * 2), reduction="none")
+    assert soft_ce[0] < soft_ce[1] and torch.isclose(hard[0], hard[1])
 
 
 def test_batched_plan_writer_equals_one_query_at_a_time():

@@ -79,9 +79,11 @@ class BackboneConfig:
     layers: int = 2
     heads: int = 4
     image_size: int = 64
-    max_len: int = 192
+    max_len: int = 192  # positions for 16 visual tokens + text (more visual tokens get more positions)
     coords: bool = True  # CoordConv: two pixel-coordinate input channels (x, y in [-1, 1]) for pointing
     numeric_init: bool = True  # integer tokens 0-100: embeddings / output rows start as Fourier features
+    grid: int = 4  # visual tokens = grid x grid cells (4: 16 tokens; 8: 64)
+    keypoints: int = 0  # spatial soft-argmax keypoints per cell (0 = off): sub-cell positions in the tokens
 
     def __post_init__(self) -> None:
         check_scalar(self.d_model, "d_model", int, min=8)
@@ -89,6 +91,13 @@ class BackboneConfig:
         check_scalar(self.heads, "heads", int, min=1)
         if self.d_model % self.heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        check_scalar(self.grid, "grid", int, min=1)
+        check_scalar(self.keypoints, "keypoints", int, min=0)
+        if self.image_size // 8 < self.grid:
+            raise ValueError(f"grid ({self.grid}) must be at most image_size / 8 ({self.image_size // 8})")
+        if self.keypoints and (self.image_size // 2) % self.grid:
+            raise ValueError(f"keypoints need image_size / 2 ({self.image_size // 2}) divisible by grid "
+                             f"({self.grid})")
 
 
 class LoRALinear(nn.Module):
@@ -158,7 +167,8 @@ class TinyVLM(nn.Module):
             nn.Conv2d(32, 64, 3, 2, 1),
             nn.GroupNorm(64, 64),
             nn.GELU(),
-            nn.Conv2d(64, d, 3, 2, 1),
+            # stride 1 when the stride-8 map already has ``grid`` cells a side (64 x 64 with grid 8)
+            nn.Conv2d(64, d, 3, 2 if cfg.image_size // 8 > cfg.grid else 1, 1),
             nn.GroupNorm(d, d),  # per-image, per-channel normalisation: the table background cancels out
             nn.GELU(),
         )
@@ -168,16 +178,19 @@ class TinyVLM(nn.Module):
                 nn.init.zeros_(c.bias)
         # projection to the LM width, normalised so that visual tokens carry the scale of word embeddings
         self.proj = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d))
-        side = cfg.image_size // 16
-        self.n_visual = 16
-        self.pool = nn.AdaptiveAvgPool2d(4) if side != 4 else nn.Identity()
+        g = cfg.grid
+        side = cfg.image_size // 8 // (2 if cfg.image_size // 8 > g else 1)
+        self.n_visual = g * g
+        self.pool = nn.AdaptiveAvgPool2d(g) if side != g else nn.Identity()
         self.embed = nn.Embedding(vocab_size, d)
         # learned positions at the scale of the (unit-variance) word and visual tokens; the 16 visual
         # tokens also get a fixed 2-D sine-cosine code of their cell, so that pointing can read where a
         # token lies from the start (a 0.02-scale embedding is invisible next to unit-scale content)
-        self.pos = nn.Parameter(torch.zeros(cfg.max_len, d))
+        self.pos = nn.Parameter(torch.zeros(cfg.max_len + self.n_visual - 16, d))  # max_len counts 16 visual
         nn.init.normal_(self.pos, std=0.5)
-        self.register_buffer("pos2d", _sincos_2d(4, d), persistent=False)
+        self.register_buffer("pos2d", _sincos_2d(g, d), persistent=False)
+        if cfg.keypoints:
+            self._init_keypoints(cfg)
         self.blocks = nn.ModuleList(Block(d, cfg.heads) for _ in range(cfg.layers))
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab_size, bias=False)
@@ -185,6 +198,40 @@ class TinyVLM(nn.Module):
             r = torch.linspace(-1, 1, cfg.image_size)
             yy, xx = torch.meshgrid(r, r, indexing="ij")
             self.register_buffer("coord_grid", torch.stack([xx, yy])[None], persistent=False)
+
+    def _init_keypoints(self, cfg: BackboneConfig) -> None:
+        """Spatial soft-argmax (Levine et al. 2016) per cell: ``K = cfg.keypoints`` saliency maps at half the
+        image resolution, a softmax over each cell's positions, the expected position in grid units."""
+        K, g = cfg.keypoints, cfg.grid
+        self.kp_conv = nn.Sequential(
+            nn.Conv2d(5 if cfg.coords else 3, 16, 3, 2, 1), nn.GroupNorm(4, 16), nn.GELU(),
+            nn.Conv2d(16, K, 3, 1, 1),
+        )
+        h = cfg.image_size // 2
+        c = h // g
+        centre = (torch.arange(h, dtype=torch.float32) + 0.5) * 100.0 / h  # map position -> grid units
+        rows = centre.view(g, c)  # (cell, sub-position)
+        # (g*g cells, c*c positions, 2 = (U, V)) row-major cells, as the visual tokens
+        U = rows[None, :, None, :].expand(g, g, c, c)  # column coordinate: cell j, sub b
+        V = rows[:, None, :, None].expand(g, g, c, c)
+        self.register_buffer("kp_grid", torch.stack([U, V], -1).reshape(g * g, c * c, 2), persistent=False)
+        self.register_buffer("kp_period", 4.0 * 100.0 ** (torch.arange(8, dtype=torch.float32) / 7),
+                             persistent=False)  # 4 ... 400 grid units, as the integer rows' Fourier init
+        self.kp_proj = nn.Linear(K * (4 * 8 + 1), cfg.d_model)
+
+    def keypoint_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) network input -> (B, cells, K * 33): per keypoint ``s = sigmoid(max_cell m)``,
+        ``E = sum_p softmax_cell(m)_p * pos_p`` (grid units) and ``s * [sin, cos](2 pi E / P)``."""
+        m = self.kp_conv(x)
+        B, K, h, _ = m.shape
+        g = self.cfg.grid
+        c = h // g
+        m = m.view(B, K, g, c, g, c).permute(0, 2, 4, 1, 3, 5).reshape(B, g * g, K, c * c)
+        E = torch.einsum("bnkp,npd->bnkd", m.softmax(-1), self.kp_grid)  # (B, cells, K, 2)
+        s = torch.sigmoid(m.amax(-1))  # (B, cells, K)
+        ang = 2 * math.pi * E[..., None] / self.kp_period  # (B, cells, K, 2, 8)
+        four = torch.cat([ang.sin(), ang.cos()], -1).flatten(3) * s[..., None]
+        return torch.cat([four, s[..., None]], -1).flatten(2)
 
     def init_numbers(self, ids: list[int]) -> None:
         """Start the rows of the integer tokens ``ids[n] = "n"`` as Fourier features of ``n`` (input
@@ -227,14 +274,17 @@ class TinyVLM(nn.Module):
         self.embed.weight.requires_grad_(True)
 
     def visual_tokens(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 (B, H, W, 3) or float (B, 3, H, W) -> (B, 16, d)."""
+        """uint8 (B, H, W, 3) or float (B, 3, H, W) -> (B, grid * grid, d)."""
         if images.dtype == torch.uint8:
             images = images.permute(0, 3, 1, 2).float() / 255.0
         images = images - 0.5
         if self.cfg.coords:
             images = torch.cat([images, self.coord_grid.expand(len(images), -1, -1, -1)], 1)
         f = self.pool(self.vision(images))
-        return self.proj(f.flatten(2).transpose(1, 2)) + self.pos2d
+        tok = self.proj(f.flatten(2).transpose(1, 2)) + self.pos2d
+        if self.cfg.keypoints:
+            tok = tok + self.kp_proj(self.keypoint_features(images))
+        return tok
 
     @staticmethod
     def prefix_mask(T: int, prefix: torch.Tensor, device=None) -> torch.Tensor:
@@ -245,7 +295,7 @@ class TinyVLM(nn.Module):
         return (causal[None] | pre)[:, None]
 
     def hidden(self, images, tokens, prefix_len) -> torch.Tensor:
-        """The final hidden states (B, 16 + L, d) before the output norm and head."""
+        """The final hidden states (B, n_visual + L, d) before the output norm and head."""
         x = torch.cat([self.visual_tokens(images), self.embed(tokens)], 1)
         T = x.shape[1]
         x = x + self.pos[:T]
@@ -284,7 +334,7 @@ class TinyVLM(nn.Module):
                 x = blk(x, None, c)
             logits = self.head(self.ln(x[:, -1]))
             live = [True] * len(rows)
-            for t in range(min(max_new, self.cfg.max_len - T)):
+            for t in range(min(max_new, self.pos.shape[0] - T)):
                 if isinstance(allowed, torch.Tensor):
                     logits = logits.masked_fill(~allowed, -math.inf)
                 elif allowed is not None:

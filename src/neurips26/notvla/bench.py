@@ -186,7 +186,7 @@ def _model_rows(smoke: bool, calls_notvla: float, steps_dense: float, plan_token
 
         def step(samples):
             def fn():
-                loss = lm_loss(model, *batch_tensors(vocab, samples, images))
+                loss = lm_loss(model, *batch_tensors(vocab, samples, images, model.n_visual))
                 loss.backward()
 
             return fn

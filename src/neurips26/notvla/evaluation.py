@@ -91,7 +91,8 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
         sec = {}
         t0 = time.perf_counter()
         settings = PretrainSettings(pre_cfg.steps, pre_cfg.scenes, pre_cfg.batch,
-                                    grounding_weight=pre_cfg.grounding_weight, seed=seed)
+                                    grounding_weight=pre_cfg.grounding_weight, seed=seed,
+                                    robot_views=pre_cfg.robot_views)
         base, vocab0, info = pretrain(bcfg, settings, log=log)
         sec["pretrain"] = time.perf_counter() - t0
         pim, psamples = probe_set(ev_cfg.retention_questions, seed, bcfg.image_size)

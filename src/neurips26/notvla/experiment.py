@@ -41,6 +41,9 @@ class PretrainCfg:
     d_model: int = 128
     layers: int = 2
     grounding_weight: float = 2.0  # pointing / depth questions drawn this many times as often
+    grid: int = 4  # visual tokens: grid x grid cells
+    keypoints: int = 0  # spatial soft-argmax keypoints per visual cell (BackboneConfig.keypoints)
+    robot_views: float = 0.0  # fraction of pre-training scenes seen from the robot's head camera
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,8 @@ def analyse_efficiency(interface: dict) -> dict:
 
 # --- learned policies: pre-train once, fine-tune every method under the matched protocol
 def analyse_learned(cfg: Config, ctx) -> dict:
-    bcfg = BackboneConfig(cfg.pretrain.d_model, cfg.pretrain.layers, 4, cfg.sim.image_size)
+    bcfg = BackboneConfig(cfg.pretrain.d_model, cfg.pretrain.layers, 4, cfg.sim.image_size,
+                          grid=cfg.pretrain.grid, keypoints=cfg.pretrain.keypoints)
     res = learned_policies(bcfg, cfg.pretrain, cfg.finetune, cfg.eval, seed=ctx.seed, log=ctx.log)
     out = {
         "success": {},

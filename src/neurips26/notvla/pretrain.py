@@ -27,7 +27,7 @@ from neurips26.notvla.backbone import BackboneConfig, TinyVLM, Vocab
 from neurips26.notvla.camera import Camera, CameraShift
 from neurips26.notvla.language import COLOUR_SYNONYMS, SHAPE_SYNONYMS
 from neurips26.notvla.scene import COLOURS, render
-from neurips26.notvla.sim import TEMPLATES, sample_scene
+from neurips26.notvla.sim import EE_START, TEMPLATES, sample_scene
 
 POINT_TOL = 4
 PROBES = ("attribute", "counting", "relation", "pointing", "depth", "caption")
@@ -56,17 +56,27 @@ class Sample:
     weights: tuple | None = None  # per answer token loss weight (None: 1 each; <eos> always 1)
 
 
-def scene_pool(n: int, rng: np.random.Generator, image_size: int = 64):
-    """``n`` rendered scenes with random cameras: images (n, H, W, 3) uint8 and scene records."""
+def scene_pool(n: int, rng: np.random.Generator, image_size: int = 64, robot_views: float = 0.0):
+    """``n`` rendered scenes with random cameras: images (n, H, W, 3) uint8 and scene records.
+
+    ``robot_views``: the fraction of scenes seen from the robot's head pose (the unshifted camera) with the
+    grey gripper drawn somewhere above the workspace, as robot frames look (all 8 colours, no episodes).
+    """
     images = np.empty((n, image_size, image_size, 3), np.uint8)
     scenes = []
     for i in range(n):
-        shift = CameraShift(
-            float(rng.uniform(-35, 35)), float(rng.uniform(-12, 12)), float(rng.uniform(0.8, 1.2))
-        )
+        robot = robot_views > 0 and rng.random() < robot_views
+        if robot:
+            shift = CameraShift()
+        else:
+            shift = CameraShift(
+                float(rng.uniform(-35, 35)), float(rng.uniform(-12, 12)), float(rng.uniform(0.8, 1.2))
+            )
         cam = Camera(image_size, shift=shift)
         objs, _ = sample_scene(rng, TEMPLATES[int(rng.integers(4))], tuple(COLOURS))
-        v = render(cam, objs)
+        ee = (rng.uniform((0.25, -0.25, 0.08), (0.65, 0.25, 0.3)) if rng.random() < 0.8 else np.array(EE_START)
+              ) if robot else None
+        v = render(cam, objs, ee)
         images[i] = v["rgb"]
         rec = []
         for o in objs:
@@ -167,6 +177,8 @@ class PretrainSettings:
     per_sample: bool = True  # loss = mean over samples of each answer's mean token CE
     grounding_weight: float = 2.0  # pointing and depth questions drawn this many times as often
     seed: int = 0
+    robot_views: float = 0.0  # fraction of the scenes seen from the robot's head camera (``scene_pool``)
+    numeric_sigma: float = 0.0  # integer answers: Gaussian soft targets of this width in value units (0: CE)
 
 
 def batch_tensors(vocab: Vocab, samples: list[Sample], images: np.ndarray, n_visual: int = 16):
@@ -201,7 +213,19 @@ def answer_weights(samples: list[Sample], tg: torch.Tensor) -> torch.Tensor | No
     return w
 
 
-def lm_loss(model: TinyVLM, imgs, tok, pre, tg, per_sample: bool = False, weights=None) -> torch.Tensor:
+def numeric_targets(vocab: Vocab, sigma: float) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """For ``lm_loss``'s ``soft``: (value of each vocabulary id, -1 when not an integer token 0-100; the
+    ids of the integer tokens in value order), or None when ``sigma`` is 0."""
+    if sigma <= 0:
+        return None
+    ids = torch.tensor([vocab.index[str(i)] for i in range(101)])
+    value = torch.full((len(vocab),), -1.0)
+    value[ids] = torch.arange(101, dtype=torch.float32)
+    return value, ids
+
+
+def lm_loss(model: TinyVLM, imgs, tok, pre, tg, per_sample: bool = False, weights=None, soft=None,
+            sigma: float = 0.0) -> torch.Tensor:
     """Next-token cross-entropy over the answer positions (the head runs at those positions only).
 
     ``per_sample=False``: the mean over all answer tokens of the batch (= the cross-entropy of the full
@@ -211,7 +235,21 @@ def lm_loss(model: TinyVLM, imgs, tok, pre, tg, per_sample: bool = False, weight
     """
     keep = tg != -100
     h = model.hidden(imgs, tok, pre)[:, model.n_visual :][keep]
-    ce = F.cross_entropy(model.logits(h), tg[keep], reduction="none")
+    logits = model.logits(h)
+    ce = F.cross_entropy(logits, tg[keep], reduction="none")
+    if soft is not None and sigma > 0:
+        # integer answers (pointing / depth digits, counts): cross-entropy against a Gaussian over the
+        # neighbouring integers, q_n ~ exp(-(n - y)^2 / (2 sigma^2)) (ASSUMPTION; the plain CE treats 41 and
+        # 42 as unrelated classes), CE_t = -sum_n q_n log p_n
+        value, ids = soft
+        y = value[tg[keep]]
+        num = y >= 0
+        if num.any():
+            q = torch.exp(-((torch.arange(101.0)[None] - y[num, None]) ** 2) / (2 * sigma**2))
+            q = q / q.sum(1, keepdim=True)
+            logp = F.log_softmax(logits[num], -1)[:, ids]
+            ce = ce.clone()
+            ce[num] = -(q * logp).sum(1)
     if weights is not None:
         if per_sample:
             raise ValueError("token weights apply to the token-mean loss (per_sample=False)")
@@ -238,6 +276,7 @@ def train_steps(
     warmup: float = 0.0,
     per_sample: bool = False,
     weights=None,
+    sigma: float = 0.0,
 ) -> list[float]:
     """AdamW with a cosine schedule over ``steps`` (the one optimiser of the matched protocol).
 
@@ -252,6 +291,7 @@ def train_steps(
         opt, lambda s: min(1.0, (s + 1) / w) * 0.5 * (1 + math.cos(math.pi * s / max(steps, 1)))
     )
     probs = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    soft = numeric_targets(vocab, sigma)
     losses = []
     model.train()
     for s in range(steps):
@@ -260,8 +300,9 @@ def train_steps(
         else:
             idx = torch.multinomial(probs, batch, replacement=True, generator=g).tolist()
         chosen = [samples[i] for i in idx]
-        b = batch_tensors(vocab, chosen, images)
-        loss = lm_loss(model, *b, per_sample=per_sample, weights=answer_weights(chosen, b[3]))
+        b = batch_tensors(vocab, chosen, images, model.n_visual)
+        loss = lm_loss(model, *b, per_sample=per_sample, weights=answer_weights(chosen, b[3]), soft=soft,
+                       sigma=sigma)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -291,7 +332,7 @@ def pretrain(bcfg: BackboneConfig, settings: PretrainSettings, cache: bool = Tru
         return model, vocab, {"cached": True, "final_loss": state["final_loss"]}
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    images, scenes = scene_pool(settings.scenes, rng, bcfg.image_size)
+    images, scenes = scene_pool(settings.scenes, rng, bcfg.image_size, settings.robot_views)
     samples = [
         q for i, rec in enumerate(scenes) for q in questions(rec, rng, i, settings.questions_per_scene)
     ]
@@ -301,7 +342,7 @@ def pretrain(bcfg: BackboneConfig, settings: PretrainSettings, cache: bool = Tru
     weights = [gw if q.kind in ("pointing", "depth") else 1.0 for q in samples]
     losses = train_steps(
         model, vocab, samples, images, settings.steps, settings.batch, settings.lr, settings.seed, log,
-        warmup=settings.warmup, per_sample=settings.per_sample, weights=weights,
+        warmup=settings.warmup, per_sample=settings.per_sample, weights=weights, sigma=settings.numeric_sigma,
     )
     final = float(np.mean(losses[-50:]))
     if cache:
