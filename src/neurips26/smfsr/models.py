@@ -160,23 +160,34 @@ class SRBackbone(nn.Module):
         """u(z, r, t | lr) with one interval for the whole batch: ``r``, ``t`` Python floats or 0-d
         tensors (their dtype is the time dtype; floats take ``z``'s). Equal to
         ``forward(z, r.expand(B), t.expand(B), lr)``; the conditioning is cached when no gradient is
-        being recorded (see the module docstring)."""
+        being recorded (see the module docstring). Pass host floats (as ``euler_sample`` does): a 0-d
+        device tensor is read back to the host for the checks and the cache key (one sync each)."""
         self.check_inputs(z, None, None, lr)
-        r = r if isinstance(r, torch.Tensor) else torch.tensor(float(r), dtype=z.dtype)
-        t = t if isinstance(t, torch.Tensor) else torch.tensor(float(t), dtype=z.dtype)
-        if r.ndim != 0 or t.ndim != 0:
-            raise ValueError(f"forward_at takes one interval (0-d r and t), got shapes {tuple(r.shape)} "
-                             f"and {tuple(t.shape)}")
-        fr, ft = float(r), float(t)
+        times = []
+        for name, x in (("r", r), ("t", t)):
+            if isinstance(x, torch.Tensor):
+                if x.ndim != 0:
+                    raise ValueError(f"forward_at takes one interval (0-d r and t), got shapes "
+                                     f"{tuple(torch.as_tensor(r).shape)} and {tuple(torch.as_tensor(t).shape)}")
+                times.append((float(x), x.dtype, x))
+            else:
+                times.append((float(x), z.dtype, None))
+        (fr, r_dtype, r_tensor), (ft, t_dtype, t_tensor) = times
         if not (math.isfinite(fr) and math.isfinite(ft)):
             raise ValueError("r and t must be finite")
         if not (-1e-6 <= fr <= ft + 1e-6 and ft <= 1 + 1e-6):
             raise ValueError(f"need 0 <= r <= t <= 1, got r = {fr:.4g}, t = {ft:.4g}")
         B = z.shape[0]
+
+        def interval():  # (B,) time vectors on z's device (built only when the conditioning is computed)
+            rr = r_tensor if r_tensor is not None else torch.tensor(fr, dtype=r_dtype)
+            tt = t_tensor if t_tensor is not None else torch.tensor(ft, dtype=t_dtype)
+            return rr.to(z.device).expand(B), tt.to(z.device).expand(B)
+
         if torch.is_grad_enabled():
-            return self.trunk(z, lr, self.conditioning(r.expand(B), t.expand(B)))
+            return self.trunk(z, lr, self.conditioning(*interval()))
         params = self.conditioning_parameters()
-        key = (fr, ft, r.dtype, t.dtype, B, str(z.device), self.temb.mode)
+        key = (fr, ft, r_dtype, t_dtype, B, str(z.device), self.temb.mode)
         valid = tuple((p._version, p.data_ptr(), p.dtype) for p in params)
         cache = _COND_CACHE.get(self)
         if cache is None:
@@ -186,7 +197,7 @@ class SRBackbone(nn.Module):
             cache.move_to_end(key)
             cond = hit[2]
         else:
-            cond = self.conditioning(r.to(z.device).expand(B), t.to(z.device).expand(B))
+            cond = self.conditioning(*interval())
             cache[key] = (params, valid, cond)
             while len(cache) > COND_CACHE_SIZE:
                 cache.popitem(last=False)

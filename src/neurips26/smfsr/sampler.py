@@ -39,15 +39,24 @@ def euler_sample(u_fn: Callable, z1: torch.Tensor, y, num_steps: int = 1) -> tor
     at = getattr(u_fn, "forward_at", None)
     B = z1.shape[0]
     if num_steps == 1:  # the grid is [0, 1]: z_0 = z_1 - u(z_1, 0, 1) (the same values, no grid)
+        if at is not None:  # host floats: no device read-back for the interval
+            return z1 - at(z1, 0.0, 1.0, y)
         zero = torch.zeros((), dtype=z1.dtype, device=z1.device)
         one = torch.ones((), dtype=z1.dtype, device=z1.device)
-        return z1 - (at(z1, zero, one, y) if at is not None else u_fn(z1, zero.expand(B), one.expand(B), y))
-    grid = cosine_grid(num_steps, dtype=z1.dtype).to(z1.device)
+        return z1 - u_fn(z1, zero.expand(B), one.expand(B), y)
+    grid = cosine_grid(num_steps, dtype=z1.dtype)  # on the host
     z = z1
+    if at is not None:
+        # host floats for forward_at (exact: the grid's values in z's dtype) and the step lengths
+        # t_cur - t_next computed in z's dtype, as the tensor loop below does
+        times, steps = grid.tolist(), (grid[1:] - grid[:-1]).tolist()
+        for i in range(num_steps, 0, -1):
+            z = z - steps[i - 1] * at(z, times[i - 1], times[i], y)
+        return z
+    grid = grid.to(z1.device)
     for i in range(num_steps, 0, -1):
         t_cur, t_next = grid[i], grid[i - 1]
-        u = at(z, t_next, t_cur, y) if at is not None else u_fn(z, t_next.expand(B), t_cur.expand(B), y)
-        z = z - (t_cur - t_next) * u
+        z = z - (t_cur - t_next) * u_fn(z, t_next.expand(B), t_cur.expand(B), y)
     return z
 
 
