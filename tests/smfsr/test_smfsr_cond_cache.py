@@ -198,3 +198,20 @@ def test_sampler_passes_host_floats_to_forward_at(monkeypatch, steps):
     grid = cosine_grid(steps, dtype=z.dtype).tolist()
     assert seen == [(grid[i - 1], grid[i]) for i in range(steps, 0, -1)]
     assert all(type(r) is float and type(t) is float for r, t in seen)
+
+
+@pytest.mark.parametrize("name, C, H", [("mlp", 1, 16), ("dit", 3, 16), ("unet", 3, 16)])
+@pytest.mark.parametrize("student", [True, False])
+def test_cache_key_lists_exactly_the_parameters_conditioning_reads(name, C, H, student):
+    """conditioning_parameters() (the cache's validity key) == the parameters autograd reaches from the
+    conditioning's outputs: none missing (a stale cache) and none extra."""
+    m = _model(name, C, H, student)
+    params = dict(m.named_parameters())
+    cond = m.conditioning(torch.full((3,), 0.2), torch.full((3,), 0.9))
+    flat = [x for mods in cond for x in mods]
+    total = sum(x.sum() for x in flat)
+    grads = torch.autograd.grad(total, list(params.values()), allow_unused=True)
+    reached = {id(p) for p, g in zip(params.values(), grads) if g is not None}
+    keyed = [id(p) for p in m.conditioning_parameters()]
+    assert len(keyed) == len(set(keyed))
+    assert set(keyed) == reached

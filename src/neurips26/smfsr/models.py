@@ -34,6 +34,7 @@ import copy
 import math
 import weakref
 from collections import OrderedDict
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -139,8 +140,19 @@ class SRBackbone(nn.Module):
         return self.temb.mode
 
     # the interval / trunk split (per backbone): forward == trunk(z, lr, conditioning(r, t))
-    def conditioning(self, r: torch.Tensor, t: torch.Tensor) -> tuple:
+    def modulators(self) -> list[tuple[Callable, nn.Module]]:
+        """(modulation fn, the module it reads) per modulated block in trunk order: the one list that both
+        ``conditioning`` and ``conditioning_parameters`` (the cache key) walk, so they cannot diverge."""
         raise NotImplementedError
+
+    def modulation_input(self, temb: torch.Tensor) -> torch.Tensor:
+        """What the modulation fns take: the interval embedding (DiT's adaLN has its own SiLU)."""
+        return F.silu(temb)
+
+    def conditioning(self, r: torch.Tensor, t: torch.Tensor) -> tuple:
+        """Everything the trunk needs from (r, t): one modulation tuple per entry of ``modulators``."""
+        e = self.modulation_input(self.temb(r, t))
+        return tuple(fn(e) for fn, _ in self.modulators())
 
     def trunk(self, z: torch.Tensor, lr: torch.Tensor, cond: tuple) -> torch.Tensor:
         raise NotImplementedError
@@ -150,8 +162,9 @@ class SRBackbone(nn.Module):
         return self.trunk(z, lr, self.conditioning(r, t))
 
     def conditioning_parameters(self) -> list[nn.Parameter]:
-        """The parameters ``conditioning`` reads (the cache's validity key)."""
-        return _params(self.temb)
+        """The parameters ``conditioning`` reads (the cache's validity key): the interval embedding's and
+        those of every module in ``modulators``."""
+        return _params(self.temb, *(m for _, m in self.modulators()))
 
     def clear_interval_cache(self) -> None:
         _COND_CACHE.pop(self, None)
@@ -251,12 +264,8 @@ class MLPBackbone(SRBackbone):
         self.blocks = nn.ModuleList([FiLMBlock(width, emb) for _ in range(depth)])
         self.out = nn.Linear(width, d)
 
-    def conditioning(self, r, t):
-        e = F.silu(self.temb(r, t))
-        return tuple(blk.modulation(e) for blk in self.blocks)
-
-    def conditioning_parameters(self):
-        return _params(self.temb, *(blk.film for blk in self.blocks))
+    def modulators(self):
+        return [(blk.modulation, blk.film) for blk in self.blocks]
 
     def trunk(self, z, lr, cond):
         B, C = lr.shape[:2]
@@ -331,12 +340,14 @@ class TinyDiT4SR(SRBackbone):
     def tokens(self, img, stream: int):
         return self.embed(img).flatten(2).transpose(1, 2) + self.pos + self.stream[stream]
 
-    def conditioning(self, r, t):
-        c = self.temb(r, t)
-        return tuple(blk.modulation(c) for blk in self.blocks) + (tuple(self.final_ada(c).chunk(2, dim=-1)),)
+    def modulation_input(self, temb):
+        return temb
 
-    def conditioning_parameters(self):
-        return _params(self.temb, *(blk.ada for blk in self.blocks), self.final_ada)
+    def final_modulation(self, c):
+        return tuple(self.final_ada(c).chunk(2, dim=-1))
+
+    def modulators(self):
+        return [(blk.modulation, blk.ada) for blk in self.blocks] + [(self.final_modulation, self.final_ada)]
 
     def trunk(self, z, lr, cond):
         n = self.grid ** 2
@@ -390,12 +401,8 @@ class UNetSR(SRBackbone):
         if z.shape[-1] % 2 or z.shape[-2] % 2:
             raise ValueError(f"the unet backbone needs an even HR size, got {tuple(z.shape[-2:])}")
 
-    def conditioning(self, r, t):
-        e = F.silu(self.temb(r, t))
-        return tuple(blk.modulation(e) for blk in (self.d1, self.mid, self.u1))
-
-    def conditioning_parameters(self):
-        return _params(self.temb, *(blk.film for blk in (self.d1, self.mid, self.u1)))
+    def modulators(self):
+        return [(blk.modulation, blk.film) for blk in (self.d1, self.mid, self.u1)]
 
     def trunk(self, z, lr, cond):
         (m1, mm, mu) = cond
