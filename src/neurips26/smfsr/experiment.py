@@ -77,7 +77,8 @@ class TrainConfig:
                              # a 1,200-step stage keeps 30% of the teacher init (training.EMA)
     refine: RefineConfig = RefineConfig()
     ablations: tuple = ()    # names in ABLATIONS run after stage 2 (quick: none, for the time budget)
-    resshift: bool = True    # the ResShift (T = 15) and SinSR (1 step) baselines
+    resshift: bool = False   # the ResShift (T = 15) and SinSR (1 step) baselines (smoke, mid, full; not quick:
+                             # under load quick's 170 CPU s are spent before them, 0 steps in the h12 run)
     resshift_steps: int | None = None  # None: the teacher's step count (both are trained from scratch alike)
     sinsr_steps: int | None = None     # None: the SplitMeanFlow stage's seconds (equal-time distillation,
                                        # as MeanFlow-JVP; a SinSR step rolls the 15-step teacher out)
@@ -129,15 +130,20 @@ class Config:
 CONFIGS = {
     "smoke": Config(data=DataConfig(n_train=256, n_test=32),
                     train=TrainConfig(batch=32, teacher_steps=10, smf_steps=10, gan_steps=2, jvp_steps=5,
-                                      ablations=tuple(ABLATIONS), resshift_steps=5, sinsr_steps=3),
+                                      ablations=tuple(ABLATIONS), resshift=True, resshift_steps=5, sinsr_steps=3),
                     eval=EvalConfig(k_seeds=2, teacher_steps=3, n_diversity=16, swd_max_desc=256),
                     time_budget_s=600.0),
     # verdicts over 3 training seeds (each with K = 8 noise seeds), run side by side
     "quick": Config(seeds=(0, 1, 2), seed_backend="process"),
+    # quick plus the stage-2 ablations and the ResShift / SinSR baselines, the budget grown by their shares
+    # (0.2 x 3 + 0.1 + 0.15 of quick's 170 s)
+    "mid": Config(seeds=(0, 1, 2), seed_backend="process",
+                  train=TrainConfig(ablations=tuple(ABLATIONS), resshift=True),
+                  time_budget_s=170.0 * 1.85),
     "full": Config(backbone="dit",
                    data=DataConfig(channels=3, patch=64, crop=256, n_train=100000, n_test=2000),
                    train=TrainConfig(teacher_steps=30000, smf_steps=30000, gan_steps=10000,
-                                     ablations=tuple(ABLATIONS),
+                                     ablations=tuple(ABLATIONS), resshift=True,
                                      refine=RefineConfig(disc_img=64, fake_lr=1e-4)),
                    eval=EvalConfig(teacher_steps=20), time_budget_s=float("inf"), seeds=(0, 1, 2),
                    threads=None),
