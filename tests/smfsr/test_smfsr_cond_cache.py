@@ -177,3 +177,41 @@ def test_sampler_equals_the_uncached_sampler(steps):
                 x = x - (grid[i] - grid[i - 1]) * m(x, grid[i - 1].expand(B), grid[i].expand(B), lr)
         ref = adain_color_fix(x, ref_stats=reference_stats(lr))
     assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_sampler_passes_host_floats_to_forward_at(monkeypatch, steps):
+    """The sampler hands ``forward_at`` Python floats (no 0-d device tensor to read back per grid step),
+    the grid's values in the model's dtype."""
+    from neurips26.smfsr.flows import cosine_grid
+    m = _model("mlp", 1, 16)
+    z, lr = _inputs(1, 16)
+    seen = []
+    orig = m.forward_at
+
+    def spy(z_, r, t, lr_):
+        seen.append((r, t))
+        return orig(z_, r, t, lr_)
+
+    monkeypatch.setattr(m, "forward_at", spy)
+    super_resolve(m, lr, steps, noise=z)
+    grid = cosine_grid(steps, dtype=z.dtype).tolist()
+    assert seen == [(grid[i - 1], grid[i]) for i in range(steps, 0, -1)]
+    assert all(type(r) is float and type(t) is float for r, t in seen)
+
+
+@pytest.mark.parametrize("name, C, H", [("mlp", 1, 16), ("dit", 3, 16), ("unet", 3, 16)])
+@pytest.mark.parametrize("student", [True, False])
+def test_cache_key_lists_exactly_the_parameters_conditioning_reads(name, C, H, student):
+    """conditioning_parameters() (the cache's validity key) == the parameters autograd reaches from the
+    conditioning's outputs: none missing (a stale cache) and none extra."""
+    m = _model(name, C, H, student)
+    params = dict(m.named_parameters())
+    cond = m.conditioning(torch.full((3,), 0.2), torch.full((3,), 0.9))
+    flat = [x for mods in cond for x in mods]
+    total = sum(x.sum() for x in flat)
+    grads = torch.autograd.grad(total, list(params.values()), allow_unused=True)
+    reached = {id(p) for p, g in zip(params.values(), grads) if g is not None}
+    keyed = [id(p) for p in m.conditioning_parameters()]
+    assert len(keyed) == len(set(keyed))
+    assert set(keyed) == reached

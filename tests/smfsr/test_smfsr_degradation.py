@@ -22,6 +22,24 @@ def test_check9_shape_grid_and_seed():
     assert not torch.equal(a, c)
 
 
+@pytest.mark.parametrize("channels, use_jpeg", [(1, True), (3, True), (3, False)])
+def test_blocked_degradation_is_bitwise_the_one_call(channels, use_jpeg):
+    """The per-sample steps run in blocks (``block``) give bitwise the single-block result (block >= B: every
+    step on the whole batch at once, the pre-blocking code path), and the same random-number consumption
+    (the generator ends in the same state)."""
+    hr = torch.rand(37, channels, 64, 64, generator=torch.Generator().manual_seed(3))
+    cfg = DegradationConfig(jpeg=use_jpeg)
+    outs, states = [], []
+    for block in (1000, 16, 5):
+        g = torch.Generator().manual_seed(11)
+        outs.append(degrade(hr, g, cfg, block=block))
+        states.append(g.get_state())
+    assert all(torch.equal(o, outs[0]) for o in outs[1:])
+    assert all(torch.equal(s, states[0]) for s in states[1:])
+    with pytest.raises(ValueError, match="block"):
+        degrade(hr, torch.Generator(), cfg, block=0)
+
+
 def test_check9_kernels_sum_to_one():
     g = torch.Generator().manual_seed(0)
     for cfg in (KernelConfig(), KernelConfig(sigma=(0.2, 1.5), sinc_prob=1.0)):

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from neurips26.harness.validation import check_scalar
 from neurips26.smfsr.base import SCALE, check_image
 
 KMAX = 21
@@ -86,15 +87,26 @@ def _size_mask(sizes: torch.Tensor) -> torch.Tensor:
     return (xx.abs()[None] <= half) & (yy.abs()[None] <= half)
 
 
-def sinc_kernels(cutoff: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """Circular low-pass kernels c J1(c r) / (2 pi r) (centre c^2 / (4 pi)), (B, 21, 21), sum 1."""
+def _radii() -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct radii of the 21 x 21 grid (66 of 441 taps) and each tap's index into them."""
     xx, yy = _grid()
-    rr = torch.sqrt(xx ** 2 + yy ** 2)[None]
-    c = cutoff[:, None, None]
-    safe = torch.where(rr == 0, torch.ones_like(rr), rr)
+    r2 = (xx ** 2 + yy ** 2).flatten()
+    u, inv = torch.unique(r2, return_inverse=True)
+    return torch.sqrt(u), inv
+
+
+_RADII = _radii()
+
+
+def sinc_kernels(cutoff: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """Circular low-pass kernels c J1(c r) / (2 pi r) (centre c^2 / (4 pi)), (B, 21, 21), sum 1. The Bessel
+    function is evaluated once per distinct radius and spread to the taps (the same values per tap)."""
+    ru, inv = _RADII
+    c = cutoff[:, None]
+    safe = torch.where(ru == 0, torch.ones_like(ru), ru)
     k = c * torch.special.bessel_j1(c * safe) / (2 * math.pi * safe)
-    k = torch.where(rr == 0, c ** 2 / (4 * math.pi), k)
-    k = k * _size_mask(sizes)
+    k = torch.where(ru == 0, c ** 2 / (4 * math.pi), k)
+    k = k[:, inv].view(-1, KMAX, KMAX) * _size_mask(sizes)
     return k / k.sum((1, 2), keepdim=True)
 
 
@@ -125,7 +137,8 @@ def random_kernels(n: int, cfg: KernelConfig, g: torch.Generator) -> torch.Tenso
         lo = torch.where(sizes < 13, torch.full((n,), math.pi / 3, dtype=torch.float64),
                          torch.full((n,), math.pi / 5, dtype=torch.float64))
         cutoff = lo + (math.pi - lo) * torch.rand(n, generator=g, dtype=torch.float64)
-        k = torch.where(use_sinc[:, None, None], sinc_kernels(cutoff, sizes), k)
+        idx = torch.nonzero(use_sinc).flatten()  # sinc kernels only where used (the same values)
+        k[idx] = sinc_kernels(cutoff[idx], sizes[idx])
     return k
 
 
@@ -133,11 +146,12 @@ def final_sinc_kernels(n: int, prob: float, g: torch.Generator) -> torch.Tensor:
     """Final-stage kernels: sinc (size odd 7..21, cutoff U(pi/3, pi)) with prob ``prob``, else identity."""
     sizes = 2 * torch.randint(3, 11, (n,), generator=g) + 1
     cutoff = _uniform(n, math.pi / 3, math.pi, g)
-    k = sinc_kernels(cutoff, sizes)
-    pulse = torch.zeros(1, KMAX, KMAX, dtype=torch.float64)
-    pulse[0, KMAX // 2, KMAX // 2] = 1.0
     use = torch.rand(n, generator=g, dtype=torch.float64) < prob
-    return torch.where(use[:, None, None], k, pulse)
+    k = torch.zeros(n, KMAX, KMAX, dtype=torch.float64)
+    k[:, KMAX // 2, KMAX // 2] = 1.0  # the identity (pulse) kernel
+    idx = torch.nonzero(use).flatten()
+    k[idx] = sinc_kernels(cutoff[idx], sizes[idx])
+    return k
 
 
 def filter2d_direct(img: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
@@ -337,42 +351,79 @@ def _jpeg_q(B, rng, g):
     return torch.randint(int(rng[0]), int(rng[1]) + 1, (B,), generator=g).tolist()
 
 
+DEGRADE_BLOCK = 64  # samples per block of the deterministic per-sample steps (no effect on the output)
+
+
+def _blocked(fn, n: int, block: int) -> torch.Tensor:
+    """``fn(slice)`` over consecutive blocks of ``block`` of the ``n`` samples, concatenated. Every step run
+    this way is per-sample independent (blur, resize, JPEG), so the result equals ``fn(slice(0, n))``
+    bitwise; the blocks keep the FFT / DCT intermediates cache-sized (on one core a 512-sample 64 x 64 RGB
+    blur is ~2.7x faster in blocks of 16-64 than in one call)."""
+    if n <= block:
+        return fn(slice(0, n))
+    return torch.cat([fn(slice(i, min(i + block, n))) for i in range(0, n, block)])
+
+
+def _blur_subset(x: torch.Tensor, kernels: torch.Tensor, use: torch.Tensor) -> torch.Tensor:
+    """``x`` with the samples where ``use`` blurred by their kernels (the others unchanged)."""
+    idx = torch.nonzero(use).flatten()
+    if idx.numel() == 0:
+        return x
+    if idx.numel() == x.shape[0]:
+        return filter2d(x, kernels)
+    x = x.clone()
+    x[idx] = filter2d(x[idx], kernels[idx])
+    return x
+
+
 def degrade(hr: torch.Tensor, generator: torch.Generator, cfg: DegradationConfig | None = None,
-            scale: int = SCALE) -> torch.Tensor:
-    """LR (B, C, H/4, W/4) on the 8-bit grid from HR (B, C, H, W) in [0, 1] (the module docstring's order)."""
+            scale: int = SCALE, block: int = DEGRADE_BLOCK) -> torch.Tensor:
+    """LR (B, C, H/4, W/4) on the 8-bit grid from HR (B, C, H, W) in [0, 1] (the module docstring's order).
+
+    Every random draw is made for the whole batch in the order below (the random-resize scales and modes
+    once per batch); the per-sample deterministic steps then run in blocks of ``block`` samples, which
+    changes nothing in the output (bitwise; tested) but keeps the working set in cache."""
     cfg = cfg or DegradationConfig()
     hr = check_image(hr, "hr", min_size=2 * scale)
+    block = check_scalar(block, "block", int, min=1)
     H, W = hr.shape[-2:]
     if H % scale or W % scale:
         raise ValueError(f"hr size {(H, W)} must be divisible by the scale {scale}")
     g = generator
     B = hr.shape[0]
-    x = filter2d(hr, random_kernels(B, cfg.kernel1, g))
+    k1 = random_kernels(B, cfg.kernel1, g)
     s1 = _random_scale(cfg.resize_prob, cfg.resize_range, g)
-    x = _resize(x, scale=s1, mode=_random_mode(g))
+    mode1 = _random_mode(g)
+    x = _blocked(lambda sl: _resize(filter2d(hr[sl], k1[sl]), scale=s1, mode=mode1), B, block)
     x = add_noise(x, g, cfg.gaussian_noise_prob, cfg.noise_range, cfg.poisson_scale_range,
                   cfg.gray_noise_prob)
     if cfg.jpeg:
-        x = jpeg(x, _jpeg_q(B, cfg.jpeg_range, g))
+        q1 = _jpeg_q(B, cfg.jpeg_range, g)
+        x = _blocked(lambda sl: jpeg(x[sl], q1[sl]), B, block)
     else:
         x = x.clamp(0, 1)
     k2 = random_kernels(B, cfg.kernel2, g)
-    use2 = torch.nonzero(torch.rand(B, generator=g, dtype=torch.float64) < cfg.second_blur_prob).flatten()
-    if use2.numel():
-        x = x.clone()
-        x[use2] = filter2d(x[use2], k2[use2])
+    use2 = torch.rand(B, generator=g, dtype=torch.float64) < cfg.second_blur_prob
     s2 = _random_scale(cfg.resize_prob2, cfg.resize_range2, g)
     size2 = (max(1, int(H / scale * s2)), max(1, int(W / scale * s2)))
-    x = _resize(x, size=size2, mode=_random_mode(g))
+    mode2 = _random_mode(g)
+    x = _blocked(lambda sl: _resize(_blur_subset(x[sl], k2[sl], use2[sl]), size=size2, mode=mode2), B, block)
     x = add_noise(x, g, cfg.gaussian_noise_prob2, cfg.noise_range2, cfg.poisson_scale_range2,
                   cfg.gray_noise_prob2)
     ks = final_sinc_kernels(B, cfg.final_sinc_prob, g)
     mode = _random_mode(g)
     q2 = _jpeg_q(B, cfg.jpeg_range2, g)
-    if float(torch.rand(1, generator=g)) < 0.5:
-        x = filter2d(_resize(x, size=(H // scale, W // scale), mode=mode), ks)
-        x = jpeg(x, q2) if cfg.jpeg else x
-    else:
-        x = jpeg(x, q2) if cfg.jpeg else x
-        x = filter2d(_resize(x, size=(H // scale, W // scale), mode=mode), ks)
-    return (x.clamp(0, 1) * 255.0).round() / 255.0
+    sinc_first = float(torch.rand(1, generator=g)) < 0.5
+    out = (H // scale, W // scale)
+
+    def final(sl):
+        y = x[sl]
+        if sinc_first:
+            y = filter2d(_resize(y, size=out, mode=mode), ks[sl])
+            y = jpeg(y, q2[sl]) if cfg.jpeg else y
+        else:
+            y = jpeg(y, q2[sl]) if cfg.jpeg else y
+            y = filter2d(_resize(y, size=out, mode=mode), ks[sl])
+        return (y.clamp(0, 1) * 255.0).round() / 255.0
+
+    return _blocked(final, B, block)

@@ -14,6 +14,7 @@ only: the training noise of one run is not covered — the README says which).
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -28,7 +29,8 @@ from neurips26.smfsr.data import PoolConfig, get_pool
 from neurips26.smfsr.metrics import fid, gmsd, haarpsi, hf_ratio, kid, ms_ssim, psnr, ssim, swd
 from neurips26.smfsr.models import build_backbone, make_student
 from neurips26.smfsr.refine import RefineConfig, refine
-from neurips26.smfsr.sampler import diversity, reference_stats, super_resolve
+from neurips26.smfsr.resshift import ResShiftSchedule, resshift_sample, sinsr_sample, train_resshift, train_sinsr
+from neurips26.smfsr.sampler import adain_color_fix, diversity, reference_stats, super_resolve
 from neurips26.smfsr.training import train_meanflow, train_splitmeanflow, train_teacher
 
 # verdict thresholds (config knobs of the claims; used by statements and checks alike)
@@ -75,6 +77,12 @@ class TrainConfig:
                              # a 1,200-step stage keeps 30% of the teacher init (training.EMA)
     refine: RefineConfig = RefineConfig()
     ablations: tuple = ()    # names in ABLATIONS run after stage 2 (quick: none, for the time budget)
+    resshift: bool = False   # the ResShift (T = 15) and SinSR (1 step) baselines (smoke, mid, full; not quick:
+                             # under load quick's 170 CPU s are spent before them, 0 steps in the h12 run)
+    resshift_steps: int | None = None  # None: the teacher's step count (both are trained from scratch alike)
+    sinsr_steps: int | None = None     # None: the SplitMeanFlow stage's seconds (equal-time distillation,
+                                       # as MeanFlow-JVP; a SinSR step rolls the 15-step teacher out)
+    resshift_schedule: ResShiftSchedule = ResShiftSchedule()
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,8 @@ class BudgetShares:
     gan: float = 0.2         # a GAN step (discriminator, VSD, MS-SSIM) costs ~10 stage-1 steps: on a
     direct: float = 0.1      # loaded box these two are cut first (their claims then say so)
     ablation: float = 0.2    # each stage-2 ablation (only when ``TrainConfig.ablations`` asks for them)
+    resshift: float = 0.1    # the ResShift baseline (from scratch, the teacher's steps)
+    sinsr: float = 0.15      # booked for SinSR, which trains for the seconds stage 1 took
 
 
 @dataclass(frozen=True)
@@ -120,15 +130,20 @@ class Config:
 CONFIGS = {
     "smoke": Config(data=DataConfig(n_train=256, n_test=32),
                     train=TrainConfig(batch=32, teacher_steps=10, smf_steps=10, gan_steps=2, jvp_steps=5,
-                                      ablations=tuple(ABLATIONS)),
+                                      ablations=tuple(ABLATIONS), resshift=True, resshift_steps=5, sinsr_steps=3),
                     eval=EvalConfig(k_seeds=2, teacher_steps=3, n_diversity=16, swd_max_desc=256),
                     time_budget_s=600.0),
     # verdicts over 3 training seeds (each with K = 8 noise seeds), run side by side
     "quick": Config(seeds=(0, 1, 2), seed_backend="process"),
+    # quick plus the stage-2 ablations and the ResShift / SinSR baselines, the budget grown by their shares
+    # (0.2 x 3 + 0.1 + 0.15 of quick's 170 s)
+    "mid": Config(seeds=(0, 1, 2), seed_backend="process",
+                  train=TrainConfig(ablations=tuple(ABLATIONS), resshift=True),
+                  time_budget_s=170.0 * 1.85),
     "full": Config(backbone="dit",
                    data=DataConfig(channels=3, patch=64, crop=256, n_train=100000, n_test=2000),
                    train=TrainConfig(teacher_steps=30000, smf_steps=30000, gan_steps=10000,
-                                     ablations=tuple(ABLATIONS),
+                                     ablations=tuple(ABLATIONS), resshift=True,
                                      refine=RefineConfig(disc_img=64, fake_lr=1e-4)),
                    eval=EvalConfig(teacher_steps=20), time_budget_s=float("inf"), seeds=(0, 1, 2),
                    threads=None),
@@ -208,11 +223,34 @@ def _run(cfg: Config, ctx) -> dict:
                                                   seed + 2, until(cfg.budget.ablation), clock=clock)
         ab_train[f"ablation_{name}"] = {**a_log.summary(), "seconds": a_log.seconds, "planned": tr.gan_steps}
         ctx.log(f"smfsr: stage-2 ablation {name}: {a_log.steps} steps")
+    rs_train, samplers = {}, {}
+    if tr.resshift:
+        sched = tr.resshift_schedule
+        rs = build_backbone(cfg.backbone, d.channels, d.patch)
+        rs_steps = tr.teacher_steps if tr.resshift_steps is None else tr.resshift_steps
+        r_log = train_resshift(rs, train_pool, rs_steps, tr.batch, tr.lr, sched, seed + 4,
+                               deadline=until(cfg.budget.resshift), clock=clock)
+        sin = copy.deepcopy(rs)  # SinSR's student starts from the ResShift teacher
+        sin_seconds = s_log.seconds if tr.sinsr_steps is None else None
+        n_log = train_sinsr(sin, rs, train_pool, tr.sinsr_steps, tr.batch, tr.lr, sched, seed + 5,
+                            deadline=until(cfg.budget.sinsr), clock=clock, seconds=sin_seconds)
+        rs_train = {"resshift": {**r_log.summary(), "seconds": r_log.seconds, "planned": rs_steps},
+                    "sinsr": {**n_log.summary(), "seconds": n_log.seconds}}
+        ctx.log(f"smfsr: ResShift {r_log.steps} steps, SinSR {n_log.steps} steps in {n_log.seconds:.1f}s")
+        stats = reference_stats(test.lr)  # the same AdaIN colour fix as every other sampler
+
+        def fixed(x):
+            return adain_color_fix(x, ref_stats=stats).clamp_(0, 1)
+
+        samplers = {f"resshift_{sched.steps}": lambda eps: fixed(resshift_sample(
+                        rs, test.lr, sched, noise=eps, generator=torch.Generator().manual_seed(seed),
+                        clamp=False)),
+                    "sinsr": lambda eps: fixed(sinsr_sample(sin, test.lr, sched, noise=eps, clamp=False))}
     train_seconds = clock() - t_start
     train_wall = time.perf_counter() - wall0
 
     methods = evaluate(cfg, test, teacher, smf1, smf2, jvp_ema.model, direct, seed, smf1_raw=student,
-                       extra=ablated)
+                       extra=ablated, samplers=samplers)
     samples = methods.pop("_samples")
     flat_frac = methods.pop("_flat_frac")
     if ctx.scale != "smoke":  # plots cost seconds the contract's smoke run does not have
@@ -226,7 +264,7 @@ def _run(cfg: Config, ctx) -> dict:
                   "gan": {**g_log.summary(), "seconds": g_log.seconds, "parts": g_parts,
                           "planned": tr.gan_steps},
                   "direct": {**dr_log.summary(), "seconds": dr_log.seconds, "planned": tr.gan_steps},
-                  **ab_train},
+                  **ab_train, **rs_train},
         "pool": {"train": {"n": len(train_pool), "cached": train_pool.cached, "seconds": train_pool.seconds},
                  "test": {"n": len(test), "cached": test.cached, "seconds": test.seconds}},
         "budget": {"time_budget_s": cfg.time_budget_s, "clock": cfg.budget_clock, "train_seconds": train_seconds,
@@ -234,7 +272,9 @@ def _run(cfg: Config, ctx) -> dict:
         "seconds": {"total": time.perf_counter() - wall0},
         "eval": {"flat_lr_frac": flat_frac, "n_diversity": min(cfg.eval.n_diversity, len(test))},
         "nfe": {"bicubic": 0, "direct": 1, "teacher_1": 1, "teacher_20": cfg.eval.teacher_steps, "smf1": 1,
-                "smf2": 1, "meanflow_jvp": 1},
+                "smf2": 1, "meanflow_jvp": 1,
+                **({f"resshift_{tr.resshift_schedule.steps}": tr.resshift_schedule.steps, "sinsr": 1}
+                   if tr.resshift else {})},
     }
 
 
@@ -257,7 +297,7 @@ def _other_scores(sr, hr, feats_hr) -> dict:
 
 
 def evaluate(cfg: Config, test, teacher, smf1, smf2, jvp, direct, seed: int, smf1_raw=None,
-             extra: dict | None = None) -> dict:
+             extra: dict | None = None, samplers: dict | None = None) -> dict:
     """Every method on the test pool; stochastic ones over K shared noise seeds (``per_noise`` lists of
     the claims' metrics; the other metrics on the first noise seed)."""
     hr, lr = test.hr, test.lr
@@ -279,6 +319,7 @@ def evaluate(cfg: Config, test, teacher, smf1, smf2, jvp, direct, seed: int, smf
         runners["smf1_raw"] = lambda eps: super_resolve(smf1_raw, lr, 1, noise=eps)
     for name, model in (extra or {}).items():  # stage-2 ablations (1 NFE from noise)
         runners[name] = lambda eps, model=model: super_resolve(model, lr, 1, noise=eps)
+    runners.update(samplers or {})  # other noise-started samplers eps -> SR (ResShift, SinSR)
     deterministic = ("bicubic", "direct", "smf1_lr_start")  # no noise input: scored once, repeated K times
     # AdaIN maps an output onto its reference's per-channel mean and std, so for an LR whose bicubic
     # reference is flat (std 0: e.g. a black 4 x 4 patch) every sample becomes that constant: zero

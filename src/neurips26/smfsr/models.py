@@ -34,6 +34,7 @@ import copy
 import math
 import weakref
 from collections import OrderedDict
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -139,8 +140,19 @@ class SRBackbone(nn.Module):
         return self.temb.mode
 
     # the interval / trunk split (per backbone): forward == trunk(z, lr, conditioning(r, t))
-    def conditioning(self, r: torch.Tensor, t: torch.Tensor) -> tuple:
+    def modulators(self) -> list[tuple[Callable, nn.Module]]:
+        """(modulation fn, the module it reads) per modulated block in trunk order: the one list that both
+        ``conditioning`` and ``conditioning_parameters`` (the cache key) walk, so they cannot diverge."""
         raise NotImplementedError
+
+    def modulation_input(self, temb: torch.Tensor) -> torch.Tensor:
+        """What the modulation fns take: the interval embedding (DiT's adaLN has its own SiLU)."""
+        return F.silu(temb)
+
+    def conditioning(self, r: torch.Tensor, t: torch.Tensor) -> tuple:
+        """Everything the trunk needs from (r, t): one modulation tuple per entry of ``modulators``."""
+        e = self.modulation_input(self.temb(r, t))
+        return tuple(fn(e) for fn, _ in self.modulators())
 
     def trunk(self, z: torch.Tensor, lr: torch.Tensor, cond: tuple) -> torch.Tensor:
         raise NotImplementedError
@@ -150,8 +162,9 @@ class SRBackbone(nn.Module):
         return self.trunk(z, lr, self.conditioning(r, t))
 
     def conditioning_parameters(self) -> list[nn.Parameter]:
-        """The parameters ``conditioning`` reads (the cache's validity key)."""
-        return _params(self.temb)
+        """The parameters ``conditioning`` reads (the cache's validity key): the interval embedding's and
+        those of every module in ``modulators``."""
+        return _params(self.temb, *(m for _, m in self.modulators()))
 
     def clear_interval_cache(self) -> None:
         _COND_CACHE.pop(self, None)
@@ -160,23 +173,34 @@ class SRBackbone(nn.Module):
         """u(z, r, t | lr) with one interval for the whole batch: ``r``, ``t`` Python floats or 0-d
         tensors (their dtype is the time dtype; floats take ``z``'s). Equal to
         ``forward(z, r.expand(B), t.expand(B), lr)``; the conditioning is cached when no gradient is
-        being recorded (see the module docstring)."""
+        being recorded (see the module docstring). Pass host floats (as ``euler_sample`` does): a 0-d
+        device tensor is read back to the host for the checks and the cache key (one sync each)."""
         self.check_inputs(z, None, None, lr)
-        r = r if isinstance(r, torch.Tensor) else torch.tensor(float(r), dtype=z.dtype)
-        t = t if isinstance(t, torch.Tensor) else torch.tensor(float(t), dtype=z.dtype)
-        if r.ndim != 0 or t.ndim != 0:
-            raise ValueError(f"forward_at takes one interval (0-d r and t), got shapes {tuple(r.shape)} "
-                             f"and {tuple(t.shape)}")
-        fr, ft = float(r), float(t)
+        times = []
+        for name, x in (("r", r), ("t", t)):
+            if isinstance(x, torch.Tensor):
+                if x.ndim != 0:
+                    raise ValueError(f"forward_at takes one interval (0-d r and t), got shapes "
+                                     f"{tuple(torch.as_tensor(r).shape)} and {tuple(torch.as_tensor(t).shape)}")
+                times.append((float(x), x.dtype, x))
+            else:
+                times.append((float(x), z.dtype, None))
+        (fr, r_dtype, r_tensor), (ft, t_dtype, t_tensor) = times
         if not (math.isfinite(fr) and math.isfinite(ft)):
             raise ValueError("r and t must be finite")
         if not (-1e-6 <= fr <= ft + 1e-6 and ft <= 1 + 1e-6):
             raise ValueError(f"need 0 <= r <= t <= 1, got r = {fr:.4g}, t = {ft:.4g}")
         B = z.shape[0]
+
+        def interval():  # (B,) time vectors on z's device (built only when the conditioning is computed)
+            rr = r_tensor if r_tensor is not None else torch.tensor(fr, dtype=r_dtype)
+            tt = t_tensor if t_tensor is not None else torch.tensor(ft, dtype=t_dtype)
+            return rr.to(z.device).expand(B), tt.to(z.device).expand(B)
+
         if torch.is_grad_enabled():
-            return self.trunk(z, lr, self.conditioning(r.expand(B), t.expand(B)))
+            return self.trunk(z, lr, self.conditioning(*interval()))
         params = self.conditioning_parameters()
-        key = (fr, ft, r.dtype, t.dtype, B, str(z.device), self.temb.mode)
+        key = (fr, ft, r_dtype, t_dtype, B, str(z.device), self.temb.mode)
         valid = tuple((p._version, p.data_ptr(), p.dtype) for p in params)
         cache = _COND_CACHE.get(self)
         if cache is None:
@@ -186,7 +210,7 @@ class SRBackbone(nn.Module):
             cache.move_to_end(key)
             cond = hit[2]
         else:
-            cond = self.conditioning(r.to(z.device).expand(B), t.to(z.device).expand(B))
+            cond = self.conditioning(*interval())
             cache[key] = (params, valid, cond)
             while len(cache) > COND_CACHE_SIZE:
                 cache.popitem(last=False)
@@ -240,12 +264,8 @@ class MLPBackbone(SRBackbone):
         self.blocks = nn.ModuleList([FiLMBlock(width, emb) for _ in range(depth)])
         self.out = nn.Linear(width, d)
 
-    def conditioning(self, r, t):
-        e = F.silu(self.temb(r, t))
-        return tuple(blk.modulation(e) for blk in self.blocks)
-
-    def conditioning_parameters(self):
-        return _params(self.temb, *(blk.film for blk in self.blocks))
+    def modulators(self):
+        return [(blk.modulation, blk.film) for blk in self.blocks]
 
     def trunk(self, z, lr, cond):
         B, C = lr.shape[:2]
@@ -320,12 +340,14 @@ class TinyDiT4SR(SRBackbone):
     def tokens(self, img, stream: int):
         return self.embed(img).flatten(2).transpose(1, 2) + self.pos + self.stream[stream]
 
-    def conditioning(self, r, t):
-        c = self.temb(r, t)
-        return tuple(blk.modulation(c) for blk in self.blocks) + (tuple(self.final_ada(c).chunk(2, dim=-1)),)
+    def modulation_input(self, temb):
+        return temb
 
-    def conditioning_parameters(self):
-        return _params(self.temb, *(blk.ada for blk in self.blocks), self.final_ada)
+    def final_modulation(self, c):
+        return tuple(self.final_ada(c).chunk(2, dim=-1))
+
+    def modulators(self):
+        return [(blk.modulation, blk.ada) for blk in self.blocks] + [(self.final_modulation, self.final_ada)]
 
     def trunk(self, z, lr, cond):
         n = self.grid ** 2
@@ -379,12 +401,8 @@ class UNetSR(SRBackbone):
         if z.shape[-1] % 2 or z.shape[-2] % 2:
             raise ValueError(f"the unet backbone needs an even HR size, got {tuple(z.shape[-2:])}")
 
-    def conditioning(self, r, t):
-        e = F.silu(self.temb(r, t))
-        return tuple(blk.modulation(e) for blk in (self.d1, self.mid, self.u1))
-
-    def conditioning_parameters(self):
-        return _params(self.temb, *(blk.film for blk in (self.d1, self.mid, self.u1)))
+    def modulators(self):
+        return [(blk.modulation, blk.film) for blk in (self.d1, self.mid, self.u1)]
 
     def trunk(self, z, lr, cond):
         (m1, mm, mu) = cond

@@ -39,32 +39,49 @@ def euler_sample(u_fn: Callable, z1: torch.Tensor, y, num_steps: int = 1) -> tor
     at = getattr(u_fn, "forward_at", None)
     B = z1.shape[0]
     if num_steps == 1:  # the grid is [0, 1]: z_0 = z_1 - u(z_1, 0, 1) (the same values, no grid)
+        if at is not None:  # host floats: no device read-back for the interval
+            return z1 - at(z1, 0.0, 1.0, y)
         zero = torch.zeros((), dtype=z1.dtype, device=z1.device)
         one = torch.ones((), dtype=z1.dtype, device=z1.device)
-        return z1 - (at(z1, zero, one, y) if at is not None else u_fn(z1, zero.expand(B), one.expand(B), y))
-    grid = cosine_grid(num_steps, dtype=z1.dtype).to(z1.device)
+        return z1 - u_fn(z1, zero.expand(B), one.expand(B), y)
+    grid = cosine_grid(num_steps, dtype=z1.dtype)  # on the host
     z = z1
+    if at is not None:
+        # host floats for forward_at (exact: the grid's values in z's dtype) and the step lengths
+        # t_cur - t_next computed in z's dtype, as the tensor loop below does
+        times, steps = grid.tolist(), (grid[1:] - grid[:-1]).tolist()
+        for i in range(num_steps, 0, -1):
+            z = z - steps[i - 1] * at(z, times[i - 1], times[i], y)
+        return z
+    grid = grid.to(z1.device)
     for i in range(num_steps, 0, -1):
         t_cur, t_next = grid[i], grid[i - 1]
-        u = at(z, t_next, t_cur, y) if at is not None else u_fn(z, t_next.expand(B), t_cur.expand(B), y)
-        z = z - (t_cur - t_next) * u
+        z = z - (t_cur - t_next) * u_fn(z, t_next.expand(B), t_cur.expand(B), y)
     return z
 
 
-def _mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-channel mean and population std over (H, W), two-pass (centred; torch.var_mean's Welford
-    kernel is ~10x slower on these small maps)."""
+def _centre(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(mean, x - mean, population std) per channel over (H, W), each (B, C, 1, 1) but the centred map
+    (shape of ``x``); two-pass, the std as the centred map's norm (torch.var_mean's Welford kernel is
+    ~10x slower on these small maps)."""
     flat = x.flatten(-2)
     m = flat.mean(-1, keepdim=True)
-    sd = (flat - m).pow(2).mean(-1, keepdim=True).sqrt()
-    return m.unsqueeze(-1), sd.unsqueeze(-1)
+    centred = flat - m
+    sd = torch.linalg.vector_norm(centred, dim=-1, keepdim=True) * (flat.shape[-1] ** -0.5)
+    return m.unsqueeze(-1), centred.view_as(x), sd.unsqueeze(-1)
+
+
+def _mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and population std over (H, W), (B, C, 1, 1) each."""
+    m, _, sd = _centre(x)
+    return m, sd
 
 
 def adain_color_fix(out: torch.Tensor, ref: torch.Tensor | None = None, eps: float = 1e-5,
                     ref_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Per-channel AdaIN of ``out`` onto ``ref`` (population std for both; not clamped):
     o' = (o - mean_o) a + mean_ref, a = std_ref / (std_o + eps), with the centred map computed once
-    (it gives std_o as its norm; 7 kernels in all).
+    (``_centre`` gives std_o as its norm; 7 kernels in all).
 
     ``ref_stats``: (mean_ref, std_ref) of shape (B, C, 1, 1) instead of ``ref`` (``reference_stats``
     gives them for the bicubic-upsampled LR without upsampling it)."""
@@ -73,10 +90,8 @@ def adain_color_fix(out: torch.Tensor, ref: torch.Tensor | None = None, eps: flo
             raise ValueError("adain_color_fix needs ref or ref_stats")
         ref_stats = _mean_std(ref)
     mr, sr = ref_stats
-    flat = out.flatten(-2)
-    centred = flat - flat.mean(-1, keepdim=True)
-    so = torch.linalg.vector_norm(centred, dim=-1, keepdim=True).unsqueeze(-1) * (flat.shape[-1] ** -0.5)
-    return torch.addcmul(mr, centred.view_as(out), sr / (so + eps))
+    _, centred, so = _centre(out)
+    return torch.addcmul(mr, centred, sr / (so + eps))
 
 
 _STATS_CACHE: dict = {}
