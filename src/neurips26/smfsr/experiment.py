@@ -15,6 +15,7 @@ only: the training noise of one run is not covered — the README says which).
 from __future__ import annotations
 
 import copy
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -242,9 +243,11 @@ def _run(cfg: Config, ctx) -> dict:
         def fixed(x):
             return adain_color_fix(x, ref_stats=stats).clamp_(0, 1)
 
+        calls = itertools.count()  # one per evaluation noise: each sample gets its own per-step noise
+
         samplers = {f"resshift_{sched.steps}": lambda eps: fixed(resshift_sample(
-                        rs, test.lr, sched, noise=eps, generator=torch.Generator().manual_seed(seed),
-                        clamp=False)),
+                        rs, test.lr, sched, noise=eps,
+                        generator=torch.Generator().manual_seed(1000 * seed + next(calls)), clamp=False)),
                     "sinsr": lambda eps: fixed(sinsr_sample(sin, test.lr, sched, noise=eps, clamp=False))}
     train_seconds = clock() - t_start
     train_wall = time.perf_counter() - wall0
