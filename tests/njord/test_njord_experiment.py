@@ -143,6 +143,7 @@ def test_ridge_path_solves_once_per_penalty(monkeypatch):
 
     from neurips26.njord.baselines import RidgeIncrement
     from neurips26.njord.evaluation import test_starts
+    from neurips26.njord.training import windows
 
     calls = []
     orig = RidgeIncrement._solve
@@ -154,7 +155,13 @@ def test_ridge_path_solves_once_per_penalty(monkeypatch):
     st = test_starts(ds, 2)
     y = np.stack([x[st[:, 0], st[:, 1] + i] for i in range(2)], 1)
     _, lam = ex._ridge(ds, st, 2, y, lams)
-    assert sorted(calls) == sorted(lams) and lam in lams
+    assert sorted(calls) == sorted(lams)
+    vs = windows(ds, ds.val, 2)                               # the validation argmin, computed here afresh
+    yv = np.stack([x[vs[:, 0], vs[:, 1] + i] for i in range(2)], 1)
+    days = np.stack([ds.days[vs[:, 1] + i] for i in range(2)], 1)
+    errs = [float(np.mean((RidgeIncrement(x[:, ds.train], ds.days[0:40], a).forecast(
+        x[vs[:, 0], vs[:, 1] - 2], x[vs[:, 0], vs[:, 1] - 1], days) - yv) ** 2)) for a in lams]
+    assert lam == lams[int(np.argmin(errs))] and len(set(np.round(errs, 12))) == 3
     calls.clear()
     ds.val = range(40, 42)  # too short for a window: no validation, the last penalty
     _, lam = ex._ridge(ds, st, 2, y, lams)
@@ -166,12 +173,12 @@ def test_decomposition_and_spherical_claims_are_computed():
     assert _v(m)["kmeans_domain_decomposition"] == "inconclusive"  # not measured at this scale
     assert _v(m)["spherical_mesh_no_worse"] == "inconclusive"
     m["decomposition"] = dict(parts=4, level=1, cells=[1, 2, 3, 4], imbalance=1.2, halo_fraction=0.3,
-                              clusters_whole=True, n_starts=8, max_abs_diff=3e-7,
+                              partition_exact=True, n_starts=8, max_abs_diff=3e-7,
                               crps=dict(whole=0.5, parts=0.5 + 1e-8))
     assert _v(m)["kmeans_domain_decomposition"] == "holds"
     m["decomposition"]["max_abs_diff"] = 1e-2  # a halo bug: the parts disagree with the whole
     assert _v(m)["kmeans_domain_decomposition"] == "fails"
-    m["decomposition"].update(max_abs_diff=3e-7, clusters_whole=False)
+    m["decomposition"].update(max_abs_diff=3e-7, partition_exact=False)
     assert _v(m)["kmeans_domain_decomposition"] == "fails"
     m["methods"]["twin_spherical"] = copy.deepcopy(m["methods"]["twin_kmeans"])
     m["mesh"]["spherical"] = dict(land_nodes=0, sizes=[80, 16, 4])

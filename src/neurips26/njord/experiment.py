@@ -268,12 +268,25 @@ def basin_lonlat(shape, ocean: OceanConfig) -> tuple[np.ndarray, np.ndarray]:
     return phi0 + dlat * (np.arange(ny) - (ny - 1) / 2), dlon * (np.arange(nx) - (nx - 1) / 2)
 
 
+def _exact_cover(lg, mesh) -> bool:
+    """Whether the parts' own cells and local edge ids cover each cell and edge exactly once, none empty."""
+    from neurips26.njord.decomposition import GRID, mesh_edges
+
+    cells = np.sort(np.concatenate([o[GRID] for o in lg.owned]))
+    if not (np.array_equal(cells, np.arange(lg.sizes[GRID])) and all(len(o[GRID]) for o in lg.owned)):
+        return False
+    for k, e in mesh_edges(mesh).items():
+        ids = np.sort(np.concatenate([part[k].numpy() for part in lg.edge_ids]))
+        if not np.array_equal(ids, np.arange(e.shape[1])):
+            return False
+    return True
+
+
 def _decomposed(model, mesh, ds, starts, E, seed, timing) -> dict:
     """The trained model's ensemble computed by K-means domain decomposition (``E.decomposition_parts``
     parts, one thread each, halos exchanged before every layer) beside the undivided one (same noise
     seed): the largest difference, the scores summed over parts, the partition and halo sizes."""
-    from neurips26.njord.decomposition import GRID, LocalGraph, cluster_partition, decomposed_rollout, \
-        decomposed_scores
+    from neurips26.njord.decomposition import LocalGraph, cluster_partition, decomposed_rollout, decomposed_scores
 
     t = time.perf_counter()
     part = cluster_partition(mesh, E.decomposition_parts, seed=seed)
@@ -298,7 +311,9 @@ def _decomposed(model, mesh, ds, starts, E, seed, timing) -> dict:
         level=part.level,
         cells=part.info["cells"],
         imbalance=part.info["imbalance"],
-        clusters_whole=bool((part.owner[GRID] == part.owner[0][mesh.member]).all()),
+        # measured on the local graphs (built from the owner map, not by it): every wet cell and every edge
+        # of every set belongs to exactly one part, and no part is empty
+        partition_exact=_exact_cover(lg, mesh),
         halo_fraction=st["halo_fraction"],
         halo_grid=st["halo"][GRID],
         edges=st["edges"],
@@ -543,10 +558,10 @@ def _check_decomposition(m):
         return INCONCLUSIVE, "no decomposed evaluation at this scale"
     diff = max(d["max_abs_diff"] for d in runs)
     crps_rel = max(abs(d["crps"]["parts"] - d["crps"]["whole"]) / d["crps"]["whole"] for d in runs)
-    whole = all(d["clusters_whole"] for d in runs)
+    whole = all(d["partition_exact"] for d in runs)
     d = runs[0]
     return verdict(whole and diff <= DECOMP_TOL and crps_rel <= DECOMP_TOL), (
-        f"{d['parts']} parts of whole K-means clusters (level {d['level'] + 1}; cells {d['cells']}, "
+        f"{d['parts']} parts of whole K-means clusters, each cell and edge in exactly one (level {d['level'] + 1}; cells {d['cells']}, "
         f"imbalance {np.mean([r['imbalance'] for r in runs]):.2f}; halo {np.mean([r['halo_fraction'] for r in runs]):.2f} "
         f"of own nodes): decomposed Njord ensemble vs undivided max |diff| {diff:.2g} (tol {DECOMP_TOL}), "
         f"CRPS from per-part sums rel. diff {crps_rel:.2g}; over {len(runs)} seed(s), {d['n_starts']} starts"
