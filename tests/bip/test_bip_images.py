@@ -169,7 +169,7 @@ def test_nc_neighbour_rules():
 
 
 def test_nc_margin_moves_the_hinge_below_tau_m():
-    """nc_margin = 0.3 with tau_m = 0.1 is the spec's hinge at -0.2: the gap loss's non-collision part equals
+    """nc_margin = 0.3 with tau_m = 0.1 puts the hinge at -0.2 (the spec's is at tau_m): the gap loss's non-collision part equals
     nc_penalty at tau_m - nc_margin (and is larger than at tau_m)."""
     torch.manual_seed(0)
     R = torch.nn.functional.normalize(torch.randn(6, 8), dim=1)
