@@ -114,6 +114,24 @@ def test_the_runs_trainer_forwards_strategy_and_precision():
         assert losses == pytest.approx(ref_losses, rel=0.05) and losses != pytest.approx(ref_losses, abs=1e-6)
 
 
+def test_the_runs_trainer_passes_strategy_and_precision_through(monkeypatch):
+    """``_fit`` hands the config's strategy and precision to ``train_data_parallel`` unchanged when a process
+    group with more than one rank is up, and trains in one process otherwise."""
+    import torch.distributed as dist
+
+    from neurips26.nextlat import experiment
+
+    seen = []
+    monkeypatch.setattr(experiment, "train_data_parallel", lambda *a, **kw: seen.append(kw) or [0.0])
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    experiment._fit(_model(1.0, 1), _batches(), 1, 1e-2, parallel={"strategy": "fsdp2", "precision": "bf16"})
+    assert seen[0]["strategy"] == "fsdp2" and seen[0]["precision"] == "bf16"
+    monkeypatch.setattr(dist, "get_world_size", lambda: 1)
+    assert len(experiment._fit(_model(1.0, 1), _batches(), 1, 1e-2, parallel={"strategy": "ddp"})) == 1
+    assert len(seen) == 1
+
+
 def test_rank_rows_and_layers_and_errors():
     ids = torch.arange(12).view(6, 2)
     assert torch.equal(rank_rows(ids, 1, 3), ids[[1, 4]])

@@ -143,7 +143,7 @@ def test_run_validates_the_data_parallel_settings_before_training(tmp_path):
     exp, _ = _claims()
     smoke = exp.CONFIGS["smoke"]
     for bad, match in (({"data_parallel": "zero3"}, "data_parallel"),
-                       ({"data_parallel": "ddp", "precision": "fp16"}, "precision")):
+                       ({"data_parallel": "ddp", "precision": "fp16"}, "precision"), ({"precision": "fp16"}, "precision")):
         with pytest.raises(ValueError, match=match):
             exp.run(dataclasses.replace(smoke, **bad), RunContext(tmp_path, progress=False))
     assert not list(tmp_path.iterdir())                                 # nothing trained, nothing written

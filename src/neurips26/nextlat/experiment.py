@@ -509,10 +509,12 @@ def run(cfg: Config, ctx: RunContext) -> dict[str, Any]:
     if cfg.countdown is not None:
         tasks += [("countdown", cfg.countdown, ctx.seed, name, cfg.threads) for name in cfg.countdown.models]
     tasks += [("city", cfg.city, ctx.seed, name, cfg.threads) for name in reversed(cfg.city.models)]
+    # checked here, before any training: a single process would otherwise ignore a typo
+    precision = check_choice(cfg.precision, "precision", PRECISIONS)
     parallel = None
-    if cfg.data_parallel is not None:   # checked here: a single process would otherwise ignore a typo
+    if cfg.data_parallel is not None:
         parallel = {"strategy": check_choice(cfg.data_parallel, "data_parallel", STRATEGIES),
-                    "precision": check_choice(cfg.precision, "precision", PRECISIONS)}
+                    "precision": precision}
     tasks = [t + (parallel,) for t in tasks]
     t0 = time.perf_counter()
     res = map_tasks(run_task, tasks, backend=cfg.backend, workers=cfg.workers, desc="trainings",
