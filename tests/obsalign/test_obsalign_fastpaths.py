@@ -83,6 +83,7 @@ def test_vectorised_kappa_neg_and_softmax_equal_loops():
 
 # ---- the local loss: batched imputation and transfer == the per-pair loops of the spec ---------------
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -154,7 +155,7 @@ def test_batched_loss_equals_per_pair_loops_in_value_and_gradient():
             assert torch.allclose(a, b, atol=1e-6)
 
 
-def _old_local_loss(model, x, mask, y_obs, modalities, g, tau=0.1):
+def _old_local_loss(model, x, mask, y_obs, modalities, g, tau=0.1, lam_al=1.0, lam_tr=1.0):
     """The previous formula, verbatim (per-pair InfoNCE on the co-observed rows, masks built per step)."""
     z = model.embed(x, modalities)
     h0 = sum(mask[:, m:m + 1].float() * z[m] for m in modalities)
@@ -190,14 +191,14 @@ def _old_local_loss(model, x, mask, y_obs, modalities, g, tau=0.1):
                 tgt = torch.arange(len(idx))
                 nce = 0.5 * (F.cross_entropy(sim, tgt, reduction="none")
                              + F.cross_entropy(sim.T, tgt, reduction="none"))
-                loss = loss + (g.align[m, m2, chat[idx]] * nce).sum() / n
+                loss = loss + lam_al * (g.align[m, m2, chat[idx]] * nce).sum() / n
     if g.transfer is not None:
         with torch.no_grad():
             sel = mask[:, mods].T[:, None, :] & ~mask.T[None, :, :]
             w = g.transfer[mods][:, :, chat] * sel.float()
             t = (w[..., None] * g.mu_unit[:, chat][None]).sum(dim=1)
         dots = sum((z[m] * t[j]).sum() for j, m in enumerate(mods))
-        loss = loss + (w.sum() - dots) / n
+        loss = loss + lam_tr * (w.sum() - dots) / n
     return loss
 
 
@@ -208,8 +209,8 @@ def _grads(loss, model):
 
 
 def test_fused_guided_loss_with_round_tables_equals_previous_formula():
-    """One matmul over all ordered modality pairs (masked columns), round tables indexed per batch ==
-    the per-pair formula: three own modalities in a non-sorted order, asymmetric weights, a pair with
+    """The fused node (one bmm over the source's modality pairs, n x n, masked rows/columns), round tables
+    indexed per batch == the per-pair formula: three own modalities in a non-sorted order, asymmetric weights, a pair with
     one and a pair with no co-observed sample in a batch, a labelled-only and an align-/transfer-only
     guidance; value and every gradient."""
     from neurips26.obsalign.model import guided_tables
@@ -242,6 +243,16 @@ def test_fused_guided_loss_with_round_tables_equals_previous_formula():
     g = Guidance(mu, **full)
     assert torch.allclose(local_loss(model, x, mask, y_lab, mods, g),
                           _old_local_loss(model, x, mask, y_lab, mods, g), atol=1e-5)
+    got = local_loss(model, x, mask, y, mods, g, lam_al=0.7, lam_tr=1.3)     # the weights scale each term
+    ref = _old_local_loss(model, x, mask, y, mods, g, lam_al=0.7, lam_tr=1.3)
+    assert torch.allclose(got, ref, atol=1e-5, rtol=1e-5)
+    assert all(torch.allclose(a, r, atol=1e-5, rtol=1e-4) for a, r in zip(_grads(got, model), _grads(ref, model)))
+    g64 = Guidance(mu.double(), align=full["align"].double(), transfer=full["transfer"].double())
+    loss64 = local_loss(model, x, mask, y, mods, g64)         # a float64 guidance, float32 model
+    assert loss64.dtype == torch.float32 and torch.allclose(loss64, local_loss(model, x, mask, y, mods, g), atol=1e-5)
+    assert all(q.dtype == torch.float32 for q in _grads(loss64, model))
+    with pytest.raises(ValueError, match="key"):
+        local_loss(model, x, mask, y, mods, g, tables=guided_tables(g, mask, mods))
 
 
 def test_guided_terms_analytic_gradient_passes_gradcheck():

@@ -143,7 +143,10 @@ def _forward(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, modalit
     if tables is None:
         tables = guided_tables(g, mask, modalities)
         key = tables.key
-    row = tables.rows[key + chat]                                   # (n, width): the sample's weights
+    elif key is None:
+        raise ValueError("key (the batch's rows of GuidedTables.key) must be given with tables")
+    dtype = z[modalities[0]].dtype   # a float64 Guidance with a float32 model: the tables in the model's
+    row = tables.rows[key + chat].to(dtype)                         # (n, width): the sample's weights
     h = h0
     if tables.impute:
         with torch.no_grad():   # a constant of the parameters: p is detached, mu and the weights broadcast
@@ -151,7 +154,7 @@ def _forward(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, modalit
             T = row[:, :K * C].view(n, K, C)                        # T[i, m', c] = max_{m in O_i} w_tr(m, m', c)
             lam = torch.bmm(T, p[:, :, None])                       # lambda_{m'} = sum_c p(c|x) T[i, m', c]
             # z~^{m'} = sum_c p(c|x) mu(m', c), added with weight lambda_{m'} for each missing m'
-            imp = (lam * p[:, None, :]).view(n, K * C) @ tables.mu_flat
+            imp = (lam * p[:, None, :]).view(n, K * C) @ tables.mu_flat.to(dtype)
         h = h0 + imp
     return z, model.logits(h), chat, p0, row, tables
 
@@ -238,6 +241,7 @@ class _GuidedTerms(torch.autograd.Function):
         return val * inv_n
 
     @staticmethod
+    @torch.autograd.function.once_differentiable   # the saved tensors carry no graph: no double backward
     def backward(ctx, grad):
         t, W, logp, logq, A, B = ctx.saved_tensors
         pairs, alpha, lam_al, lam_tr, inv_n, k = ctx.consts
