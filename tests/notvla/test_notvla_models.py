@@ -225,6 +225,20 @@ def test_numeric_soft_targets():
     soft_ce = -(q * F.log_softmax(logits, -1)[:, ids]).sum(1)
     hard = F.cross_entropy(logits, torch.tensor([vocab.index["41"]] * 2), reduction="none")
     assert soft_ce[0] < soft_ce[1] and torch.isclose(hard[0], hard[1])
+    # lm_loss itself at sigma 2, on fixed logits: integer targets against the Gaussian, the rest plain CE
+    tg = b[3][b[3] != -100]
+    fixed = torch.randn(len(tg), len(vocab), generator=torch.Generator().manual_seed(1))
+    model.logits = lambda h: fixed[:len(h)]
+    want = []
+    for row, t in zip(fixed, tg.tolist()):
+        if value[t] >= 0:
+            q = torch.exp(-((torch.arange(101.0) - value[t]) ** 2) / (2 * 2.0 ** 2))
+            want.append(-(q / q.sum() * F.log_softmax(row, -1)[ids]).sum())
+        else:
+            want.append(F.cross_entropy(row[None], torch.tensor([t])))
+    assert sum(value[t] >= 0 for t in tg.tolist()) == 2                  # "41" and "7"
+    torch.testing.assert_close(lm_loss(model, *b, soft=numeric_targets(vocab, 2.0), sigma=2.0),
+                               torch.stack(want).mean())
 
 
 def test_batched_plan_writer_equals_one_query_at_a_time():

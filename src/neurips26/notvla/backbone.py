@@ -167,8 +167,9 @@ class TinyVLM(nn.Module):
             nn.Conv2d(32, 64, 3, 2, 1),
             nn.GroupNorm(64, 64),
             nn.GELU(),
-            # stride 1 when the stride-8 map already has ``grid`` cells a side (64 x 64 with grid 8)
-            nn.Conv2d(64, d, 3, 2 if cfg.image_size // 8 > cfg.grid else 1, 1),
+            # stride 2 while the stride-16 map still has ``grid`` cells a side (64 px, grid 4); else 1, so
+            # that the pooling below only ever shrinks (64 px with grid 5-8; 32 px with grid 4)
+            nn.Conv2d(64, d, 3, 2 if cfg.image_size // 16 >= cfg.grid else 1, 1),
             nn.GroupNorm(d, d),  # per-image, per-channel normalisation: the table background cancels out
             nn.GELU(),
         )
@@ -179,12 +180,12 @@ class TinyVLM(nn.Module):
         # projection to the LM width, normalised so that visual tokens carry the scale of word embeddings
         self.proj = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d))
         g = cfg.grid
-        side = cfg.image_size // 8 // (2 if cfg.image_size // 8 > g else 1)
+        side = cfg.image_size // 16 if cfg.image_size // 16 >= g else cfg.image_size // 8
         self.n_visual = g * g
         self.pool = nn.AdaptiveAvgPool2d(g) if side != g else nn.Identity()
         self.embed = nn.Embedding(vocab_size, d)
-        # learned positions at the scale of the (unit-variance) word and visual tokens; the 16 visual
-        # tokens also get a fixed 2-D sine-cosine code of their cell, so that pointing can read where a
+        # learned positions at the scale of the (unit-variance) word and visual tokens; the grid x grid
+        # visual tokens also get a fixed 2-D sine-cosine code of their cell, so that pointing can read where a
         # token lies from the start (a 0.02-scale embedding is invisible next to unit-scale content)
         self.pos = nn.Parameter(torch.zeros(cfg.max_len + self.n_visual - 16, d))  # max_len counts 16 visual
         nn.init.normal_(self.pos, std=0.5)
