@@ -160,8 +160,6 @@ def test_incremental_policy_mask_equals_allowed_next():
 def test_no_depth_grammar_and_sensor_fill():
     """The no-depth ablation: plans without depth slots follow the depth=False automaton, and filling
     each anchor's depth from the sensor gives a canonical plan near the oracle's analytic depths."""
-    import numpy as np
-
     from neurips26.notvla.execution import OraclePolicy, Query
     from neurips26.notvla.finetune import _fill_sensor_depth, _join
     from neurips26.notvla.plan import advance_state, parse_plan, strip_depth, tokenize

@@ -294,19 +294,11 @@ def decomposed_rollout(model, lg: LocalGraph, x_prev2, x_prev1, forcings, member
 
 
 def part_sums(ens: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-lead additive sums of a part's cells: squared ensemble-mean error, unbiased variance, fair
-    CRPS (MAE for M = 1), entry count; ``ens`` (M, S, L, n, C), ``y`` (S, L, n, C) -> (4, L)."""
-    from neurips26.njord.distributed import _member_sums
+    """Per-lead additive sums of a part's cells (``distributed.score_sums``): ``ens`` (M, S, L, n, C),
+    ``y`` (S, L, n, C) -> (4, L)."""
+    from neurips26.njord.distributed import score_sums
 
-    M = ens.shape[0]
-    sd, sd2, sad, pair = _member_sums(ens, y, [ens])
-    if M > 1:  # CRPS_F = sum_i |d_i| / M - sum_ij |x_i - x_j| / (2 M (M - 1))
-        crps = (sad / M - pair / (2 * M * (M - 1))).sum((0, 2, 3))
-        var = ((sd2 - sd**2 / M) / (M - 1)).sum((0, 2, 3))
-    else:
-        crps, var = sad.sum((0, 2, 3)), np.zeros(y.shape[1])
-    count = np.full(y.shape[1], float(y.shape[0] * y.shape[2] * y.shape[3]))
-    return np.stack([((sd / M) ** 2).sum((0, 2, 3)), var, crps, count])
+    return score_sums(ens, y)
 
 
 def decomposed_scores(ens: np.ndarray, y: np.ndarray, lg: LocalGraph) -> dict:

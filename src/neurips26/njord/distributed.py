@@ -114,22 +114,28 @@ def member_sharded_scores(block: np.ndarray, y: np.ndarray, members: int) -> dic
     return _finalise(sse, var, crps, count, M)
 
 
+def score_sums(ens: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-lead additive sums over the held starts and cells: squared ensemble-mean error, unbiased
+    variance, fair CRPS (MAE for M = 1), entry count; ``ens`` (M, S, L, n, C), ``y`` (S, L, n, C) ->
+    (4, L). Summed over ranks (or domain parts), ``_finalise`` turns them into the scores."""
+    M = ens.shape[0]
+    sd, sd2, sad, pair = _member_sums(ens, y, [ens])
+    if M > 1:  # CRPS_F = sum_i |d_i| / M - sum_ij |x_i - x_j| / (2 M (M - 1))
+        crps = (sad / M - pair / (2 * M * (M - 1))).sum((0, 2, 3))
+        var = ((sd2 - sd**2 / M) / (M - 1)).sum((0, 2, 3))
+    else:
+        crps, var = sad.sum((0, 2, 3)), np.zeros(y.shape[1])
+    count = np.full(y.shape[1], float(y.shape[0] * y.shape[2] * y.shape[3]))
+    return np.stack([((sd / M) ** 2).sum((0, 2, 3)), var, crps, count])
+
+
 def start_sharded_scores(ens: np.ndarray, y: np.ndarray) -> dict:
     """Scores when each rank holds all M members of its own start times: ``ens`` (M, S_r, L, N, C),
     ``y`` (S_r, L, N, C); per-lead sums and counts all-reduced (a rank may hold no start)."""
     if ens.ndim != 5 or ens.shape[1:] != y.shape:
         raise ValueError(f"ens must have shape (M, *y.shape), got {ens.shape} and {y.shape}")
-    M = ens.shape[0]
-    sd, sd2, sad, pair = _member_sums(ens, y, [ens])
-    if M > 1:
-        crps = sad / M - pair / (2 * M * (M - 1))
-        var = ((sd2 - sd**2 / M) / (M - 1)).sum((0, 2, 3))
-    else:
-        crps, var = sad, np.zeros(y.shape[1])
-    sums = np.stack([((sd / M) ** 2).sum((0, 2, 3)), var, crps.sum((0, 2, 3)),
-                     np.full(y.shape[1], float(np.prod(y.shape)) / y.shape[1])])
-    sse, var, crps, count = _all_reduce(sums)
-    return _finalise(sse, var, crps, count, M)
+    sse, var, crps, count = _all_reduce(score_sums(ens, y))
+    return _finalise(sse, var, crps, count, ens.shape[0])
 
 
 @torch.no_grad()

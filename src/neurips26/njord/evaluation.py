@@ -29,12 +29,16 @@ def model_ensemble(
     g = torch.Generator().manual_seed(seed)
     out = []
     for a in range(0, len(starts), chunk):
-        st = starts[a : a + chunk]
-        k, t = st[:, 0], st[:, 1]
-        xp2, xp1 = torch.from_numpy(ds.x[k, t - 2]), torch.from_numpy(ds.x[k, t - 1])
-        f = torch.from_numpy(np.stack([ds.forcing[t + i] for i in range(leads)], 1))
+        xp2, xp1, f = rollout_inputs(ds, starts[a : a + chunk], leads)
         out.append(model.rollout(xp2, xp1, f, members=members, generator=g).numpy())
     return np.concatenate(out, 1)
+
+
+def rollout_inputs(ds: Dataset, starts: np.ndarray, leads: int) -> tuple[torch.Tensor, ...]:
+    """The two states before each start (``x_{t-2}``, ``x_{t-1}``) and the forcing of its ``leads`` steps."""
+    k, t = starts[:, 0], starts[:, 1]
+    f = torch.from_numpy(np.stack([ds.forcing[t + i] for i in range(leads)], 1))
+    return torch.from_numpy(ds.x[k, t - 2]), torch.from_numpy(ds.x[k, t - 1]), f
 
 
 def oracle(

@@ -21,7 +21,8 @@ from neurips26.harness.validation import check_scalar
 from neurips26.njord.baselines import Climatology, RidgeIncrement, persistence
 from neurips26.njord.bench import count_calls
 from neurips26.njord.data import build_dataset, pseudo_observations
-from neurips26.njord.evaluation import model_ensemble, oracle, pseudo_obs_scores, scores, test_starts, truth
+from neurips26.njord.evaluation import (model_ensemble, oracle, pseudo_obs_scores, rollout_inputs, scores, test_starts,
+                                        truth)
 from neurips26.njord.mesh import kmeans_mesh, rectangular_mesh, spherical_kmeans_mesh
 from neurips26.njord.models import DeterministicTwin, Njord
 from neurips26.njord.simulator import DataConfig, OceanConfig, generate
@@ -286,24 +287,21 @@ def _decomposed(model, mesh, ds, starts, E, seed, timing) -> dict:
     """The trained model's ensemble computed by K-means domain decomposition (``E.decomposition_parts``
     parts, one thread each, halos exchanged before every layer) beside the undivided one (same noise
     seed): the largest difference, the scores summed over parts, the partition and halo sizes."""
-    from neurips26.njord.decomposition import LocalGraph, cluster_partition, decomposed_rollout, decomposed_scores
+    from neurips26.njord.decomposition import GRID, LocalGraph, cluster_partition, decomposed_rollout, decomposed_scores
 
     t = time.perf_counter()
     part = cluster_partition(mesh, E.decomposition_parts, seed=seed)
     lg = LocalGraph(mesh, part)
     timing["decomposition_build_s"] = time.perf_counter() - t
-    k, t0 = starts[:, 0], starts[:, 1]
-    xp2, xp1 = torch.from_numpy(ds.x[k, t0 - 2]), torch.from_numpy(ds.x[k, t0 - 1])
-    f = torch.from_numpy(np.stack([ds.forcing[t0 + i] for i in range(E.leads)], 1))
     y = truth(ds, starts, E.leads)
     with torch.no_grad():
         t = time.perf_counter()
-        ref = model.rollout(xp2, xp1, f, members=E.members, generator=torch.Generator().manual_seed(seed))
+        ref = model_ensemble(model, ds, starts, E.leads, E.members, seed=seed, chunk=len(starts))
         timing["decomposition_global_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        dec = decomposed_rollout(model, lg, xp2, xp1, f, members=E.members, seed=seed)
+        dec = decomposed_rollout(model, lg, *rollout_inputs(ds, starts, E.leads), members=E.members, seed=seed)
         timing["decomposition_parts_s"] = time.perf_counter() - t
-    ref, dec = ref.numpy(), dec.numpy()
+    dec = dec.numpy()
     whole, parts = scores(ref, y), decomposed_scores(dec, y, lg)
     st = lg.stats()
     return dict(
