@@ -419,3 +419,63 @@ def test_force_rmtree_unlinks_by_fd_and_never_follows_links(tmp_path):
     reaper.force_rmtree(str(link))
     assert not os.path.lexists(f) and not os.path.lexists(link) and (out / "keep").exists()
     reaper.force_rmtree(str(tmp_path / "missing"))
+
+
+def _tree_with_links_out(tmp_path, name):
+    out = tmp_path / f"{name}-outside"
+    (out / "d").mkdir(parents=True)
+    (out / "keep").write_text("k")
+    t = tmp_path / name
+    (t / "a" / "b").mkdir(parents=True)
+    (t / "a" / "b" / "f").write_text("x")
+    os.symlink(out, t / "link")
+    os.symlink(out / "d", t / "a" / "dlink")
+    (t / "w" / "work").mkdir(parents=True)
+    os.chmod(t / "w" / "work", 0)
+    return t, out
+
+
+def test_force_rmtree_fallback_pass_and_a_very_deep_tree(tmp_path, monkeypatch):
+    """The chmod-and-repair pass alone (the fd pass forced to fail: as root it never does) removes the tree
+    and follows no link; a tree 1,500 levels deep (a sandbox can build one; recursion cannot take it) is
+    removed by the fd pass alone with at most _MAX_DEPTH dir fds open at once, all closed."""
+    from neurips26.nitrobox import reaper
+
+    t, out = _tree_with_links_out(tmp_path, "fallback")
+    with monkeypatch.context() as m:
+        m.setattr(reaper, "_unlink_under", lambda fd: False)
+        reaper.force_rmtree(str(t))
+    assert not os.path.lexists(t) and (out / "keep").read_text() == "k" and (out / "d").is_dir()
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1500):                  # by fd: os.makedirs itself recurses per level
+        os.mkdir("d", dir_fd=fd)
+        sub = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    open_now, most = [0], [0]
+    real_open, real_close = os.open, os.close
+
+    def counting_open(*a, **kw):
+        fd = real_open(*a, **kw)
+        open_now[0] += 1
+        most[0] = max(most[0], open_now[0])
+        return fd
+
+    def counting_close(fd):
+        open_now[0] -= 1
+        real_close(fd)
+
+    def no_fallback(path):
+        raise AssertionError(f"the fd pass left {path}")
+
+    with monkeypatch.context() as m:
+        m.setattr(reaper, "_force_rmtree", no_fallback)
+        m.setattr(reaper.os, "open", counting_open)
+        m.setattr(reaper.os, "close", counting_close)
+        reaper.force_rmtree(str(deep))
+    assert not os.path.lexists(deep)
+    assert open_now[0] == 0 and most[0] <= reaper._MAX_DEPTH        # every dir fd closed, never > 64 at once

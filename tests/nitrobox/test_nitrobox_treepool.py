@@ -16,6 +16,18 @@ from neurips26.nitrobox.diagnostics import (PLANT_STATE, READ_STATE, pidns_of, p
 pytestmark = pytest.mark.skipif(support_problem() is not None, reason=f"no sandbox support: {support_problem()}")
 
 
+@pytest.fixture(autouse=True)
+def _one_spawn_mode(monkeypatch):
+    """spawn_mode="auto" forks directly until the zygote has booted in the background, so consecutive
+    sandboxes of a test could get different tree keys (a tree is pooled per spawn mode) depending on the
+    zygote's boot time: here "auto" means the zygote, every time (explicit modes stay as given)."""
+    from neurips26.nitrobox import sandbox
+
+    pick = sandbox._pick_spawn_mode
+    monkeypatch.setattr(sandbox, "_pick_spawn_mode", lambda mode, rootless: "zygote" if mode == "auto"
+                        else pick(mode, rootless))
+
+
 def _pooled(state_root: str) -> list:
     real = os.path.realpath(state_root)
     return [p for k, p, _ in treepool.get().items if k[0] == real]
@@ -156,6 +168,15 @@ def test_the_pool_switch_is_read_when_a_tree_would_be_pooled(state_root, monkeyp
     monkeypatch.setenv(treepool.POOL_ENV, "eight")
     with pytest.raises(ValueError, match=treepool.POOL_ENV):
         Sandbox(state_root=state_root)
+    # malformed only after the create: the delete must still free everything (the pool reads as off)
+    monkeypatch.setenv(treepool.POOL_ENV, "8")
+    sb = Sandbox(state_root=state_root)
+    assert sb.wait_standby()
+    pids = (sb._spare[0].b_pid, sb._proc.b_pid)
+    monkeypatch.setenv(treepool.POOL_ENV, "eight")
+    sb.delete(wait=True)
+    assert _pooled(state_root) == [] and not any(_alive(p) for p in pids)
+    assert not os.path.exists(sb._dir)
 
 
 def test_dead_owners_pool_dirs_are_cleaned_up(state_root):

@@ -16,25 +16,56 @@ from pathlib import Path
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _unlink_under(fd: int) -> bool:
-    """Unlink everything in the open dir ``fd`` (dirs depth first, by fd: no path is ever resolved,
-    a symlink is unlinked, never followed); False if anything could not be removed."""
-    ok = True
+_MAX_DEPTH = 64  # open directory fds held at once; a deeper dir is moved up to the top and done there
+
+
+def _entries(fd: int) -> list[tuple[str, bool]]:
+    """(name, is a directory, not following links) of every entry of the open dir ``fd``."""
     with os.scandir(fd) as it:
-        entries = list(it)
-    for e in entries:
-        try:
-            if e.is_dir(follow_symlinks=False):
-                sub = os.open(e.name, _DIR_FLAGS, dir_fd=fd)
-                try:
-                    ok = _unlink_under(sub) and ok
-                finally:
-                    os.close(sub)
-                os.rmdir(e.name, dir_fd=fd)
-            else:
-                os.unlink(e.name, dir_fd=fd)
-        except OSError:
-            ok = False
+        return [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+
+
+def _unlink_under(root: int) -> bool:
+    """Unlink everything in the open dir ``root`` (dirs depth first, by fd: no path is ever resolved,
+    a symlink is unlinked, never followed); False if anything could not be removed.
+
+    Iterative, with at most ``_MAX_DEPTH`` dir fds open: a sandbox can build a tree thousands of levels
+    deep, which recursion (one frame and one fd per level) cannot take; a dir at that depth is renamed
+    into ``root`` under a fresh name and emptied from there."""
+    ok = True
+    stack = [(root, _entries(root), None)]  # (fd, entries left, name in the parent dir)
+    try:
+        while stack:
+            fd, left, _ = stack[-1]
+            if not left:
+                _, _, name = stack.pop()
+                if name is not None:
+                    os.close(fd)
+                    try:
+                        os.rmdir(name, dir_fd=stack[-1][0])
+                    except OSError:
+                        ok = False
+                continue
+            name, is_dir = left.pop()
+            try:
+                if not is_dir:
+                    os.unlink(name, dir_fd=fd)
+                elif len(stack) >= _MAX_DEPTH:
+                    top = f".nbx-deep-{uuid.uuid4().hex}"
+                    os.rename(name, top, src_dir_fd=fd, dst_dir_fd=root)
+                    stack[0][1].append((top, True))
+                else:
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    try:
+                        stack.append((sub, _entries(sub), name))
+                    except OSError:
+                        os.close(sub)
+                        raise
+            except OSError:
+                ok = False
+    finally:
+        for fd, _, name in stack[1:]:
+            os.close(fd)
     return ok
 
 
@@ -90,7 +121,7 @@ def _force_rmtree(path: str) -> None:
             pass
 
     try:
-        for dirpath, dirnames, _ in os.walk(path):
+        for dirpath, dirnames, _ in os.walk(path):  # (RecursionError: os.walk recurses per level in 3.11)
             for d in dirnames:
                 full = os.path.join(dirpath, d)
                 try:
@@ -98,9 +129,12 @@ def _force_rmtree(path: str) -> None:
                         os.chmod(full, 0o700)
                 except OSError:
                     pass
-    except OSError:
+    except (OSError, RecursionError):
         pass
-    shutil.rmtree(path, onerror=onerror)
+    try:
+        shutil.rmtree(path, onerror=onerror)
+    except RecursionError:  # Python 3.11's rmtree recurses per level; the fd pass flattened what it could
+        pass
 
 
 class Reaper:

@@ -765,9 +765,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             if os.path.isdir(self._dir / "cow"):
                 os.rename(self._dir / "cow", tdir / "cow")
         self._fresh_upper()
-        if old is None and tdir is not None:
-            reaper.get().submit(str(tdir))
-        elif old is not None:
+        if old is not None or tdir is not None:
             treepool.discard(old, None if tdir is None else str(tdir))
 
     def _retire_tree(self) -> "_Proc | None":
@@ -985,7 +983,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             spare, self._spare[0] = self._spare[0], None
             inflight = self._spare_state == "spawning" and self._spare_inflight is not None
             self._spare_state = "closed"
-            to_pool = inflight and self._pool_key() is not None and treepool.max_trees() > 0
+            to_pool = inflight and self._pool_key() is not None and treepool.max_trees(strict=False) > 0
             if to_pool:
                 self._spare_to_pool = True
                 treepool.get().expect(1)
@@ -1045,12 +1043,23 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             # removed by the pass below, after every sandbox process is gone. With ``helper`` (a
             # caller that waits, and an idle reaper) the unlink runs on the reaper's thread while this
             # one releases B's memory: the two passes are independent and each is a few hundred us
-            unlinked = reaper.get().submit(str(dest)) if helper and inflight is None else None
+            started = threading.Event()
+
+            def unlink() -> None:
+                started.set()
+                reaper.force_rmtree(str(dest))
+
+            unlinked = reaper.get().submit(unlink) if helper and inflight is None else None
             if MRELEASE and old.pidfd is not None:
                 # B's memory (its copy of the zygote) unmapped here, on this CPU, while B tears down
                 # its namespaces and mounts on another: the two halves of its exit run in parallel
                 _sys.process_mrelease(old.pidfd)
                 mark("mrelease")
+            if unlinked is not None and not started.is_set():
+                # another thread queued a job on the reaper since ``pending`` was read: unlink here
+                # rather than wait behind it (the queued pass then finds little or nothing left)
+                reaper.force_rmtree(str(dest))
+                unlinked = None
             if inflight is None and unlinked is None:
                 reaper.force_rmtree(str(dest))
             mark("unlink")
@@ -1080,6 +1089,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 self._trace.append({"delete": {b[0]: 1e3 * (b[1] - a[1]) for a, b in zip(marks, marks[1:])}})
 
         if wait:  # the caller waits anyway: run it here, not behind other sandboxes' queued jobs
+            # (``pending == 0`` also keeps a delete running on the reaper's own thread from waiting on it)
             job(helper=PARALLEL_UNLINK and reaper.get().pending == 0)
             ev = threading.Event()
             ev.set()

@@ -34,15 +34,18 @@ POOL_ENV = "NEURIPS26_NBX_POOL"
 DEFAULT_MAX_TREES = 8
 
 
-def max_trees() -> int:
+def max_trees(strict: bool = True) -> int:
     """The pool's cap: ``$NEURIPS26_NBX_POOL`` (default 8; 0 turns the pool off), read at each use, so
-    a change of the variable after the first sandbox takes effect at the next put."""
+    a change of the variable after the first sandbox takes effect at the next put. A malformed value
+    raises (``strict``: at create) or turns the pool off (teardown paths, which must never fail)."""
     v = os.environ.get(POOL_ENV, "").strip()
     if not v:
         return DEFAULT_MAX_TREES
     try:
         return int(v)
     except ValueError:
+        if not strict:
+            return 0
         raise ValueError(f"{POOL_ENV}={v!r}: expected a whole number (0 turns the tree pool off)") from None
 
 
@@ -122,7 +125,7 @@ class TreePool:
     def put(self, key: tuple, proc, tree_dir: str) -> bool:
         """Add a clean, alive standby tree (its dir holds upper/work/merged); False if the pool is off
         (the caller then tears it down as before)."""
-        cap = max_trees()
+        cap = max_trees(strict=False)
         if cap <= 0 or os.getpid() != self.pid or tree_dir is None:
             return False
         evict = []
