@@ -107,6 +107,18 @@ def start_state(lr: torch.Tensor, sched: ResShiftSchedule, noise: torch.Tensor) 
     return upsample(lr) + sched.kappa * math.sqrt(float(sched.etas()[-1])) * noise
 
 
+def _checked_start(model, lr: torch.Tensor, noise: torch.Tensor | None, generator) -> tuple:
+    """The validated LR batch and the starting noise eps (drawn when not given) of the 4x output shape."""
+    lr = check_image(lr, "lr", channels=getattr(model, "channels", None))
+    B, C, h, w = lr.shape
+    shape = (B, C, 4 * h, 4 * w)
+    if noise is None:
+        noise = torch.randn(shape, generator=generator, dtype=lr.dtype)
+    elif tuple(noise.shape) != shape:
+        raise ValueError(f"noise must have the output shape {shape}, got {tuple(noise.shape)}")
+    return lr, noise
+
+
 @torch.no_grad()
 def resshift_sample(model, lr: torch.Tensor, sched: ResShiftSchedule = ResShiftSchedule(),
                     noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
@@ -116,13 +128,7 @@ def resshift_sample(model, lr: torch.Tensor, sched: ResShiftSchedule = ResShiftS
     Stochastic (the paper's): x_{t-1} ~ N((eta_{t-1}/eta_t) x_t + (alpha_t/eta_t) f, kappa^2 (eta_{t-1}/eta_t) alpha_t).
     Deterministic (SinSR's teacher map): x_{t-1} = f + eta_{t-1} (y - f) + kappa sqrt(eta_{t-1}) eps_hat,
     eps_hat = (x_t - f - eta_t (y - f)) / (kappa sqrt(eta_t)). Both give x_0 = f at t = 1 (eta_0 = 0)."""
-    lr = check_image(lr, "lr", channels=getattr(model, "channels", None))
-    B, C, h, w = lr.shape
-    shape = (B, C, 4 * h, 4 * w)
-    if noise is None:
-        noise = torch.randn(shape, generator=generator, dtype=lr.dtype)
-    elif tuple(noise.shape) != shape:
-        raise ValueError(f"noise must have the output shape {shape}, got {tuple(noise.shape)}")
+    lr, noise = _checked_start(model, lr, noise, generator)
     x = teacher_map(model, lr, sched, start_state(lr, sched, noise), generator, deterministic)
     return x.clamp(0, 1) if clamp else x
 
@@ -196,12 +202,6 @@ def sinsr_sample(student, lr: torch.Tensor, sched: ResShiftSchedule = ResShiftSc
                  noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
                  clamp: bool = True) -> torch.Tensor:
     """One step: x_0 = f(x_T, y, T), x_T = y + kappa sqrt(eta_T) eps."""
-    lr = check_image(lr, "lr", channels=getattr(student, "channels", None))
-    B, C, h, w = lr.shape
-    shape = (B, C, 4 * h, 4 * w)
-    if noise is None:
-        noise = torch.randn(shape, generator=generator, dtype=lr.dtype)
-    elif tuple(noise.shape) != shape:
-        raise ValueError(f"noise must have the output shape {shape}, got {tuple(noise.shape)}")
-    x = _predict_x0(student, start_state(lr, sched, noise), lr, torch.full((B,), sched.steps), sched.steps)
+    lr, noise = _checked_start(student, lr, noise, generator)
+    x = _predict_x0(student, start_state(lr, sched, noise), lr, torch.full((len(lr),), sched.steps), sched.steps)
     return x.clamp(0, 1) if clamp else x
