@@ -1055,11 +1055,6 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
                 # its namespaces and mounts on another: the two halves of its exit run in parallel
                 _sys.process_mrelease(old.pidfd)
                 mark("mrelease")
-            if unlinked is not None and not started.is_set():
-                # another thread queued a job on the reaper since ``pending`` was read: unlink here
-                # rather than wait behind it (the queued pass then finds little or nothing left)
-                reaper.force_rmtree(str(dest))
-                unlinked = None
             if inflight is None and unlinked is None:
                 reaper.force_rmtree(str(dest))
             mark("unlink")
@@ -1080,7 +1075,13 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             for snap in snaps:
                 snap.release()
             if unlinked is not None:
-                unlinked.wait()
+                if not started.is_set():
+                    # by now an idle reaper has long begun: another thread queued a job on it since
+                    # ``pending`` was read, so unlink here instead of waiting behind that job (the queued
+                    # pass then finds nothing left)
+                    reaper.force_rmtree(str(dest))
+                else:
+                    unlinked.wait()
                 mark("unlink joined")
             if os.path.lexists(dest):
                 reaper.force_rmtree(str(dest))  # what the early pass could not remove
