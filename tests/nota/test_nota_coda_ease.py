@@ -98,7 +98,7 @@ def test_coda_shapes_weights_and_orthogonal_init(bb):
 def test_coda_old_components_bitwise_frozen_and_it_learns(pbb):
     bb = pbb
     x, y = toy(16, (4, 5, 6, 7), seed=1)
-    s = TrainSettings(epochs=4, batch=16, lr_adapter=1e-2)
+    s = TrainSettings(epochs=8, batch=16, lr_adapter=1e-2)
     one = run_coda(bb, [[4, 5]], (x, y), (x, y), s, components=2, length=4, ortho=0.1)
     two = run_coda(bb, [[4, 5], [6, 7]], (x, y), (x, y), s, components=2, length=4, ortho=0.1)
     m1, m2 = one["model"], two["model"]
@@ -107,7 +107,7 @@ def test_coda_old_components_bitwise_frozen_and_it_learns(pbb):
     assert all(torch.equal(a, b) for a, b in zip(bb.state_dict().values(), m2.backbone.state_dict().values()))
     for task_losses in two["losses"]:
         assert np.mean(task_losses[-4:]) < np.mean(task_losses[:4])             # CE (+ ortho) goes down
-    assert two["acc"][0][0] > 0.75 and two["A_last"] > 0.5                    # chance: 0.5 / 0.25
+    assert two["acc"][0][0] > 0.75 and two["A_last"] > 0.5, (two["acc"], two["A_last"])   # chance: 0.5 / 0.25
     frozen = TrainSettings(epochs=4, batch=16, lr_adapter=1e-12)                 # prompts ~ at their init
     assert not torch.allclose(two["model"].prompts[1], run_coda(bb, [[4, 5], [6, 7]], (x, y), (x, y), frozen,
                                                                  components=2, length=4)["model"].prompts[1])
