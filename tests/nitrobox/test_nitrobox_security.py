@@ -259,43 +259,31 @@ def test_sigkill_client_leaves_no_sandbox_process(state_root, mode):
 
 
 
-def _crashing_rootless_client(root: str, w: int) -> None:
+def _crashing_rootless_client(root: str, r: int, w: int) -> None:
     """As uid 65534 (forked by the test, which SIGKILLs it): two sandboxes with background sleeps,
     their init pids written to ``w`` (the test, as root, reads their pid namespaces: B is not dumpable),
-    then wait to be killed."""
+    then wait to be killed. An error goes to ``w`` as ``ERR ...``."""
     import time
 
-    boxes = [Sandbox(state_root=root, spawn_mode="direct") for _ in range(2)]
-    for b in boxes:
-        b.exec("sleep 1000 & sleep 1000 & true")
-    os.write(w, (" ".join(str(b.pid) for b in boxes) + "\n").encode())
+    os.close(r)
+    try:
+        boxes = [Sandbox(state_root=root, spawn_mode="direct") for _ in range(2)]
+        for b in boxes:
+            b.exec("sleep 1000 & sleep 1000 & true")
+        os.write(w, (" ".join(str(b.pid) for b in boxes) + "\n").encode())
+    except BaseException as e:  # noqa: BLE001 - reported to the test through the pipe
+        os.write(w, f"ERR {type(e).__name__}: {e}".replace("\n", " ").encode() + b"\n")
+        return
     time.sleep(60)
 
 
 @needs_root
-def test_sigkill_rootless_client_leaves_no_sandbox_process(nobody_root, as_nobody):
+def test_sigkill_rootless_client_leaves_no_sandbox_process(nobody_root, as_nobody, fork_as_nobody):
     """Issue 28 'Done means': the fault tests rootless too. An unprivileged client (uid 65534) SIGKILLed
     with two sandboxes running background processes leaves no sandbox process, and the next rootless
     client's cleanup removes both state dirs."""
-    import ctypes
-
-    from neurips26.nitrobox import seccomp_filter
-
-    seccomp_filter.program()  # compiled before the fork (the child imports nothing new)
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE (setuid cleared it), as as_nobody does
-            _crashing_rootless_client(nobody_root, w)
-        except BaseException as e:  # noqa: BLE001 - reported to the test through the pipe
-            os.write(w, f"ERR {type(e).__name__}: {e}".replace("\n", " ").encode() + b"\n")
-        finally:
-            os._exit(0)
+    pid = fork_as_nobody(_crashing_rootless_client, nobody_root, r, w)
     os.close(w)
     try:
         with os.fdopen(r) as f:
