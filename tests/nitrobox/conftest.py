@@ -79,11 +79,36 @@ def registry(tmp_path):
         p.wait()
 
 
+def _drop_to_nobody() -> None:
+    """In a forked child: become uid/gid 65534 with no groups, dumpable again (setuid cleared it)."""
+    import ctypes
+
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
+def _fork_as_nobody(fn, *args) -> int:
+    """Fork a child that drops to uid/gid 65534, runs ``fn(*args)`` and exits; its pid, not waited for
+    (a rootless client the test kills)."""
+    from neurips26.nitrobox import seccomp_filter
+
+    seccomp_filter.program()  # compile before fork: the child imports nothing new
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _drop_to_nobody()
+            fn(*args)
+        finally:
+            os._exit(0)
+    return pid
+
+
 def _run_as_nobody(fn, *args):
     """Fork, drop to uid/gid 65534 (setgroups([]), setresgid/setresuid, PR_SET_DUMPABLE=1), run ``fn``
     and return its result, pickled back through a pipe; an exception in the child is an AssertionError
     carrying its traceback."""
-    import ctypes
     import encodings.idna  # noqa: F401 - getaddrinfo's lazy import: the uid-65534 child cannot read /root
     import pickle
     import traceback
@@ -96,10 +121,7 @@ def _run_as_nobody(fn, *args):
     if pid == 0:
         try:
             os.close(r)
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+            _drop_to_nobody()
             out = ("ok", fn(*args))
         except BaseException as e:  # noqa: BLE001
             out = ("err", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
@@ -117,6 +139,12 @@ def _run_as_nobody(fn, *args):
     if kind == "err":
         raise AssertionError(val)
     return val
+
+
+@pytest.fixture
+def fork_as_nobody():
+    """``fork_as_nobody(fn, *args)``: pid of a forked child running ``fn(*args)`` as uid/gid 65534."""
+    return _fork_as_nobody
 
 
 @pytest.fixture

@@ -479,3 +479,71 @@ def test_force_rmtree_fallback_pass_and_a_very_deep_tree(tmp_path, monkeypatch):
         reaper.force_rmtree(str(deep))
     assert not os.path.lexists(deep)
     assert open_now[0] == 0 and most[0] <= reaper._MAX_DEPTH        # every dir fd closed, never > 64 at once
+
+
+def test_a_reaper_job_is_one_record_run_exactly_once():
+    """reaper.Job: queued -> running (the reaper began it) or taken (a caller ran it itself, the reaper
+    skips it); set once it ran, by the thread that ran it. A job queued behind a busy reaper is run by
+    ``run_or_wait`` on the caller's thread, without waiting for the busy job; one the reaper began is
+    waited for, never run a second time."""
+    import threading
+
+    from neurips26.nitrobox import reaper
+
+    r = reaper.get()
+    release = threading.Event()
+    blocker = r.submit(lambda: release.wait(10))
+    ran = []
+    job = r.submit(lambda: ran.append(threading.get_ident()))
+    assert job.state == "queued" and not job.is_set()
+    assert job.run_or_wait(5) is True
+    assert ran == [threading.get_ident()] and job.state == "taken" and job.is_set()
+    assert not blocker.is_set()                      # it did not wait for the job ahead of it
+    release.set()
+    assert blocker.wait(10) and wait_until(lambda: r.pending == 0, timeout=10)
+    assert len(ran) == 1                             # the reaper skipped the taken job
+    busy = threading.Event()
+    done = r.submit(lambda: (busy.set(), ran.append(threading.get_ident())))
+    assert busy.wait(10)
+    assert done.run_or_wait(10) is True and done.state == "running"
+    assert len(ran) == 2 and ran[1] == r.thread.ident    # ran once, on the reaper's thread
+
+
+def test_delete_wait_unlinks_once_when_the_reaper_is_busy(state_root, monkeypatch):
+    """delete(wait=True) hands its unlink pass to the reaper only when it is idle; when another job got
+    queued ahead meanwhile, the caller runs the pass itself (one Job: the reaper then skips it, the
+    state dir is unlinked once) and returns while that other job still runs."""
+    import threading
+
+    from neurips26.nitrobox import reaper
+    from neurips26.nitrobox import sandbox as S
+
+    sb = Sandbox(state_root=state_root, spawn_mode="zygote", standby=False)
+    sb.exec("for i in $(seq 20); do echo $i > /workspace/f$i; done")
+    r = reaper.get()
+    assert wait_until(lambda: r.pending == 0, timeout=10)
+    release = threading.Event()
+    blocker = r.submit(lambda: release.wait(20))
+    passes = []
+    real = reaper.force_rmtree
+
+    def counting(path):
+        passes.append(path)
+        real(path)
+
+    monkeypatch.setattr(reaper, "force_rmtree", counting)
+    monkeypatch.setattr(S, "PARALLEL_UNLINK", True)
+    with r.lock:
+        r.pending -= 1                                # the blocker was queued after delete read ``pending``
+    try:
+        sb.delete(wait=True)
+    finally:
+        with r.lock:
+            r.pending += 1
+    assert not blocker.is_set()                       # returned while the reaper was still busy
+    trash = os.path.join(state_root, "trash")
+    assert os.listdir(trash) == [] and not os.path.exists(sb.state_dir)
+    release.set()
+    assert blocker.wait(10) and wait_until(lambda: r.pending == 0, timeout=10)
+    mine = [p for p in passes if p.startswith(trash)]
+    assert len(mine) == 1, mine                       # one pass over the trashed state dir, not two

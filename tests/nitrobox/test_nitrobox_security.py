@@ -258,6 +258,49 @@ def test_sigkill_client_leaves_no_sandbox_process(state_root, mode):
     assert os.listdir(os.path.join(state_root, "sandboxes")) == []
 
 
+
+def _crashing_rootless_client(root: str, r: int, w: int) -> None:
+    """As uid 65534 (forked by the test, which SIGKILLs it): two sandboxes with background sleeps,
+    their init pids written to ``w`` (the test, as root, reads their pid namespaces: B is not dumpable),
+    then wait to be killed. An error goes to ``w`` as ``ERR ...``."""
+    import time
+
+    os.close(r)
+    try:
+        boxes = [Sandbox(state_root=root, spawn_mode="direct") for _ in range(2)]
+        for b in boxes:
+            b.exec("sleep 1000 & sleep 1000 & true")
+        os.write(w, (" ".join(str(b.pid) for b in boxes) + "\n").encode())
+    except BaseException as e:  # noqa: BLE001 - reported to the test through the pipe
+        os.write(w, f"ERR {type(e).__name__}: {e}".replace("\n", " ").encode() + b"\n")
+        return
+    time.sleep(60)
+
+
+@needs_root
+def test_sigkill_rootless_client_leaves_no_sandbox_process(nobody_root, as_nobody, fork_as_nobody):
+    """Issue 28 'Done means': the fault tests rootless too. An unprivileged client (uid 65534) SIGKILLed
+    with two sandboxes running background processes leaves no sandbox process, and the next rootless
+    client's cleanup removes both state dirs."""
+    r, w = os.pipe()
+    pid = fork_as_nobody(_crashing_rootless_client, nobody_root, r, w)
+    os.close(w)
+    try:
+        with os.fdopen(r) as f:
+            pids = f.readline().split()
+        assert len(pids) == 2 and pids[0] != "ERR", " ".join(pids)
+        namespaces = [os.readlink(f"/proc/{p}/ns/pid") for p in pids]
+        for ns in namespaces:
+            assert _live_in_ns(ns)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert wait_until(lambda: all(not _live_in_ns(ns) for ns in namespaces), timeout=5)
+    removed = as_nobody(maintenance.cleanup, nobody_root)
+    assert len([x for x in removed if "/sandboxes/" in x]) == 2, removed
+    assert os.listdir(os.path.join(nobody_root, "sandboxes")) == []
+
+
 def test_network_host_opt_in(state_root, listener, sentinel):
     sentinel_host = sentinel
     sb = Sandbox(state_root=state_root, network="host")

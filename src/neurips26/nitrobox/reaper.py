@@ -137,8 +137,45 @@ def _force_rmtree(path: str) -> None:
         pass
 
 
+class Job(threading.Event):
+    """One queued reaper job, one record of its whole life: ``state`` is ``"queued"``, then either
+    ``"running"`` (the reaper began it) or ``"taken"`` (a caller ran it on its own thread, so the
+    reaper skips it); the Event itself is set once it has run, by whichever thread ran it."""
+
+    def __init__(self, work) -> None:
+        super().__init__()
+        self.work = work  # a path to unlink or a callable
+        self.state = "queued"
+        self._lock = threading.Lock()
+
+    def _claim(self, state: str) -> bool:
+        """Move queued -> ``state``; False if another thread began it first."""
+        with self._lock:
+            if self.state != "queued":
+                return False
+            self.state = state
+            return True
+
+    def _run(self) -> None:
+        try:
+            if callable(self.work):
+                self.work()
+            else:
+                force_rmtree(self.work)
+        finally:
+            self.set()
+
+    def run_or_wait(self, timeout: float | None = None) -> bool:
+        """Run the job here if the reaper has not begun it (it is queued behind other jobs: no wait
+        behind them), else wait until the reaper has run it. True once it has run."""
+        if self._claim("taken"):
+            self._run()
+            return True
+        return self.wait(timeout)
+
+
 class Reaper:
-    """Background unlinker of trash dirs; ``submit`` returns an Event set when the dir is gone."""
+    """Background unlinker of trash dirs; ``submit`` returns the ``Job``, an Event set when it is done."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -150,25 +187,22 @@ class Reaper:
 
     def _loop(self) -> None:
         while True:
-            job, ev = self.q.get()
+            job = self.q.get()
             try:
-                if callable(job):
-                    job()
-                else:
-                    force_rmtree(job)
+                if job._claim("running"):  # a job a caller took ran (or runs) on that caller's thread
+                    job._run()
             except Exception:  # noqa: BLE001 - a failed unlink must not stop the reaper
                 pass
             with self.lock:
                 self.pending -= 1
-            ev.set()
 
-    def submit(self, job) -> threading.Event:
-        """Queue a path to unlink or a callable to run; the Event is set when it is done."""
-        ev = threading.Event()
+    def submit(self, work) -> Job:
+        """Queue a path to unlink or a callable to run; the returned Job is set when it is done."""
+        job = Job(work)
         with self.lock:
             self.pending += 1
-        self.q.put((job, ev))
-        return ev
+        self.q.put(job)
+        return job
 
 
 _reaper: Reaper | None = None
@@ -198,7 +232,7 @@ def get() -> Reaper:
         return _reaper
 
 
-def trash(root: Path, path: str | Path, wait: bool = False) -> threading.Event | None:
+def trash(root: Path, path: str | Path, wait: bool = False) -> Job | None:
     """Rename ``path`` into ``root/trash`` (O(1)) and let the reaper unlink it."""
     if not os.path.lexists(path):
         return None

@@ -1043,13 +1043,7 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             # removed by the pass below, after every sandbox process is gone. With ``helper`` (a
             # caller that waits, and an idle reaper) the unlink runs on the reaper's thread while this
             # one releases B's memory: the two passes are independent and each is a few hundred us
-            started = threading.Event()
-
-            def unlink() -> None:
-                started.set()
-                reaper.force_rmtree(str(dest))
-
-            unlinked = reaper.get().submit(unlink) if helper and inflight is None else None
+            unlinked = reaper.get().submit(str(dest)) if helper and inflight is None else None
             if MRELEASE and old.pidfd is not None:
                 # B's memory (its copy of the zygote) unmapped here, on this CPU, while B tears down
                 # its namespaces and mounts on another: the two halves of its exit run in parallel
@@ -1075,13 +1069,10 @@ class Sandbox(ExecClient, FilesClient, LayerOps):
             for snap in snaps:
                 snap.release()
             if unlinked is not None:
-                if not started.is_set():
-                    # by now an idle reaper has long begun: another thread queued a job on it since
-                    # ``pending`` was read, so unlink here instead of waiting behind that job (the queued
-                    # pass then finds nothing left)
-                    reaper.force_rmtree(str(dest))
-                else:
-                    unlinked.wait()
+                # by now an idle reaper has long begun; if not, another thread queued a job on it since
+                # ``pending`` was read: the pass runs here instead of behind that job, and the reaper
+                # skips it (one job record, reaper.Job: never run twice, never waited on behind others)
+                unlinked.run_or_wait()
                 mark("unlink joined")
             if os.path.lexists(dest):
                 reaper.force_rmtree(str(dest))  # what the early pass could not remove
