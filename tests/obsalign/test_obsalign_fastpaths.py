@@ -271,3 +271,58 @@ def test_guided_terms_analytic_gradient_passes_gradcheck():
         fn = lambda *z: _GuidedTerms.apply(t, torch.tensor(0.3, dtype=torch.float64), W, bias,  # noqa: E731
                                            (pa, pb), 10.0, 0.7, 1.3, 1.0 / n, *z)
         assert torch.autograd.gradcheck(fn, zs, eps=1e-6, atol=1e-6)
+
+
+def test_torch_path_and_compiled_kernel_both_equal_the_previous_formula(monkeypatch):
+    """``local_loss`` with guidance runs the compiled kernel where numba is installed (``USE_KERNEL``) and
+    the torch path otherwise: both == the previous formula (value and every gradient), including a
+    temperature so small that |S| / tau needs the kernel's per-row/column shifts (one shift would underflow)."""
+    import neurips26.obsalign.model as mod
+    from neurips26.obsalign.kernels import HAVE_NUMBA
+    torch.manual_seed(4)
+    dims, Cm, n, d = (7, 5, 4), 5, 40, 6
+    model = ObsModel(dims, Cm, d=d)
+    mods = (1, 0, 2)
+    x = [torch.randn(n, dm) for dm in dims]
+    mask = torch.rand(n, 3) < 0.7
+    mask[~mask.any(dim=1), 0] = True
+    y = torch.randint(-1, Cm, (n,))
+    off = (1 - torch.eye(3))[:, :, None]
+    g = Guidance(torch.randn(3, Cm, d), align=torch.rand(3, 3, Cm), transfer=torch.rand(3, 3, Cm) * off)
+    for use in ((False, True) if HAVE_NUMBA else (False,)):
+        monkeypatch.setattr(mod, "USE_KERNEL", use)
+        for tau in (0.1, 1e-3):
+            got = local_loss(model, x, mask, y, mods, g, tau)
+            ref = _old_local_loss(model, x, mask, y, mods, g, tau)
+            assert torch.allclose(got, ref, atol=1e-5, rtol=1e-5), (use, tau, got, ref)
+            assert all(torch.allclose(a, r, atol=1e-4, rtol=1e-4) for a, r in zip(_grads(got, model), _grads(ref, model)))
+
+
+def test_compiled_kernel_gradient_passes_gradcheck():
+    """The kernel's returned gradient in every z^m == finite differences of its returned value (float64),
+    two and three own modalities, labelled and unlabelled rows, missing modalities."""
+    from neurips26.obsalign.kernels import HAVE_NUMBA, guided_kernel
+    from neurips26.obsalign.model import _Injected, _kernel_arrays
+    if not HAVE_NUMBA:
+        pytest.skip("numba not installed (the torch path is checked above)")
+    torch.manual_seed(6)
+    n, d, Cm = 9, 4, 3
+    off = (1 - torch.eye(3, dtype=torch.float64))[:, :, None]
+    g = Guidance(torch.randn(3, Cm, d, dtype=torch.float64), align=torch.rand(3, 3, Cm, dtype=torch.float64),
+                 transfer=torch.rand(3, 3, Cm, dtype=torch.float64) * off)
+    cls = torch.randn(Cm, d, dtype=torch.float64)
+    y = torch.randint(-1, Cm, (n,))
+    for mods in ((0, 2), (2, 0, 1)):
+        mask = torch.zeros(n, 3, dtype=torch.bool)
+        mask[:, list(mods)] = torch.rand(n, len(mods)) < 0.75
+        mask[~mask.any(dim=1), mods[0]] = True
+        arrs = _kernel_arrays(g, torch.float64, mods)
+
+        def fn(*zs):
+            Z = torch.stack([z.detach() for z in zs]).numpy()
+            _, val, dZ = guided_kernel(Z, mask.numpy(), arrs[0], y.numpy(), cls.numpy(), *arrs[1:], 10.0, 10.0,
+                                       0.7, 1.3, 1.0 / n)
+            return _Injected.apply(val, torch.from_numpy(dZ), *zs)
+
+        zs = [F.normalize(torch.randn(n, d, dtype=torch.float64), dim=1).requires_grad_() for _ in mods]
+        assert torch.autograd.gradcheck(fn, zs, eps=1e-6, atol=1e-6)

@@ -14,6 +14,7 @@ import torch
 
 from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.obsalign.consolidation import consolidate, evidence_weights, fedavg_weights
+from neurips26.obsalign import model as model_mod
 from neurips26.obsalign.model import Guidance, ObsModel, forward, guided_tables, local_loss, predict
 from neurips26.obsalign.obsbench import ObsBench, Split, validate_split
 from neurips26.obsalign.observability import (ObservabilityTracker, OmegaParams, check_thresholds, kappa_neg,
@@ -130,7 +131,8 @@ def train_epochs(model: ObsModel, opt: torch.optim.Optimizer, split: Split, moda
     """E local epochs; with ``prox_mu > 0`` the loss gets FedProx's term about the round's start point."""
     x, mask, y = tensors(split)
     anchor = ({k: p.detach().clone() for k, p in model.named_parameters()} if prox_mu > 0 else None)
-    tables = guided_tables(g, mask, modalities) if g is not None else None   # once per round, not per step
+    # the torch path's lookup tables, once per round, not per step (the compiled path reads g directly)
+    tables = guided_tables(g, mask, modalities) if g is not None and not model_mod.USE_KERNEL else None
     n, last = len(y), 0.0
     for _ in range(cfg.epochs):
         perm = torch.randperm(n, generator=gen)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from neurips26.harness.validation import check_choice, check_scalar
+from neurips26.obsalign.kernels import HAVE_NUMBA, guided_kernel
 
 SCALE = 10.0    # cosine-classifier scale s_c
 
@@ -170,15 +172,12 @@ def forward(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, modaliti
     return z, logits, chat, p0
 
 
-def local_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_obs: torch.Tensor,
-               modalities: tuple[int, ...], g: Guidance | None, tau: float = 0.1, lam_uni: float = 1.0,
-               lam_al: float = 1.0, lam_tr: float = 1.0, tables: GuidedTables | None = None,
-               key: torch.Tensor | None = None) -> torch.Tensor:
-    """The source's loss on one batch (CE on labelled samples, alignment/transfer on all).
+USE_KERNEL = HAVE_NUMBA   # the guided terms as one compiled kernel (``kernels``); False: the torch path
 
-    ``tables`` / ``key`` as in ``forward`` (a round's tables for the split, indexed by the batch)."""
-    z, logits, chat, _, row, tables = _forward(model, x, mask, modalities, g, y_obs, tables, key,
-                                               need_chat=g is not None)
+
+def _ce_terms(model: ObsModel, z: dict[int, torch.Tensor], logits: torch.Tensor, mask: torch.Tensor,
+              y_obs: torch.Tensor, modalities: tuple[int, ...], lam_uni: float) -> torch.Tensor:
+    """CE(fused) + lambda_uni sum_m CE(z^m) over the labelled samples of the batch, each / n."""
     n = len(y_obs)
     lab = y_obs >= 0
     zero = logits.sum() * 0.0
@@ -187,6 +186,25 @@ def local_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_obs
         sel = lab & mask[:, m]
         if sel.any():
             loss = loss + lam_uni * F.cross_entropy(model.logits(z[m][sel]), y_obs[sel], reduction="sum") / n
+    return loss
+
+
+def local_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_obs: torch.Tensor,
+               modalities: tuple[int, ...], g: Guidance | None, tau: float = 0.1, lam_uni: float = 1.0,
+               lam_al: float = 1.0, lam_tr: float = 1.0, tables: GuidedTables | None = None,
+               key: torch.Tensor | None = None) -> torch.Tensor:
+    """The source's loss on one batch (CE on labelled samples, alignment/transfer on all).
+
+    ``tables`` / ``key`` as in ``forward`` (a round's tables for the split, indexed by the batch; the
+    compiled path, ``USE_KERNEL``, reads the guidance directly and does not need them)."""
+    if g is not None and USE_KERNEL:
+        if tables is not None and key is None:
+            raise ValueError("key (the batch's rows of GuidedTables.key) must be given with tables")
+        return _kernel_loss(model, x, mask, y_obs, modalities, g, tau, lam_uni, lam_al, lam_tr)
+    z, logits, chat, _, row, tables = _forward(model, x, mask, modalities, g, y_obs, tables, key,
+                                               need_chat=g is not None)
+    n = len(y_obs)
+    loss = _ce_terms(model, z, logits, mask, y_obs, modalities, lam_uni)
     if g is None or not (tables.align or tables.impute):
         return loss
     k, d, at = len(modalities), model.d, model.K * model.C if tables.impute else 0
@@ -261,6 +279,60 @@ class _GuidedTerms(torch.autograd.Function):
             dt = t * (grad * (-lam_tr * inv_n))
             dZ = dt if dZ is None else dZ + dt
         return (None,) * 9 + tuple(dZ.unbind(0))
+
+
+
+def _kernel_arrays(g: Guidance, dtype: torch.dtype, modalities: tuple[int, ...]) -> tuple:
+    """``g``'s tensors as the kernel's numpy arrays in the model's dtype (made once per Guidance, dtype and
+    modality tuple: the broadcast is not changed after it is made)."""
+    cache = g.__dict__.setdefault("_kernel_cache", {})
+    ck = (dtype, modalities)
+    if ck not in cache:
+        def arr(t):
+            return np.zeros((1, 1, 1), np.float32 if dtype == torch.float32 else np.float64) if t is None \
+                else np.ascontiguousarray(t.detach().to(dtype).numpy())
+        cache[ck] = (np.asarray(modalities, np.int64), arr(g.mu), arr(g.mu_unit), arr(g.align),
+                     arr(g.transfer), g.align is not None, g.transfer is not None)
+    return cache[ck]
+
+
+def _kernel_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_obs: torch.Tensor,
+                 modalities: tuple[int, ...], g: Guidance, tau: float, lam_uni: float, lam_al: float,
+                 lam_tr: float) -> torch.Tensor:
+    """``local_loss`` with guidance, the guided part in ``kernels.guided_kernel`` (same formulas as the torch
+    path): the kernel returns the imputation z~, lam_tr L_trans + lam_al L_align and its gradient in z^m;
+    CE(fused on h = h0 + z~) and the unimodal CEs are the CE-only step's own calls."""
+    z = model.embed(x, modalities)
+    zs = [z[m] for m in modalities]
+    dtype = zs[0].dtype
+    mods, mu, mu_unit, al, tr, use_al, use_tr = _kernel_arrays(g, dtype, modalities)
+    n = len(y_obs)
+    with torch.no_grad():
+        Z = torch.stack(zs)
+    imp, val, dZ = guided_kernel(Z.numpy(), mask.numpy(), mods, y_obs.numpy(), model.cls.detach().numpy(),
+                                 mu, mu_unit, al, tr, use_al, use_tr, SCALE, 1.0 / tau, float(lam_al),
+                                 float(lam_tr), 1.0 / n)
+    maskf = mask.to(dtype)
+    h = sum(maskf[:, m:m + 1] * z[m] for m in modalities)          # h0 = sum_obs z^m
+    if use_tr:
+        h = h + torch.from_numpy(imp)                               # h = h0 + sum_miss lambda z~ (a constant)
+    loss = _ce_terms(model, z, model.logits(h), mask, y_obs, modalities, lam_uni)
+    return loss + _Injected.apply(val, torch.from_numpy(dZ), *zs)
+
+
+class _Injected(torch.autograd.Function):
+    """A value computed outside autograd with its gradient in each ``z^m`` (``dZ[j]``, for an incoming
+    gradient of 1): forward returns the value, backward ``grad * dZ[j]``."""
+
+    @staticmethod
+    def forward(ctx, val, dZ, *zs):
+        ctx.dZ = dZ
+        return zs[0].new_tensor(val)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        return (None, None) + tuple((ctx.dZ * grad).unbind(0))
 
 
 @torch.no_grad()
