@@ -171,16 +171,18 @@ def _sharded_check(cfg: Config, R, tau_c: float, tau_m: float, sub: Subspace, V,
                                        "virtual_collisions": a_s.virtual_collisions},
            "main_audit_equal": (a_s.real_collisions, a_s.virtual_collisions)
            == (a.real_collisions, a.virtual_collisions), "seconds": {"main_audit": time.perf_counter() - t0}}
+    n_s = min(cfg.sharded_M, cfg.M)                  # virtuals of the sharded allocation
+    b_s = min(cfg.sharded_batch, n_s)                # its batch size
     runs = {}
     for shards in (1, S):
         t0 = time.perf_counter()
-        al = GapAllocator(R, tau_c, tau_m, sub, n_iter=cfg.n_iter, batch=min(cfg.sharded_batch, cfg.sharded_M),
+        al = GapAllocator(R, tau_c, tau_m, sub, n_iter=cfg.n_iter, batch=b_s,
                           search="flat", virtual_shards=shards, seed=seed)
-        Vs = al.allocate(min(cfg.sharded_M, cfg.M))
+        Vs = al.allocate(n_s)
         runs[shards] = (Vs, al.audit(seed=seed))
         out["seconds"][f"allocate_{shards}"] = time.perf_counter() - t0
     (v1, a1), (vs, av) = runs[1], runs[S]
-    out |= {"n": int(vs.shape[0]), "batches": -(-min(cfg.sharded_M, cfg.M) // min(cfg.sharded_batch, cfg.sharded_M)),
+    out |= {"n": int(vs.shape[0]), "batches": -(-n_s // b_s),
             "audit": {"real_collisions": av.real_collisions, "virtual_collisions": av.virtual_collisions},
             "audit_one_shard": {"real_collisions": a1.real_collisions, "virtual_collisions": a1.virtual_collisions},
             "equal_to_one_shard": bool(v1.shape == vs.shape and torch.equal(v1, vs))
