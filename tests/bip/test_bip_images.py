@@ -357,3 +357,40 @@ def test_protocol4_open_set_on_separable_and_random_embeddings():
         protocol4(R, V, p, ids, ~isv)
     with pytest.raises(ValueError, match="probe_ids"):
         protocol4(R, V, p, np.r_[ids[:-1], 99], isv)
+
+
+def test_final_stage_extra_epochs_and_cosine_lr_decay():
+    """final_extra_epochs lengthens only the last stage; final_lr_decay sets both learning rates to
+    lr 0.5 (1 + cos(pi t / T)) over the final stage's T steps (constant before) and restores lr at the end."""
+    X, y = _data(6, 2, 0)
+    enc = FREncoder(8).eval()
+    R = identity_centers(embed(enc, X), y)
+    sub = Subspace(R)
+    V = sub.sample(20, torch.Generator().manual_seed(1))
+    cfg = GapGenConfig(stages=2, stage_epochs=2, final_extra_epochs=3, final_lr_decay=True, batch=8, lr=1e-3)
+    gg = GapGen(enc, R, 0.5, sub.P, cfg, seed=0).train_stage0(X, epochs=0)
+    lrs, ends = [], []
+    steps = gg.curriculum_batches(V)
+    out = next(steps)
+    while True:
+        s, ep, *_, target = out
+        if target is not None:
+            ends.append(s)
+            try:
+                out = steps.send(False)
+            except StopIteration:
+                break
+            continue
+        lrs.append((s, gg.opt_g.param_groups[0]["lr"], gg.opt_d.param_groups[0]["lr"]))
+        out = next(steps)
+    assert ends == [1] * 2 + [2] * 5                                  # 2 epochs, then 2 + 3
+    per_epoch = 3                                                     # ceil(20 / 8)
+    first = [lr for s, lr, _ in lrs if s == 1]
+    last = [(lg, ld) for s, lg, ld in lrs if s == 2]
+    assert first == [1e-3] * 2 * per_epoch and len(last) == 5 * per_epoch
+    T = len(last)
+    want = [1e-3 * 0.5 * (1 + math.cos(math.pi * t / T)) for t in range(T)]
+    assert [lg for lg, _ in last] == pytest.approx(want) and [ld for _, ld in last] == pytest.approx(want)
+    assert gg.opt_g.param_groups[0]["lr"] == gg.opt_d.param_groups[0]["lr"] == 1e-3   # restored
+    with pytest.raises(ValueError, match="final_extra_epochs"):
+        GapGen(enc, R, 0.5, sub.P, GapGenConfig(final_extra_epochs=-1))

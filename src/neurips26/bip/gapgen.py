@@ -19,8 +19,10 @@ G(e, z) -> image, trained on reals (stage 0) and then, by a curriculum, towards 
    below the allocation threshold so that the spread of generated embeddings around g, not only its
    mean, stays clear of tau_c)
 
-   mixed 1:1 with stage-0 real batches. A stage advances after ``stage_epochs`` epochs, or earlier once
-   the mean identity consistency on its targets reaches ``advance`` x the real-level value.
+   mixed 1:1 with stage-0 real batches. A stage advances after ``stage_epochs`` epochs (the final stage
+   ``stage_epochs + final_extra_epochs``), or earlier once the mean identity consistency on its targets
+   reaches ``advance`` x the real-level value. ASSUMPTION ``final_lr_decay``: over the final stage's T steps
+   both learning rates follow ``lr_t = lr 0.5 (1 + cos(pi t / T))`` (constant lr in the earlier stages).
 3. Provisioning: for each virtual v, K images ``G(normalize(v + sigma_intra P xi), z)``.
 
 Metrics (``identity_consistency``, ``image_collisions``, ``frechet_distance``): cos(f(G(v, z)), v);
@@ -128,6 +130,11 @@ class GapGenConfig:
     # ASSUMPTION: the non-collision hinge threshold tau_nc = tau_m - nc_margin (the spec: 0, i.e. tau_m)
     nc_margin: float = 0.0
     advance: float = 0.8          # advance a stage once consistency >= advance x the real level
+    # ASSUMPTION (training schedule, not in the spec): extra epochs in the final stage (alpha = 1) only
+    final_extra_epochs: int = 0
+    # ASSUMPTION: cosine decay of both learning rates over the final stage's steps (lr_t = lr 0.5 (1 +
+    # cos(pi t / T))), restored when the curriculum ends; off = the constant lr of every stage
+    final_lr_decay: bool = False
 
 
 class GapGen:
@@ -149,6 +156,7 @@ class GapGen:
         self.tau_m = check_scalar(tau_m, "tau_m", float, min=-1, max=1)
         check_choice(cfg.nc_neighbours, "nc_neighbours", NC_NEIGHBOURS)
         check_scalar(cfg.nc_margin, "nc_margin", float, min=0, max=1 + self.tau_m)
+        check_scalar(cfg.final_extra_epochs, "final_extra_epochs", int, min=0)
         self.cfg = cfg
         self.gen = torch.Generator().manual_seed(check_scalar(seed, "seed", int, min=0))
         torch.manual_seed(seed)
@@ -279,16 +287,33 @@ class GapGen:
         the consumer sends True to move on to the next stage (the advance rule), False to stay."""
         c = self.cfg
         near = self.R[knn(V, self.R, 1)[1][:, 0]]
-        for s in range(1, c.stages + 1):
-            target = slerp(near, V, s / c.stages)
-            for ep in range(c.stage_epochs):
-                perm = torch.randperm(V.shape[0], generator=self.gen)
-                for i in range(0, V.shape[0], c.batch):
-                    g = self.jitter(target[perm[i:i + c.batch]])
-                    rb = torch.randint(0, self._x.shape[0], (g.shape[0],), generator=self.gen)
-                    yield s, ep, g, rb, self._z(g.shape[0]), self._z(rb.numel()), None
-                if (yield s, ep, None, None, None, None, target):
-                    break
+        per_epoch = -(-V.shape[0] // c.batch)
+        try:
+            for s in range(1, c.stages + 1):
+                target = slerp(near, V, s / c.stages)
+                final = s == c.stages
+                n_ep = c.stage_epochs + (c.final_extra_epochs if final else 0)
+                t = 0
+                for ep in range(n_ep):
+                    perm = torch.randperm(V.shape[0], generator=self.gen)
+                    for i in range(0, V.shape[0], c.batch):
+                        if final and c.final_lr_decay:
+                            # lr_t = lr * 0.5 (1 + cos(pi t / T)), T = the final stage's steps
+                            self._set_lr(0.5 * (1 + np.cos(np.pi * t / (n_ep * per_epoch))))
+                            t += 1
+                        g = self.jitter(target[perm[i:i + c.batch]])
+                        rb = torch.randint(0, self._x.shape[0], (g.shape[0],), generator=self.gen)
+                        yield s, ep, g, rb, self._z(g.shape[0]), self._z(rb.numel()), None
+                    if (yield s, ep, None, None, None, None, target):
+                        break
+        finally:
+            self._set_lr(1.0)
+
+    def _set_lr(self, scale: float) -> None:
+        """Both optimizers' learning rate = scale x cfg.lr."""
+        for opt in (self.opt_g, self.opt_d):
+            for group in opt.param_groups:
+                group["lr"] = self.cfg.lr * scale
 
     # ---- sampling -------------------------------------------------------------------------------
     @torch.no_grad()
