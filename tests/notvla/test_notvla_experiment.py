@@ -1,6 +1,7 @@
 """Acceptance check 8 (slow: 3 seeds of the quick scale, means over seeds), and the smoke metrics' shape."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -39,3 +40,30 @@ def test_smoke_metrics_have_every_condition(tmp_path):
     for method, conds in m["learned"]["success"].items():
         assert set(conds) == {"id", "ood", "camera_shift"}, method
     assert m["learned"]["steps_used"]["finetune"] == 4
+
+
+@pytest.mark.slow  # ~50 s on the loaded 2-core box (three learned runs, a process pool)
+def test_methods_side_by_side_equal_serial(tmp_path, monkeypatch):
+    """Each method is one self-contained task (reseeded, its own synonym generator): run in 2 processes, or
+    in another order, every method's rollouts and retention are those of the serial run."""
+    from neurips26.notvla import experiment as E
+    from neurips26.notvla.backbone import BackboneConfig
+    from neurips26.notvla.evaluation import learned_policies
+
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path))
+    s = E.CONFIGS["smoke"]
+    pre = dataclasses.replace(s.pretrain, steps=4, scenes=16)
+    ft = dataclasses.replace(s.finetune, steps=2, demos=2, methods=("notvla", "dense_bin"))
+    ev = dataclasses.replace(s.eval, episodes=2, retention_questions=8, max_steps=12, max_calls=2)
+    b = BackboneConfig(pre.d_model, pre.layers, 4, 64)
+    serial = learned_policies(b, pre, ft, ev)
+    swapped = learned_policies(b, pre, dataclasses.replace(ft, methods=("dense_bin", "notvla")), ev)
+    pooled = learned_policies(b, pre, ft, dataclasses.replace(ev, workers=2), backend="process")
+    def same(a, b):  # json: NaN (a probe or a median with no data) compares equal to NaN
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+    for other in (swapped, pooled):
+        assert other["rollouts"] == serial["rollouts"]
+        assert same(other["retention_detail"], serial["retention_detail"])
+        assert same(other["grounding"], serial["grounding"])
+    assert set(pooled["seconds"]) >= {"finetune_notvla", "rollout_dense_bin"}

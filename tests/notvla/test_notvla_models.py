@@ -390,3 +390,35 @@ def test_anchor_weights_and_weighted_loss():
     assert answer_weights([samples[1]], b[3][1:]) is None
     with pytest.raises(ValueError):
         lm_loss(model, *b, per_sample=True, weights=wt)
+
+
+def test_colour_first_curriculum(monkeypatch):
+    """colour_first: pointing by colour alone only where that colour names one visible object; the early steps
+    draw from the early weights (no full-name pointing), the later ones from the main weights (no colour-only)."""
+    from neurips26.notvla import pretrain as P
+
+    scenes = [[{"colour": "red", "kind": "cube", "visible": True}, {"colour": "red", "kind": "bowl", "visible": True}],
+              [{"colour": "blue", "kind": "cube", "visible": True}, {"colour": "red", "kind": "bowl", "visible": False}]]
+    samples = [P.Sample(0, ["point", "to", "the", "crimson", "cube"], ["(", "1", ",", "2", ")"], "pointing"),
+               P.Sample(1, ["point", "to", "the", "navy", "cube"], ["(", "3", ",", "4", ")"], "pointing"),
+               P.Sample(1, ["how", "many", "cubes", "are", "there", "?"], ["1"], "counting")]
+    extra = P.colour_pointing(samples, scenes)
+    assert [(q.image, q.prompt, q.answer, q.kind) for q in extra] == [
+        (1, ["point", "to", "the", "navy", "object"], ["(", "3", ",", "4", ")"], "pointing_colour")]
+    allk = samples + extra
+    seen = []
+    real = P.batch_tensors
+
+    def spy(vocab, chosen, images, n_visual=16):
+        seen.append({q.kind for q in chosen})
+        return real(vocab, chosen, images, n_visual)
+
+    monkeypatch.setattr(P, "batch_tensors", spy)
+    vocab = P.Vocab()
+    torch.manual_seed(0)
+    model = P.TinyVLM(P.BackboneConfig(d_model=32, layers=1, heads=2), len(vocab))
+    images = np.zeros((2, 64, 64, 3), np.uint8)
+    P.train_steps(model, vocab, allk, images, 6, 8, 1e-3, 0, weights=[1, 1, 1, 0], early_weights=[0, 0, 1, 1],
+                  early_steps=3)
+    assert all(k <= {"counting", "pointing_colour"} for k in seen[:3]) and any("pointing_colour" in k for k in seen[:3])
+    assert all("pointing_colour" not in k for k in seen[3:]) and any("pointing" in k for k in seen[3:])

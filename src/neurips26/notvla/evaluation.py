@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from neurips26.harness.validation import check_scalar
+from neurips26.notvla.backbone import TinyVLM
 from neurips26.notvla.camera import CameraShift
 from neurips26.notvla.detokenizer import Detokenizer
 from neurips26.notvla.execution import OraclePolicy, run_episode
@@ -83,8 +84,14 @@ def _oracle_range(task) -> dict:
     return out
 
 
-def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> dict:
-    """Pre-train (cached), fine-tune each method for the same steps, probe retention, roll out."""
+def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None, backend: str = "auto") -> dict:
+    """Pre-train (cached), fine-tune each method for the same steps, probe retention, roll out.
+
+    Each method's fine-tuning, probes and rollouts are one task (``_method_task``) that starts from the same
+    pre-trained weights, demos and seeds (torch's global generator reseeded, its own synonym generator), so a
+    method's result does not depend on which methods ran before it; with ``ev_cfg.workers > 1`` the tasks run
+    side by side through ``harness.parallel.map_tasks`` (one torch thread each) with the same result.
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model on a shared 2-core box: one thread is fastest
     try:
@@ -100,67 +107,23 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
         t0 = time.perf_counter()
         records = collect_demos(ft_cfg.demos, seed, bcfg.image_size)
         sec["demos"] = time.perf_counter() - t0
-        acts = np.concatenate([r.demo.actions for r in records])
-        n = ev_cfg.episodes
-        id_seeds = [900_000 + 1000 * seed + i for i in range(n)]
-        ood_seeds = [950_000 + 1000 * seed + i for i in range(n)]
-        rng_syn = np.random.default_rng(seed)
-        half = n // 2
+        shared = (bcfg, pre_cfg, ft_cfg, ev_cfg, seed, base.state_dict(), vocab0, records, pim, psamples, pre)
+        tasks = [(m,) + shared for m in ft_cfg.methods]
+        workers = min(ev_cfg.workers, len(tasks))
+        if workers > 1:
+            from neurips26.harness.parallel import map_tasks
 
-        def synonyms(instr, i):
-            return with_synonyms(instr, rng_syn)
-
-        progress, proprio = ft_cfg.progress, ft_cfg.proprio
+            outs = map_tasks(_method_task, tasks, backend=backend, workers=workers, progress=False)
+        else:
+            outs = [_method_task(t, log) for t in tasks]
         rollouts, detail, example, grounding = {}, {}, "", {}
-        for m in ft_cfg.methods:
-            t0 = time.perf_counter()
-            model, vocab = copy.deepcopy(base), copy.deepcopy(vocab0)
-            if m in NOTVLA_VARIANTS:
-                samples, images = notvla_data(records, bcfg.image_size, variant=m, progress=progress,
-                                              proprio=proprio,
-                                              anchor_weight=ft_cfg.anchor_weight)
-            else:
-                codec = DenseCodec(m, vocab, acts)
-                samples, images = dense_data(records, codec, bcfg.image_size, proprio=proprio)
-            finetune(model, vocab, samples, images, ft_cfg.steps, batch=pre_cfg.batch, seed=seed, log=log)
-            sec[f"finetune_{m}"] = time.perf_counter() - t0
-            post = score_probes(model, vocab, pim, psamples)
-            detail[m] = retention(pre, post) | {"post": post}
-            t0 = time.perf_counter()
-            if m in NOTVLA_VARIANTS:
-                pol = NoTVLAPolicy(model, vocab, depth=m != "notvla_no_depth",
-                                   grammar="xyz" if m == "notvla_no_anchor" else "narrative",
-                                   progress=progress, proprio=proprio)
-                if m != "notvla_no_anchor":
-                    grounding[m] = first_step_grounding(pol, id_seeds, bcfg.image_size)
-                kw = {
-                    "image_size": bcfg.image_size,
-                    "max_calls": ev_cfg.max_calls,
-                    "max_steps": ev_cfg.max_steps,
-                    # no-depth ablation: pixel only, depth from the sensor
-                    "detokenizer": {"notvla": None, "notvla_no_depth": Detokenizer(depth_source="sensor"),
-                                    "notvla_no_anchor": XYZDetokenizer()}[m],
-                }
-                r = {
-                    "id": rollout_notvla(pol, id_seeds, **kw),
-                    "ood": rollout_notvla(pol, ood_seeds[:half], rewrite=synonyms, **kw)
-                    + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
-                    "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw),
-                }
-                if m == "notvla":
-                    example = r["id"][0]["plan"]
-            else:
-                kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps, "proprio": proprio}
-                r = {
-                    "id": rollout_dense(model, vocab, codec, id_seeds, **kw),
-                    "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
-                    + rollout_dense(model, vocab, codec, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
-                    "camera_shift": rollout_dense(
-                        model, vocab, codec, id_seeds, shift=CameraShift(azimuth=20.0), **kw
-                    ),
-                }
-            sec[f"rollout_{m}"] = time.perf_counter() - t0
-            rollouts[m] = r
+        for m, o in zip(ft_cfg.methods, outs):
+            rollouts[m], detail[m] = o["rollouts"], o["detail"]
+            sec.update(o["seconds"])
+            if "grounding" in o:
+                grounding[m] = o["grounding"]
+            if m == "notvla":
+                example = o["rollouts"]["id"][0]["plan"]
         return {
             "rollouts": rollouts,
             "retention_detail": detail,
@@ -175,5 +138,77 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None) -> 
             "seconds": sec,
             "pretrain_loss": info["final_loss"],
         }
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _method_task(task, log=None) -> dict:
+    """One method under the matched protocol: fine-tune a copy of the pre-trained backbone, score the
+    retention probes, measure first-step grounding (plan writers) and roll out ID / OOD / camera shift."""
+    m, bcfg, pre_cfg, ft_cfg, ev_cfg, seed, state, vocab0, records, pim, psamples, pre = task
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)  # new token rows / LoRA adapters draw from the global generator
+        sec = {}
+        t0 = time.perf_counter()
+        vocab = copy.deepcopy(vocab0)
+        model = TinyVLM(bcfg, len(vocab0))
+        model.load_state_dict(state)
+        model.eval()
+        acts = np.concatenate([r.demo.actions for r in records])
+        n = ev_cfg.episodes
+        id_seeds = [900_000 + 1000 * seed + i for i in range(n)]
+        ood_seeds = [950_000 + 1000 * seed + i for i in range(n)]
+        rng_syn = np.random.default_rng(seed)  # the same synonym rewrites for every method
+        half = n // 2
+
+        def synonyms(instr, i):
+            return with_synonyms(instr, rng_syn)
+
+        progress, proprio = ft_cfg.progress, ft_cfg.proprio
+        out = {}
+        if m in NOTVLA_VARIANTS:
+            samples, images = notvla_data(records, bcfg.image_size, variant=m, progress=progress, proprio=proprio,
+                                          anchor_weight=ft_cfg.anchor_weight)
+        else:
+            codec = DenseCodec(m, vocab, acts)
+            samples, images = dense_data(records, codec, bcfg.image_size, proprio=proprio)
+        finetune(model, vocab, samples, images, ft_cfg.steps, batch=pre_cfg.batch, seed=seed, log=log)
+        sec[f"finetune_{m}"] = time.perf_counter() - t0
+        post = score_probes(model, vocab, pim, psamples)
+        out["detail"] = retention(pre, post) | {"post": post}
+        t0 = time.perf_counter()
+        if m in NOTVLA_VARIANTS:
+            pol = NoTVLAPolicy(model, vocab, depth=m != "notvla_no_depth",
+                               grammar="xyz" if m == "notvla_no_anchor" else "narrative",
+                               progress=progress, proprio=proprio)
+            if m != "notvla_no_anchor":
+                out["grounding"] = first_step_grounding(pol, id_seeds, bcfg.image_size)
+            kw = {
+                "image_size": bcfg.image_size,
+                "max_calls": ev_cfg.max_calls,
+                "max_steps": ev_cfg.max_steps,
+                # no-depth ablation: pixel only, depth from the sensor
+                "detokenizer": {"notvla": None, "notvla_no_depth": Detokenizer(depth_source="sensor"),
+                                "notvla_no_anchor": XYZDetokenizer()}[m],
+            }
+            r = {
+                "id": rollout_notvla(pol, id_seeds, **kw),
+                "ood": rollout_notvla(pol, ood_seeds[:half], rewrite=synonyms, **kw)
+                + rollout_notvla(pol, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                "camera_shift": rollout_notvla(pol, id_seeds, shift=CameraShift(azimuth=20.0), **kw),
+            }
+        else:
+            kw = {"image_size": bcfg.image_size, "max_steps": ev_cfg.max_steps, "proprio": proprio}
+            r = {
+                "id": rollout_dense(model, vocab, codec, id_seeds, **kw),
+                "ood": rollout_dense(model, vocab, codec, ood_seeds[:half], rewrite=synonyms, **kw)
+                + rollout_dense(model, vocab, codec, ood_seeds[half:], colours=HELD_OUT_COLOURS, **kw),
+                "camera_shift": rollout_dense(model, vocab, codec, id_seeds, shift=CameraShift(azimuth=20.0), **kw),
+            }
+        sec[f"rollout_{m}"] = time.perf_counter() - t0
+        out["rollouts"], out["seconds"] = r, sec
+        return out
     finally:
         torch.set_num_threads(threads)

@@ -68,7 +68,9 @@ class EvalCfg:
     retention_questions: int = 200
     max_steps: int = 300  # episode limit
     max_calls: int = 15  # NoTVLA queries per episode (a stuck plan writer stops here)
-    workers: int = 1  # oracle rollouts through harness.parallel.map_tasks when > 1 (process pool / Ray)
+    # > 1: oracle rollouts, and each learned method's fine-tuning / probes / rollouts, side by side through
+    # harness.parallel.map_tasks (process pool / Ray), with the serial result
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ CONFIGS = {
     "quick": Config(
         pretrain=PretrainCfg(steps=1500, grounding_weight=4.0),
         finetune=FinetuneCfg(steps=150, demos=40, proprio=True, anchor_weight=5.0),
+        eval=EvalCfg(workers=2),  # the six methods two at a time on this 2-core machine (README)
     ),
     # what this 2-core box can run in ~30-40 min: long enough pre-training for pointing / depth reading to
     # leave chance, and the data levers: 400 scripted demos and 600 matched fine-tuning steps (the plan writer
@@ -102,7 +105,7 @@ CONFIGS = {
     "mid": Config(
         pretrain=PretrainCfg(steps=5000, grounding_weight=4.0),
         finetune=FinetuneCfg(steps=600, demos=400, proprio=True, anchor_weight=5.0),
-        eval=EvalCfg(oracle_episodes=40, ablation_episodes=20, episodes=20),
+        eval=EvalCfg(oracle_episodes=40, ablation_episodes=20, episodes=20, workers=2),
     ),
     "full": Config(
         SimCfg(128),

@@ -179,6 +179,7 @@ class PretrainSettings:
     seed: int = 0
     robot_views: float = 0.0  # fraction of the scenes seen from the robot's head camera (``scene_pool``)
     numeric_sigma: float = 0.0  # integer answers: Gaussian soft targets of this width in value units (0: CE)
+    colour_first: float = 0.0  # curriculum: this fraction of the steps first points at a colour ("the red object")
 
 
 def batch_tensors(vocab: Vocab, samples: list[Sample], images: np.ndarray, n_visual: int = 16):
@@ -277,11 +278,14 @@ def train_steps(
     per_sample: bool = False,
     weights=None,
     sigma: float = 0.0,
+    early_weights=None,
+    early_steps: int = 0,
 ) -> list[float]:
     """AdamW with a cosine schedule over ``steps`` (the one optimiser of the matched protocol).
 
     lr(s) = lr * min(1, (s + 1) / w) * (1 + cos(pi * s / steps)) / 2 with w = ``warmup * steps`` warm-up
-    steps; ``weights`` (one per sample) draws the batches non-uniformly (with replacement).
+    steps; ``weights`` (one per sample) draws the batches non-uniformly (with replacement);
+    ``early_weights`` replaces them for the first ``early_steps`` steps (a curriculum).
     """
     g = torch.Generator().manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -291,14 +295,16 @@ def train_steps(
         opt, lambda s: min(1.0, (s + 1) / w) * 0.5 * (1 + math.cos(math.pi * s / max(steps, 1)))
     )
     probs = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    early = None if early_weights is None else torch.as_tensor(early_weights, dtype=torch.float64)
     soft = numeric_targets(vocab, sigma)
     losses = []
     model.train()
     for s in range(steps):
-        if probs is None:
+        p = early if early is not None and s < early_steps else probs
+        if p is None:
             idx = torch.randint(len(samples), (batch,), generator=g).tolist()
         else:
-            idx = torch.multinomial(probs, batch, replacement=True, generator=g).tolist()
+            idx = torch.multinomial(p, batch, replacement=True, generator=g).tolist()
         chosen = [samples[i] for i in idx]
         b = batch_tensors(vocab, chosen, images, model.n_visual)
         loss = lm_loss(model, *b, per_sample=per_sample, weights=answer_weights(chosen, b[3]), soft=soft,
@@ -313,6 +319,20 @@ def train_steps(
             log(f"step {s + 1}/{steps} loss {np.mean(losses[-100:]):.3f}")
     model.eval()
     return losses
+
+
+def colour_pointing(samples: list[Sample], scenes: list[list[dict]]) -> list[Sample]:
+    """The curriculum's first stage (``PretrainSettings.colour_first``, ASSUMPTION): each pointing question
+    whose colour word names one visible object only, asked by colour alone ("point to the red object", the
+    same answer), so that the pointer first learns to bind one word to one object's place."""
+    out = []
+    for q in samples:
+        if q.kind != "pointing":
+            continue
+        c = COLOUR_SYNONYMS.get(q.prompt[3], q.prompt[3])
+        if sum(o["visible"] and o["colour"] == c for o in scenes[q.image]) == 1:
+            out.append(Sample(q.image, q.prompt[:4] + ["object"], q.answer, "pointing_colour"))
+    return out
 
 
 def config_hash(bcfg: BackboneConfig, settings: PretrainSettings) -> str:
@@ -339,10 +359,18 @@ def pretrain(bcfg: BackboneConfig, settings: PretrainSettings, cache: bool = Tru
     if bcfg.numeric_init:
         model.init_numbers([vocab.index[str(i)] for i in range(101)])
     gw = settings.grounding_weight
-    weights = [gw if q.kind in ("pointing", "depth") else 1.0 for q in samples]
+    early, n_early = None, 0
+    if settings.colour_first > 0:
+        samples = samples + colour_pointing(samples, scenes)
+        n_early = int(round(settings.colour_first * settings.steps))
+        early = [gw if q.kind in ("pointing_colour", "depth") else 0.0 if q.kind == "pointing" else 1.0
+                 for q in samples]
+    weights = [gw if q.kind in ("pointing", "depth") else 0.0 if q.kind == "pointing_colour" else 1.0
+               for q in samples]
     losses = train_steps(
         model, vocab, samples, images, settings.steps, settings.batch, settings.lr, settings.seed, log,
         warmup=settings.warmup, per_sample=settings.per_sample, weights=weights, sigma=settings.numeric_sigma,
+        early_weights=early, early_steps=n_early,
     )
     final = float(np.mean(losses[-50:]))
     if cache:
