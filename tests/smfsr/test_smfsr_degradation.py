@@ -120,3 +120,34 @@ def test_pool_is_seeded_and_cached(tmp_path, monkeypatch):
     assert b.cached and torch.equal(a.hr, b.hr) and torch.equal(a.lr, b.lr)
     assert list(tmp_path.glob("smfsr/pool-*.pt"))
     assert PoolConfig(split="test", n=40, seed=1).key() != cfg.key()
+
+
+def test_pool_built_once_when_asked_side_by_side(tmp_path, monkeypatch):
+    """Two callers asking for one missing pool at once (the quick run's seed processes): one builds it,
+    the other waits on the lock and reads the cached copy (flock locks conflict between open files, so
+    two threads stand in for two processes)."""
+    import threading
+    import time
+
+    import neurips26.smfsr.data as data
+
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path))
+    cfg = PoolConfig(split="test", n=24, chunk=8)
+    real, builds = data.build_pool, []
+
+    def slow_build(*a, **k):
+        builds.append(1)
+        time.sleep(0.5)  # the second caller arrives while the pool is being built
+        return real(*a, **k)
+
+    monkeypatch.setattr(data, "build_pool", slow_build)
+    out = [None, None]
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, get_pool(cfg))) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1
+    assert sorted(p.cached for p in out) == [False, True]
+    assert torch.equal(out[0].hr, out[1].hr) and torch.equal(out[0].lr, out[1].lr)
+    assert not get_pool(cfg, cache=False).cached and len(builds) == 2  # cache=False always builds
