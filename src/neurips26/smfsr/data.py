@@ -34,7 +34,8 @@ TEST_IMAGES = ("astronaut", "coffee", "chelsea", "china", "flower")
 TRAIN_IMAGES = ("rocket", "motorcycle_left", "hubble_deep_field", "retina", "ihc", "brick", "grass", "gravel",
                 "camera", "moon", "coins", "cell", "microaneurysms")
 EXCLUDED = ("motorcycle_right",)
-POOL_VERSION = 2  # 2: batched torch JPEG, per-kind noise draws
+POOL_VERSION = 3  # 2: batched torch JPEG, per-kind noise draws; 3: JPEG DCT as one GEMM (D kron D), 3 x 3
+                  # colour products (float rounding moved: a few pixels differ by quantisation flips)
 
 
 def _skimage_file(name: str) -> Path:
