@@ -120,3 +120,63 @@ def test_pool_is_seeded_and_cached(tmp_path, monkeypatch):
     assert b.cached and torch.equal(a.hr, b.hr) and torch.equal(a.lr, b.lr)
     assert list(tmp_path.glob("smfsr/pool-*.pt"))
     assert PoolConfig(split="test", n=40, seed=1).key() != cfg.key()
+
+
+def test_pool_built_once_when_asked_side_by_side(tmp_path, monkeypatch):
+    """Two callers asking for one missing pool at once (the quick run's seed processes): one builds it,
+    the other waits on the lock and reads the cached copy (flock locks conflict between open files, so
+    two threads stand in for two processes)."""
+    import threading
+    import time
+
+    import neurips26.smfsr.data as data
+
+    monkeypatch.setenv("NEURIPS26_CACHE", str(tmp_path))
+    cfg = PoolConfig(split="test", n=24, chunk=8)
+    real, builds = data.build_pool, []
+
+    def slow_build(*a, **k):
+        builds.append(1)
+        time.sleep(0.5)  # the second caller arrives while the pool is being built
+        return real(*a, **k)
+
+    monkeypatch.setattr(data, "build_pool", slow_build)
+    out = [None, None]
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, get_pool(cfg))) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1
+    assert sorted(p.cached for p in out) == [False, True]
+    assert torch.equal(out[0].hr, out[1].hr) and torch.equal(out[0].lr, out[1].lr)
+    assert not get_pool(cfg, cache=False).cached and len(builds) == 2  # cache=False always builds
+
+
+def test_block_dct_gemm_is_the_2d_dct():
+    """D kron D on a row-major block == scipy's orthonormal 2-D DCT-II of the block (float64, 1e-12)."""
+    import numpy as np
+    import scipy.fft
+
+    from neurips26.smfsr.degradation import _dct2_matrix
+
+    blocks = torch.rand(50, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 255
+    ours = (blocks.reshape(50, 64) @ _dct2_matrix(torch.float64).T).reshape(50, 8, 8)
+    ref = scipy.fft.dctn(blocks.numpy(), type=2, norm="ortho", axes=(1, 2))
+    assert np.abs(ours.numpy() - ref).max() < 1e-9
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_jpeg_is_a_real_jpeg_degradation(channels):
+    """Error falls monotonically with quality (PSNR at 10 < 30 < 50 < 70 < 90, as PIL's), and at low
+    quality the codec leaves blocking artefacts: the mean jump across the 8-pixel block seams exceeds the
+    jump between the neighbouring columns inside the blocks by > 1.5x (a smooth image has none)."""
+    x = torch.from_numpy(load_image("coffee", channels)[:96, :128].transpose(2, 0, 1).copy())[None]
+    for codec in (jpeg, jpeg_pil):
+        p = [psnr(codec(x, q), x) for q in (10, 30, 50, 70, 90)]
+        assert all(a < b for a, b in zip(p, p[1:])), (codec.__name__, p)
+    smooth = torch.nn.functional.avg_pool2d(x, 9, stride=1, padding=4, count_include_pad=False)
+    for img, blocky in ((jpeg(smooth, 10), True), (smooth, False)):
+        d = (img[..., 1:] - img[..., :-1]).abs().mean(dim=(0, 1, 2))   # jump between columns c and c + 1
+        seam = d[7::8].mean() / d[torch.arange(d.numel()) % 8 != 7].mean()
+        assert (seam > 1.5) == blocky, float(seam)

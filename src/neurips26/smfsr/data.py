@@ -14,6 +14,7 @@ cut from it. Pools are built in chunks with their own seeds (the same pool with 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,7 +34,8 @@ TEST_IMAGES = ("astronaut", "coffee", "chelsea", "china", "flower")
 TRAIN_IMAGES = ("rocket", "motorcycle_left", "hubble_deep_field", "retina", "ihc", "brick", "grass", "gravel",
                 "camera", "moon", "coins", "cell", "microaneurysms")
 EXCLUDED = ("motorcycle_right",)
-POOL_VERSION = 2  # 2: batched torch JPEG, per-kind noise draws
+POOL_VERSION = 3  # 2: batched torch JPEG, per-kind noise draws; 3: JPEG DCT as one GEMM (D kron D), 3 x 3
+                  # colour products (float rounding moved: a few pixels differ by quantisation flips)
 
 
 def _skimage_file(name: str) -> Path:
@@ -154,15 +156,44 @@ def build_pool(cfg: PoolConfig, backend: str = "serial", workers: int | None = N
 
 def get_pool(cfg: PoolConfig, cache: bool = True, backend: str = "serial",
              workers: int | None = None) -> PairPool:
-    """The pool of ``cfg`` from the cache when present, else built (and cached when ``cache``)."""
+    """The pool of ``cfg`` from the cache when present, else built (and cached when ``cache``).
+
+    With ``cache`` one process builds a missing pool and every other process that asks for the same key
+    meanwhile waits on its lock file (``fcntl.flock``) and then reads it: the quick run's seed processes,
+    side by side, share one build (the pools' seeds are fixed by the config, not by the run seed) instead
+    of each building the same pool on the same cores."""
     path = cache_dir("smfsr") / f"pool-{cfg.key()}.pt"
-    if cache and path.exists():
-        d = torch.load(path, weights_only=True)
-        return PairPool(d["hr"], d["lr"], cfg, True, 0.0)
-    pool = build_pool(cfg, backend, workers)
-    if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")        # seeds building the same pool side by side
+    if not cache:
+        return build_pool(cfg, backend, workers)
+    if path.exists():
+        return _read_pool(path, cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path.with_suffix(".lock")):
+        if path.exists():                                  # built by another process while this one waited
+            return _read_pool(path, cfg)
+        pool = build_pool(cfg, backend, workers)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         torch.save({"hr": pool.hr, "lr": pool.lr}, tmp)
         tmp.replace(path)
     return pool
+
+
+def _read_pool(path: Path, cfg: PoolConfig) -> PairPool:
+    d = torch.load(path, weights_only=True)
+    return PairPool(d["hr"], d["lr"], cfg, True, 0.0)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive advisory lock on ``path`` (created) for the block; where ``fcntl`` is missing, none."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

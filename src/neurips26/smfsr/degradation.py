@@ -284,22 +284,42 @@ def _dct_matrix() -> torch.Tensor:
     return d  # orthonormal: the JPEG DCT-II (1/4 C(u) C(v) sum ...)
 
 
+_KRON: dict = {}
+
+
+def _dct2_matrix(dtype: torch.dtype) -> torch.Tensor:
+    """(64, 64) D kron D: the 2-D DCT of a row-major 8 x 8 block, vec(D X D^T) = (D kron D) vec(X)."""
+    k = _KRON.get(dtype)
+    if k is None:
+        D = _dct_matrix()
+        k = _KRON[dtype] = torch.kron(D, D).to(dtype)
+    return k
+
+
 def _block_codec(plane: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """DCT -> quantise -> dequantise -> IDCT of (B, H, W) planes (H, W multiples of 8) in [0, 255]."""
+    """DCT -> quantise -> dequantise -> IDCT of (B, H, W) planes (H, W multiples of 8) in [0, 255]:
+    C = D X D^T per block as one (blocks, 64) x (64, 64) product with D kron D (and its transpose back)."""
     B, H, W = plane.shape
-    D = _dct_matrix().to(plane.dtype)
-    blk = (plane - 128).reshape(B, H // 8, 8, W // 8, 8).permute(0, 1, 3, 2, 4)
-    coef = D @ blk @ D.T
-    t = table.to(plane.dtype).view(B, 1, 1, 8, 8)
-    rec = D.T @ (torch.round(coef / t) * t) @ D
-    return (rec + 128).round().clamp(0, 255).permute(0, 1, 3, 2, 4).reshape(B, H, W)
+    K = _dct2_matrix(plane.dtype)
+    blk = (plane - 128).reshape(B, H // 8, 8, W // 8, 8).transpose(2, 3).reshape(B, -1, 64)
+    coef = blk @ K.T
+    t = table.to(plane.dtype).reshape(B, 1, 64)
+    rec = (torch.round(coef / t) * t) @ K                 # orthonormal: the inverse is the transpose
+    rec = rec.add_(128).round_().clamp_(0, 255)
+    return rec.reshape(B, H // 8, W // 8, 8, 8).transpose(2, 3).reshape(B, H, W)
+
+
+# JFIF colour transforms (ITU-R BT.601, full range); chroma offsets of 128 added after / removed before
+_RGB2YCC = torch.tensor([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])
+_YCC2RGB = torch.tensor([[1.0, 0.0, 1.402], [1.0, -0.344136, -0.714136], [1.0, 1.772, 0.0]])
 
 
 def jpeg(x: torch.Tensor, quality) -> torch.Tensor:
     """Batched JPEG round trip in torch, libjpeg's baseline path as PIL runs it: JFIF YCbCr, 4:2:0 chroma
     (2 x 2 means; fancy = bilinear upsampling), 8 x 8 DCT quantised with the IJG tables at each image's
     quality (int or per-sample sequence), edge-replicated padding to whole MCUs; 8-bit output. Equal to
-    ``jpeg_pil`` within a few 8-bit levels (tested), not bit-exact (libjpeg's integer DCT)."""
+    ``jpeg_pil`` within a few 8-bit levels (tested), not bit-exact (libjpeg's integer DCT). The colour
+    transforms are one 3 x 3 product each, the block DCT one GEMM over all blocks (``_block_codec``)."""
     B, C, H, W = x.shape
     q = torch.full((B,), int(quality)) if np.isscalar(quality) else torch.as_tensor(list(quality))
     v = (x.clamp(0, 1) * 255.0).round().to(torch.float32)
@@ -310,19 +330,17 @@ def jpeg(x: torch.Tensor, quality) -> torch.Tensor:
     if C == 1:
         out = _block_codec(v[:, 0], quant_tables(q, _QY))[:, None]
     else:
-        r, g, b = v[:, 0], v[:, 1], v[:, 2]
-        y = (0.299 * r + 0.587 * g + 0.114 * b).round()
-        cb = (-0.168736 * r - 0.331264 * g + 0.5 * b + 128).round().clamp(0, 255)
-        cr = (0.5 * r - 0.418688 * g - 0.081312 * b + 128).round().clamp(0, 255)
-        chroma = F.avg_pool2d(torch.stack([cb, cr], 1), 2)
-        y = _block_codec(y, quant_tables(q, _QY))
+        ycc = torch.einsum("ij,bjhw->bihw", _RGB2YCC, v)     # [Y, Cb, Cr] = M [R, G, B] (+ 128 on Cb, Cr)
+        ycc[:, 1:] += 128
+        ycc = ycc.round_()
+        y = _block_codec(ycc[:, 0], quant_tables(q, _QY))
+        chroma = F.avg_pool2d(ycc[:, 1:].clamp_(0, 255), 2)
         tc = quant_tables(q, _QC).repeat_interleave(2, 0)
         Hc, Wc = chroma.shape[-2:]
         chroma = _block_codec(chroma.reshape(2 * B, Hc, Wc), tc).reshape(B, 2, Hc, Wc)
         chroma = F.interpolate(chroma, scale_factor=2, mode="bilinear", align_corners=False) - 128
-        cb, cr = chroma[:, 0], chroma[:, 1]
-        out = torch.stack([y + 1.402 * cr, y - 0.344136 * cb - 0.714136 * cr, y + 1.772 * cb], 1)
-        out = out.round().clamp(0, 255)
+        out = torch.einsum("ij,bjhw->bihw", _YCC2RGB, torch.cat([y[:, None], chroma], 1))
+        out = out.round_().clamp_(0, 255)                   # [R, G, B] = M^-1 [Y, Cb - 128, Cr - 128]
     return out[..., :H, :W].to(x.dtype) / 255.0
 
 
