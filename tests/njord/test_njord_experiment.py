@@ -203,3 +203,22 @@ def test_basin_lonlat_matches_the_beta_plane():
     np.testing.assert_allclose(np.radians(np.diff(lat)) * R, 30e3, rtol=1e-9)
     np.testing.assert_allclose(np.radians(np.diff(lon)) * R * np.cos(phi0), 30e3, rtol=1e-9)
     assert abs(lon.mean()) < 1e-12
+
+
+def test_open_boundary_claim_is_computed():
+    """Interior MSE with the boundary strip paired against the free run: lower -> holds, higher -> fails,
+    no run -> inconclusive."""
+    m = _metrics()
+    assert _v(m)["open_boundary_forcing"] == "inconclusive"
+
+    def meth(mse):
+        return dict(per_start=dict(mse=mse), rmse=float(sum(mse) / len(mse)) ** 0.5, rmse_lead=[0.5, 1.0])
+
+    m["open_basin"] = dict(sponge_width=4, sides="e", n_strip=60, n_interior=650, n_test_starts=4,
+                           methods=dict(persistence=meth([3.0] * 4), twin_boundary=meth([0.8, 0.9, 0.7, 0.8]),
+                                        twin_free=meth([1.0, 1.1, 0.9, 1.0])))
+    r = [c for c in ex.CLAIMS if c.id == "open_boundary_forcing"][0].evaluate(m)
+    assert r.verdict == "holds" and "60 strip" in r.measured
+    ob = m["open_basin"]["methods"]
+    ob["twin_boundary"], ob["twin_free"] = ob["twin_free"], ob["twin_boundary"]
+    assert _v(m)["open_boundary_forcing"] == "fails"

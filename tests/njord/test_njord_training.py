@@ -98,3 +98,94 @@ def test_save_load_gives_identical_forecasts(ds60, mesh60, tmp_path):
         np.testing.assert_array_equal(r.norm.diff_mean, ds60.norm.diff_mean)
     with pytest.raises(ValueError, match="path"):
         Forecaster.from_pretrained(tmp_path / "nothing")
+
+
+def _strip(ds):
+    from neurips26.njord.simulator import OceanConfig, boundary_strip
+
+    return boundary_strip(OceanConfig(n=16, dx=60e3, sponge_width=3, sponge_sides="e"), ds.mask)
+
+
+def test_boundary_strip_is_the_sponge_zone(ds60):
+    """The strip = the wet cells within sponge_width columns of the east-most wet column; the rest interior."""
+    from neurips26.njord.simulator import OceanConfig, boundary_strip
+
+    m_b = _strip(ds60)
+    cols = np.nonzero(ds60.mask)[1]
+    np.testing.assert_array_equal(m_b == 1, cols > cols.max() - 3)
+    assert set(np.unique(m_b)) == {0.0, 1.0}
+    with pytest.raises(ValueError, match="width"):
+        boundary_strip(OceanConfig(n=16, dx=60e3), ds60.mask)  # closed basin, no width
+
+
+@pytest.mark.parametrize("kind", ["njord", "twin"])
+def test_boundary_loss_ignores_strip_targets_except_through_the_overwrite(ds60, mesh60, kind):
+    """With a boundary strip the loss covers the interior only: changing the strip's targets at the last
+    step leaves it unchanged, while changing them at the first step changes it (the overwritten strip
+    feeds the second step). Without the strip both change it. Njord: its CRPS term (the ELBO's encoder is
+    conditioned on the whole target, strip included, as the boundary truth is known)."""
+    from neurips26.njord.training import _loss_njord, _loss_twin
+
+    m = _njord(ds60, mesh60) if kind == "njord" else _twin(ds60, mesh60)
+    m_b = torch.from_numpy(_strip(ds60))
+    xp2, xp1, f, tgt = batch_tensors(ds60, windows(ds60, ds60.train, 2)[:2], 2)
+    cfg = TrainConfig()
+
+    def loss(t, mb):
+        if kind == "njord":  # the CRPS term (prior rollout): the encoder sees the whole target by design
+            out = []
+            for crps in (True, False):
+                torch.manual_seed(3)  # the same posterior samples in both calls
+                out.append(float(_loss_njord(m, xp2, xp1, f, t, cfg, 1.0, crps, mb)[0].detach()))
+            return out[0] - out[1]
+        return float(_loss_twin(m, xp2, xp1, f, t, cfg, mb)[0].detach())
+
+    strip = m_b == 1
+    last, first = tgt.clone(), tgt.clone()
+    last[:, 1, strip] += 1.0
+    first[:, 0, strip] += 1.0
+    base = loss(tgt, m_b)
+    assert loss(last, m_b) == pytest.approx(base, rel=1e-6, abs=1e-9)
+    assert abs(loss(first, m_b) - base) > 1e-4
+    assert abs(loss(last, None) - loss(tgt, None)) > 1e-4
+
+
+def _twin(ds, mesh):
+    torch.manual_seed(0)
+    return DeterministicTwin(mesh, 4, 3, ds.static, ds.norm.diff_mean, ds.norm.diff_std, d_h=8)
+
+
+def test_boundary_validation_scores_the_interior_with_the_overwrite(ds60, mesh60):
+    """validation_score with a strip = scoring the overwritten rollout on the interior cells by hand."""
+    m = _twin(ds60, mesh60).eval()
+    m_b = _strip(ds60)
+    cfg = TrainConfig(val_starts=3, val_leads=2)
+    v = validation_score(m, ds60, cfg, boundary=m_b)
+    win = windows(ds60, ds60.val, 2)
+    win = win[np.unique(np.linspace(0, len(win) - 1, 3).astype(int))]
+    xp2, xp1, f, y = batch_tensors(ds60, win, 2)
+    with torch.no_grad():
+        e = m.rollout(xp2, xp1, f, boundary=(torch.from_numpy(m_b), y))[0]
+    inner = m_b == 0
+    want = (e[:, :, inner] - y[:, :, inner]).abs().mean((0, 2, 3))
+    np.testing.assert_allclose(v["crps_lead"], want.numpy(), rtol=1e-6)
+    assert v["crps"] != pytest.approx(validation_score(m, ds60, cfg)["crps"], rel=1e-6)
+    with pytest.raises(ValueError, match="boundary"):
+        train(m, ds60, TrainConfig(steps_1=1, steps_2=0, batch=1), boundary=np.ones(len(m_b)))
+
+
+def test_phase_two_clip_is_its_own_and_norms_are_recorded(ds60, mesh60):
+    """clip_2 applies to phase (b) only: with clip 1e-9 in both phases AdamW's steps are ~lr * 1e-9 / eps
+    (gradients far below eps = 1e-8), with clip_2 = inf phase (b)'s steps are ~lr, so the weights move much
+    further; the pre-clip gradient norms are recorded, one per step. A bad clip_2 is named."""
+    cfg = TrainConfig(steps_1=2, steps_2=2, unroll=2, batch=2, clip=1e-9, clip_2=float("inf"))
+    moved = {}
+    for c2 in (None, float("inf")):
+        m = _twin(ds60, mesh60)
+        w0 = [p.detach().clone() for p in m.parameters()]
+        h = train(m, ds60, dataclasses.replace(cfg, clip_2=c2))
+        moved[c2] = max(float((p - q).abs().max()) for p, q in zip(m.parameters(), w0))
+        assert len(h["grad_norm"]) == 4 and min(h["grad_norm"]) > 1e-6
+    assert moved[float("inf")] > 10 * moved[None] > 0
+    with pytest.raises(ValueError, match="clip_2"):
+        train(_twin(ds60, mesh60), ds60, dataclasses.replace(cfg, clip_2=0.0))

@@ -23,14 +23,19 @@ def truth(ds: Dataset, starts: np.ndarray, leads: int) -> np.ndarray:
 
 @torch.no_grad()
 def model_ensemble(
-    model, ds: Dataset, starts: np.ndarray, leads: int, members: int, seed: int = 0, chunk: int = 16
+    model, ds: Dataset, starts: np.ndarray, leads: int, members: int, seed: int = 0, chunk: int = 16,
+    boundary: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(members, S, leads, N, C); members batched, one model call per step per chunk of starts."""
+    """(members, S, leads, N, C); members batched, one model call per step per chunk of starts.
+    ``boundary`` (N,): an open boundary strip overwritten with the truth after every step (spec §7;
+    score the interior only)."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for a in range(0, len(starts), chunk):
         xp2, xp1, f = rollout_inputs(ds, starts[a : a + chunk], leads)
-        out.append(model.rollout(xp2, xp1, f, members=members, generator=g).numpy())
+        bnd = None if boundary is None else (torch.as_tensor(boundary, dtype=xp1.dtype),
+                                              torch.from_numpy(truth(ds, starts[a : a + chunk], leads)))
+        out.append(model.rollout(xp2, xp1, f, members=members, generator=g, boundary=bnd).numpy())
     return np.concatenate(out, 1)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -270,6 +270,15 @@ def sponge_rate(cfg: OceanConfig, mask: np.ndarray) -> np.ndarray:
         dist = np.minimum(dist, d)
     rate = np.where(dist < w, (1.0 - dist / w) ** 2, 0.0) / (cfg.sponge_days * DAY)
     return rate * mask
+
+
+def boundary_strip(cfg: OceanConfig, mask: np.ndarray, width: int | None = None) -> np.ndarray:
+    """(N,) float32 in {0, 1} over the wet cells (``to_nodes`` order): 1 on the open boundary strip,
+    the wet cells within ``width`` cells (default ``sponge_width``) of the open side(s) -- the strip
+    whose states a regional model takes from the truth (spec §7); 0 on the interior."""
+    w = check_scalar(cfg.sponge_width if width is None else width, "width", int, min=1)
+    zone = sponge_rate(replace(cfg, sponge_width=w), mask) > 0
+    return zone[mask].astype(np.float32)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Training (spec §6): (a) 1-step ELBO, (b) unrolled ELBO + fair CRPS from 2 prior trajectories,
 per-entry means (KL sum divided by the same grid-entry count as the likelihood), AdamW, cosine decay,
-grad-norm clip 1.0. The deterministic twin is trained with the same schedule on the weighted MSE
+grad-norm clip 1.0 (phase (b) may have its own, ``clip_2``). The deterministic twin is trained with the same schedule on the weighted MSE
 (NLL with the fixed per-channel sigma). Optional KL warm-up and free bits (ASSUMPTION).
 
 Phase (b) may be a curriculum of unroll lengths (``unroll_stages``, steps_2 split evenly). With
@@ -42,6 +42,11 @@ class TrainConfig:
     kl_warmup: int = 0  # steps of linear KL warm-up (0 = off)
     free_bits: float = 0.0  # per top-level entry (0 = off)
     clip: float = 1.0
+    # grad-norm clip of phase (b) (unrolled + CRPS); None = ``clip``. Phase (b)'s gradient norm is
+    # several times phase (a)'s (the CRPS term), so one clip for both binds much harder in phase (b).
+    # With Adam the clip does not cut the step in proportion (Adam divides by the running RMS of the
+    # gradients), it sets how large phase (b)'s gradients are relative to phase (a)'s in that RMS.
+    clip_2: float | None = None
     # units of the CRPS term: "diff_std" scores (ens - y) / sigma per channel, the units of the
     # per-entry NLL (sigma = dstd with the default loss_weights), so lambda_crps = 1 makes the two
     # terms O(1) of each other
@@ -86,53 +91,62 @@ def loss_sigma(model, cfg: TrainConfig) -> torch.Tensor:
     raise ValueError(f"loss_weights must be 'diff_std' or 'state', got {cfg.loss_weights!r}")
 
 
-def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float, crps: bool):
+def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float, crps: bool, m_b=None):
+    """Per-entry ELBO (+ fair CRPS). ``m_b`` (N,): an open boundary strip (spec §7): its states are
+    overwritten with the truth after every step (``X = m_b X_true + (1 - m_b) X_hat``) and the
+    likelihood, the CRPS and the entry count cover the interior (``m_b == 0``) only."""
     sigma = loss_sigma(model, cfg)
+    inner = slice(None) if m_b is None else m_b == 0
     a, b = xp2, xp1
     loss, kls = 0.0, []
-    ent = tgt.shape[2] * tgt.shape[3]
+    ent = tgt[:, :, inner].shape[2] * tgt.shape[3]
     for t in range(tgt.shape[1]):
         pred, kl = model.posterior_step(a, b, f[:, t], tgt[:, t])
         kl_e = kl.sum((1, 2)) if cfg.free_bits <= 0 else kl.clamp(min=cfg.free_bits).sum((1, 2))
-        nll = gaussian_nll(tgt[:, t], pred, sigma).sum((1, 2))
+        nll = gaussian_nll(tgt[:, t, inner], pred[:, inner], sigma).sum((1, 2))
         loss = loss + ((nll + lam_kl * kl_e) / ent).mean()
         kls.append(float(kl.detach().sum((1, 2)).mean() / ent))
+        if m_b is not None:  # X = m_b X_true + (1 - m_b) X_hat feeds the next step
+            pred = m_b[None, :, None] * tgt[:, t] + (1 - m_b[None, :, None]) * pred
         a, b = b, pred
     loss = loss / tgt.shape[1]
     if crps:
-        ens = model.rollout(xp2, xp1, f, members=2)
+        ens = model.rollout(xp2, xp1, f, members=2, boundary=None if m_b is None else (m_b, tgt))
         scale = sigma if cfg.crps_units == "diff_std" else 1.0
-        loss = loss + cfg.lambda_crps * crps_fair(ens / scale, tgt / scale).mean()
+        loss = loss + cfg.lambda_crps * crps_fair(ens[:, :, :, inner] / scale, tgt[:, :, inner] / scale).mean()
     return loss, float(np.mean(kls))
 
 
-def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt, cfg: TrainConfig):
-    pred = model.rollout(xp2, xp1, f, members=1)[0]
+def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt, cfg: TrainConfig, m_b=None):
+    """Weighted MSE (NLL with the fixed sigma) of the rollout; with ``m_b`` as in ``_loss_njord``."""
+    pred = model.rollout(xp2, xp1, f, members=1, boundary=None if m_b is None else (m_b, tgt))[0]
     sigma = loss_sigma(model, cfg)
-    return gaussian_nll(tgt, pred, sigma).mean(), 0.0
+    inner = slice(None) if m_b is None else m_b == 0
+    return gaussian_nll(tgt[:, :, inner], pred[:, :, inner], sigma).mean(), 0.0
 
 
 class _StepLoss(torch.nn.Module):
     """The training loss as a module's ``forward`` (what ``DistributedDataParallel`` wraps: its
     gradient all-reduce is armed by the forward call)."""
 
-    def __init__(self, model, cfg: TrainConfig):
+    def __init__(self, model, cfg: TrainConfig, m_b=None):
         super().__init__()
-        self.model, self.cfg = model, cfg
+        self.model, self.cfg, self.m_b = model, cfg, m_b
 
     def forward(self, xp2, xp1, f, tgt, lam_kl: float, crps: bool):
         with self.model.reuse_static():  # static embeddings once per loss, not once per network call
             if isinstance(self.model, Njord):
-                loss, kl = _loss_njord(self.model, xp2, xp1, f, tgt, self.cfg, lam_kl, crps)
+                loss, kl = _loss_njord(self.model, xp2, xp1, f, tgt, self.cfg, lam_kl, crps, self.m_b)
             else:
-                loss, kl = _loss_twin(self.model, xp2, xp1, f, tgt, self.cfg)
+                loss, kl = _loss_twin(self.model, xp2, xp1, f, tgt, self.cfg, self.m_b)
         return loss, torch.tensor(kl, dtype=torch.float64)
 
 
 @torch.no_grad()
-def validation_score(model, ds: Dataset, cfg: TrainConfig, seed: int = 0) -> dict:
+def validation_score(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, boundary=None) -> dict:
     """Fair CRPS (MAE for the twin), RMSE and corrected SSR per lead on ``val_starts`` evenly spaced
-    starts of the validation split, in standardised units."""
+    starts of the validation split, in standardised units. ``boundary`` (N,): the open boundary strip
+    (overwritten with the truth, scored on the interior only)."""
     win = windows(ds, ds.val, cfg.val_leads)
     if len(win) == 0:
         raise ValueError(f"the validation split has no window of {cfg.val_leads} leads")
@@ -141,8 +155,12 @@ def validation_score(model, ds: Dataset, cfg: TrainConfig, seed: int = 0) -> dic
     M = cfg.val_members if isinstance(model, Njord) else 1
     was = model.training
     model.eval()
-    ens = model.rollout(xp2, xp1, f, members=M, generator=torch.Generator().manual_seed(seed))
+    m_b = None if boundary is None else torch.as_tensor(boundary, dtype=xp1.dtype)
+    ens = model.rollout(xp2, xp1, f, members=M, generator=torch.Generator().manual_seed(seed),
+                        boundary=None if m_b is None else (m_b, y))
     model.train(was)
+    if m_b is not None:
+        ens, y = ens[:, :, :, m_b == 0], y[:, :, m_b == 0]
     err = ens.mean(0) - y
     rmse = err.pow(2).mean((0, 2, 3)).sqrt()
     crps = (crps_fair(ens, y) if M > 1 else (ens[0] - y).abs()).mean((0, 2, 3))
@@ -153,9 +171,15 @@ def validation_score(model, ds: Dataset, cfg: TrainConfig, seed: int = 0) -> dic
     return out
 
 
-def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distributed: bool = False) -> dict:
-    """Train ``model`` (Njord or DeterministicTwin) in place; returns the loss / KL history and, with
-    ``val_every > 0``, the validation curve and the chosen checkpoint (step, unroll).
+def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distributed: bool = False,
+          boundary=None) -> dict:
+    """Train ``model`` (Njord or DeterministicTwin) in place; returns the loss / KL history (and the
+    pre-clip gradient norm per step) and, with ``val_every > 0``, the validation curve and the chosen
+    checkpoint (step, unroll).
+
+    ``boundary`` (N,) in [0, 1]: an open regional boundary strip (spec §7): its states are overwritten
+    with the truth after every step of the training rollouts, and the loss and the validation scores
+    cover the interior (``boundary == 0``) only.
 
     ``distributed=True``: DDP over forecast start times in the current process group (module doc);
     the logged loss is the mean over ranks; every rank scores validation identically and keeps the
@@ -172,9 +196,19 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distrib
             raise ValueError(f"batch = {cfg.batch} must be divisible by the world size {world}")
     check_scalar(cfg.unroll, "unroll", int, min=1)
     check_scalar(cfg.val_every, "val_every", int, min=0)
+    check_scalar(cfg.clip, "clip", float, min=0.0, inclusive="neither")
+    if cfg.clip_2 is not None:
+        check_scalar(cfg.clip_2, "clip_2", float, min=0.0, inclusive="neither", finite=False)  # inf: no clip
+    clip_2 = cfg.clip if cfg.clip_2 is None else cfg.clip_2
     if cfg.crps_units not in ("diff_std", "state"):
         raise ValueError(f"crps_units must be 'diff_std' or 'state', got {cfg.crps_units!r}")
     loss_sigma(model, cfg)  # validates loss_weights
+    m_b = None
+    if boundary is not None:
+        m_b = torch.as_tensor(np.asarray(boundary, np.float32))
+        if m_b.shape != (ds.x.shape[2],) or not ((m_b >= 0) & (m_b <= 1)).all() or not (m_b == 0).any():
+            raise ValueError(f"boundary must be ({ds.x.shape[2]},) in [0, 1] with an interior (zeros), "
+                             f"got shape {tuple(m_b.shape)}")
     stages = tuple(cfg.unroll_stages) or (cfg.unroll,)
     for u in stages:
         check_scalar(u, "unroll_stages entry", int, min=1)
@@ -186,17 +220,17 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distrib
     # phase (b) step k runs unroll stages[k * len(stages) // steps_2]
     per_step = [1] * cfg.steps_1 + [stages[k * len(stages) // max(cfg.steps_2, 1)] for k in range(cfg.steps_2)]
     win = {u: windows(ds, ds.train, u) for u in set(per_step)}
-    hist: dict = {"loss": [], "kl": [], "val": []}
+    hist: dict = {"loss": [], "kl": [], "val": [], "grad_norm": []}
     best = None
 
     def validate(step, unroll):
         nonlocal best
-        v = validation_score(model, ds, cfg, seed=seed) | dict(step=step, unroll=unroll)
+        v = validation_score(model, ds, cfg, seed=seed, boundary=m_b) | dict(step=step, unroll=unroll)
         hist["val"].append(v)
         if best is None or v["crps"] < best[0]:
             best = (v["crps"], step, unroll, {k: t.detach().clone() for k, t in model.state_dict().items()})
 
-    runner = _StepLoss(model, cfg)
+    runner = _StepLoss(model, cfg, m_b)
     if distributed:
         from torch.nn.parallel import DistributedDataParallel
 
@@ -212,7 +246,8 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distrib
         loss, kl = runner(xp2, xp1, f, tgt, lam, step >= cfg.steps_1)
         opt.zero_grad()
         loss.backward()  # under DDP: gradients averaged over ranks = the full-batch gradient
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if step < cfg.steps_1 else clip_2)
+        hist["grad_norm"].append(float(gnorm))  # before clipping
         opt.step()
         sched.step()
         logged = torch.stack([loss.detach().double(), kl.double()])
