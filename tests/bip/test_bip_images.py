@@ -394,3 +394,45 @@ def test_final_stage_extra_epochs_and_cosine_lr_decay():
     assert gg.opt_g.param_groups[0]["lr"] == gg.opt_d.param_groups[0]["lr"] == 1e-3   # restored
     with pytest.raises(ValueError, match="final_extra_epochs"):
         GapGen(enc, R, 0.5, sub.P, GapGenConfig(final_extra_epochs=-1))
+
+
+def _epoch_ends(steps, answer):
+    """Drive ``curriculum_batches``: the stage of every epoch end, ``answer(stage)`` sent back."""
+    ends, out = [], next(steps)
+    while True:
+        s, ep, *_, target = out
+        if target is None:
+            out = next(steps)
+            continue
+        ends.append(s)
+        try:
+            out = steps.send(answer(s))
+        except StopIteration:
+            return ends
+
+
+def test_final_stage_schedule_runs_to_its_end_unless_the_deadline_stops_it():
+    """Advancing (True) ends a stage after its first epoch, except a final stage with its own schedule
+    (decay / extra epochs): that one runs all its epochs (the quick run's advance rule had cut the decay at
+    5-6 of 12 epochs); DEADLINE ends any stage after its epoch; closing the schedule part-way restores the learning rate."""
+    from neurips26.bip.gapgen import DEADLINE
+    X, y = _data(6, 2, 0)
+    enc = FREncoder(8).eval()
+    R = identity_centers(embed(enc, X), y)
+    sub = Subspace(R)
+    V = sub.sample(20, torch.Generator().manual_seed(1))
+    for kw, final_epochs in ((dict(), 1), (dict(final_lr_decay=True), 3), (dict(final_extra_epochs=2), 5)):
+        cfg = GapGenConfig(stages=2, stage_epochs=3, batch=8, lr=1e-3, **kw)
+        gg = GapGen(enc, R, 0.5, sub.P, cfg, seed=0).train_stage0(X, epochs=0)
+        assert _epoch_ends(gg.curriculum_batches(V), lambda s: True) == [1] + [2] * final_epochs, kw
+        assert _epoch_ends(gg.curriculum_batches(V), lambda s: DEADLINE) == [1, 2]   # one epoch per stage
+        assert _epoch_ends(gg.curriculum_batches(V), lambda s: DEADLINE if s == 2 else False) == [1] * 3 + [2]
+    cfg_decay = GapGenConfig(stages=2, stage_epochs=3, batch=8, lr=1e-3, final_lr_decay=True)
+    gg = GapGen(enc, R, 0.5, sub.P, cfg_decay, seed=0).train_stage0(X, epochs=0)
+    steps = gg.curriculum_batches(V)
+    out = next(steps)
+    while out[0] == 1 or gg.opt_g.param_groups[0]["lr"] == 1e-3:     # into the final stage's decay
+        out = steps.send(True) if out[-1] is not None else next(steps)
+    assert gg.opt_g.param_groups[0]["lr"] < 1e-3
+    steps.close()
+    assert gg.opt_g.param_groups[0]["lr"] == gg.opt_d.param_groups[0]["lr"] == 1e-3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -287,6 +288,8 @@ def test_sigkill_rootless_client_leaves_no_sandbox_process(nobody_root, as_nobod
     os.close(w)
     try:
         with os.fdopen(r) as f:
+            ready, _, _ = select.select([f], [], [], 60)   # a child that hangs fails the test, never hangs it
+            assert ready, "the rootless client reported nothing within 60 s"
             pids = f.readline().split()
         assert len(pids) == 2 and pids[0] != "ERR", " ".join(pids)
         namespaces = [os.readlink(f"/proc/{p}/ns/pid") for p in pids]

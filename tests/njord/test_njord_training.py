@@ -114,7 +114,7 @@ def test_boundary_strip_is_the_sponge_zone(ds60):
     cols = np.nonzero(ds60.mask)[1]
     np.testing.assert_array_equal(m_b == 1, cols > cols.max() - 3)
     assert set(np.unique(m_b)) == {0.0, 1.0}
-    with pytest.raises(ValueError, match="width"):
+    with pytest.raises(ValueError, match="sponge_width"):
         boundary_strip(OceanConfig(n=16, dx=60e3), ds60.mask)  # closed basin, no width
 
 

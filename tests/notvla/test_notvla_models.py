@@ -422,3 +422,11 @@ def test_colour_first_curriculum(monkeypatch):
                   early_steps=3)
     assert all(k <= {"counting", "pointing_colour"} for k in seen[:3]) and any("pointing_colour" in k for k in seen[:3])
     assert all("pointing_colour" not in k for k in seen[3:]) and any("pointing" in k for k in seen[3:])
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, float("nan")])
+def test_colour_first_out_of_range_raises_naming_it(bad):
+    from neurips26.notvla import pretrain as P
+
+    with pytest.raises(ValueError, match="colour_first"):
+        P.pretrain(P.BackboneConfig(d_model=32, layers=1, heads=2), P.PretrainSettings(colour_first=bad), cache=False)

@@ -208,12 +208,17 @@ def _grads(loss, model):
                                                                     allow_unused=True))]
 
 
-def test_fused_guided_loss_with_round_tables_equals_previous_formula():
-    """The fused node (one bmm over the source's modality pairs, n x n, masked rows/columns), round tables
+@pytest.mark.parametrize("use_kernel", [False, True])
+def test_fused_guided_loss_with_round_tables_equals_previous_formula(monkeypatch, use_kernel):
+    """Both paths (the torch node and, where numba is installed, the compiled kernel): the fused node (one bmm over the source's modality pairs, n x n, masked rows/columns), round tables
     indexed per batch == the per-pair formula: three own modalities in a non-sorted order, asymmetric weights, a pair with
     one and a pair with no co-observed sample in a batch, a labelled-only and an align-/transfer-only
     guidance; value and every gradient."""
+    from neurips26.obsalign import model as mod
     from neurips26.obsalign.model import guided_tables
+    if use_kernel and not mod.HAVE_NUMBA:
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(mod, "USE_KERNEL", use_kernel)
     torch.manual_seed(3)
     dims, Cm, n, d = (7, 5, 4), 5, 48, 6
     model = ObsModel(dims, Cm, d=d)
@@ -326,3 +331,39 @@ def test_compiled_kernel_gradient_passes_gradcheck():
 
         zs = [F.normalize(torch.randn(n, d, dtype=torch.float64), dim=1).requires_grad_() for _ in mods]
         assert torch.autograd.gradcheck(fn, zs, eps=1e-6, atol=1e-6)
+
+
+def test_compiled_path_refuses_what_it_cannot_bounds_check_and_falls_back_when_it_cannot_compile(monkeypatch):
+    """numba does not check bounds: a class id >= C, a mask of the wrong width, a modality id >= K or a
+    guidance of another shape raise ValueError naming the argument (the torch path raises too) instead of
+    reading past an array; a kernel that fails to compile warns once and the torch path gives the answer."""
+    from neurips26.obsalign import model as mod
+    if not mod.HAVE_NUMBA:
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(mod, "USE_KERNEL", True)
+    torch.manual_seed(0)
+    dims, Cm, n, d = (5, 4), 3, 12, 4
+    model = ObsModel(dims, Cm, d=d)
+    x = [torch.randn(n, dm) for dm in dims]
+    mask = torch.ones(n, 2, dtype=torch.bool)
+    y = torch.randint(-1, Cm, (n,))
+    g = Guidance(torch.randn(2, Cm, d), align=torch.rand(2, 2, Cm), transfer=torch.rand(2, 2, Cm))
+    with pytest.raises(ValueError, match="y_obs"):
+        local_loss(model, x, mask, torch.full((n,), Cm), (0, 1), g)
+    with pytest.raises(ValueError, match="mask"):
+        local_loss(model, x, torch.ones(n, 3, dtype=torch.bool), y, (0, 1), g)
+    with pytest.raises(ValueError, match="modalities"):
+        local_loss(model, x, mask, y, (0, 2), g)
+    with pytest.raises(ValueError, match="mu"):
+        local_loss(model, x, mask, y, (0, 1), Guidance(torch.randn(2, Cm + 1, d)))
+    want = local_loss(model, x, mask, y, (0, 1), g)
+    from numba.core.errors import TypingError
+
+    def broken(*a, **k):
+        raise TypingError("cannot type this")
+
+    monkeypatch.setattr(mod, "guided_kernel", broken)
+    with pytest.warns(RuntimeWarning, match="compiled guided kernel failed"):
+        got = local_loss(model, x, mask, y, (0, 1), g)
+    assert mod.USE_KERNEL is False
+    assert torch.allclose(got, want, atol=1e-5)

@@ -109,6 +109,9 @@ def nc_penalty(emb: torch.Tensor, reals: torch.Tensor, nn_idx: torch.Tensor, tau
     return (h if weight is None else h * weight).sum(1).mean()
 
 
+DEADLINE = "deadline"   # sent to ``curriculum_batches`` past the time budget: stop now, whatever the stage
+
+
 @dataclass(frozen=True)
 class GapGenConfig:
     dz: int = 8
@@ -259,24 +262,27 @@ class GapGen:
         lam = c.lambda_nc if lambda_nc is None else check_scalar(lambda_nc, "lambda_nc", float, min=0)
         x, e = self._x, self._e
         batches = self.curriculum_batches(V)
-        step = next(batches)
-        while True:
-            s, ep, g, rb, z_g, z_r, target = step
-            if target is not None:                                   # an epoch of stage s is over
-                ic = float(identity_consistency(self, target, k=1).mean())
-                self.history.append({"stage": s, "alpha": s / c.stages, "epoch": ep, "consistency": ic})
-                advance = ic >= c.advance * real_level or (deadline is not None and time.perf_counter() > deadline)
-                try:
-                    step = batches.send(advance)
-                except StopIteration:
-                    break
-                continue
-            self.G.train()
-            fake_g = self.G(g, z_g)
-            fake_r = self.G(e[rb], z_r)
-            self._critic_step(torch.cat([x[rb], x[rb]]), torch.cat([fake_r, fake_g]))
-            self._g_step(self._gap_loss(fake_g, g, lam) + self._real_loss(fake_r, x[rb], e[rb]))
+        try:   # close() restores the learning rate also when a step raises
             step = next(batches)
+            while True:
+                s, ep, g, rb, z_g, z_r, target = step
+                if target is not None:                                   # an epoch of stage s is over
+                    ic = float(identity_consistency(self, target, k=1).mean())
+                    self.history.append({"stage": s, "alpha": s / c.stages, "epoch": ep, "consistency": ic})
+                    past = deadline is not None and time.perf_counter() > deadline
+                    try:
+                        step = batches.send(DEADLINE if past else ic >= c.advance * real_level)
+                    except StopIteration:
+                        break
+                    continue
+                self.G.train()
+                fake_g = self.G(g, z_g)
+                fake_r = self.G(e[rb], z_r)
+                self._critic_step(torch.cat([x[rb], x[rb]]), torch.cat([fake_r, fake_g]))
+                self._g_step(self._gap_loss(fake_g, g, lam) + self._real_loss(fake_r, x[rb], e[rb]))
+                step = next(batches)
+        finally:
+            batches.close()
         return self
 
     def curriculum_batches(self, V: torch.Tensor):
@@ -284,8 +290,12 @@ class GapGen:
         (``bip.scale``): stage s = 1..S aims at ``slerp(c_near(v), v, s/S)``; per step it yields
         ``(s, epoch, g, rb, z_g, z_r, None)`` (jittered gap targets, a real batch's indices, their noise,
         drawn from ``self.gen`` in that order); after each epoch it yields ``(s, epoch, ..., target)`` and
-        the consumer sends True to move on to the next stage (the advance rule), False to stay."""
+        the consumer sends True to move on to the next stage (the advance rule), False to stay, ``DEADLINE``
+        to stop now. A final stage with a schedule of its own (``final_lr_decay`` or ``final_extra_epochs``)
+        runs it to the end: there the advance rule would stop training part-way down the decay (it did in
+        the quick run: after 5-6 of 12 epochs), so only ``DEADLINE`` ends it early."""
         c = self.cfg
+        scheduled = c.final_lr_decay or c.final_extra_epochs > 0
         near = self.R[knn(V, self.R, 1)[1][:, 0]]
         per_epoch = -(-V.shape[0] // c.batch)
         try:
@@ -304,7 +314,8 @@ class GapGen:
                         g = self.jitter(target[perm[i:i + c.batch]])
                         rb = torch.randint(0, self._x.shape[0], (g.shape[0],), generator=self.gen)
                         yield s, ep, g, rb, self._z(g.shape[0]), self._z(rb.numel()), None
-                    if (yield s, ep, None, None, None, None, target):
+                    sent = yield s, ep, None, None, None, None, target
+                    if sent is DEADLINE or (sent and not (final and scheduled)):
                         break
         finally:
             self._set_lr(1.0)

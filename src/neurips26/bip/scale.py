@@ -174,49 +174,52 @@ def _run_curriculum(job: dict, rank: int, world: int, G, D, gg: GapGen, sync) ->
     x, e, lam = gg._x, gg._e, job["lambda_nc"]
     slices = [rank] if sync is not None else list(range(world))
     history, steps = [], gg.curriculum_batches(job["virtuals"])
-    out = next(steps)
-    while True:
-        s, ep, g, rb, zg, zr, target = out
-        if target is not None:                                      # end of an epoch
-            gg.G.eval()
-            ic = float(identity_consistency(gg, target, k=1).mean())
-            if sync is not None:
-                ic = sync(ic)
-            history.append({"stage": s, "alpha": s / gg.cfg.stages, "epoch": ep, "consistency": ic})
-            try:
-                out = steps.send(ic >= gg.cfg.advance * job["real_level"])
-            except StopIteration:
-                break
-            continue
-        G.train()
-        parts = [(g[r::world], rb[r::world], zg[r::world], zr[r::world]) for r in slices]
-        fakes = [G(torch.cat([gs, e[rs]]), torch.cat([zgs, zrs])) for gs, rs, zgs, zrs in parts]
-        k = parts[0][0].shape[0]
-        reals_in = [t for (_, rs, _, _), fk in zip(parts, fakes) for t in (x[rs], x[rs], fk[k:].detach(),
-                                                                          fk[:k].detach())]
-        o = D(torch.cat(reals_in))
-        loss_d = 0.0
-        for i in range(len(parts)):
-            oi = o[4 * i * k:(4 * i + 4) * k]
-            loss_d = loss_d + hinge_d(oi[:2 * k], oi[2 * k:]) / len(parts)
-        gg.opt_d.zero_grad()
-        loss_d.backward()
-        if job["probe"]:
-            d_grads = {n: p.grad.clone() for n, p in gg.D.named_parameters()}
-        gg.opt_d.step()
-        d_fake = D(torch.cat(fakes))                                # the critic's grads from L_G are dropped
-        loss_g = 0.0
-        for i, ((gs, rs, _, _), fk) in enumerate(zip(parts, fakes)):
-            dk = d_fake[2 * i * k:(2 * i + 2) * k]
-            loss_g = loss_g + (gg._gap_loss(fk[:k], gs, lam, dk[:k])
-                               + gg._real_loss(fk[k:], x[rs], e[rs], dk[k:])) / len(parts)
-        gg.opt_g.zero_grad()
-        loss_g.backward()
-        if job["probe"]:
-            return {"G": {n: p.grad.clone() for n, p in gg.G.named_parameters()}, "D": d_grads}
-        gg.opt_g.step()
+    try:   # close() restores the learning rate on a raise and on the probe's early return
         out = next(steps)
-    return {"G": {n: p.detach().clone() for n, p in gg.G.named_parameters()}, "history": history}
+        while True:
+            s, ep, g, rb, zg, zr, target = out
+            if target is not None:                                      # end of an epoch
+                gg.G.eval()
+                ic = float(identity_consistency(gg, target, k=1).mean())
+                if sync is not None:
+                    ic = sync(ic)
+                history.append({"stage": s, "alpha": s / gg.cfg.stages, "epoch": ep, "consistency": ic})
+                try:
+                    out = steps.send(ic >= gg.cfg.advance * job["real_level"])
+                except StopIteration:
+                    break
+                continue
+            G.train()
+            parts = [(g[r::world], rb[r::world], zg[r::world], zr[r::world]) for r in slices]
+            fakes = [G(torch.cat([gs, e[rs]]), torch.cat([zgs, zrs])) for gs, rs, zgs, zrs in parts]
+            k = parts[0][0].shape[0]
+            reals_in = [t for (_, rs, _, _), fk in zip(parts, fakes) for t in (x[rs], x[rs], fk[k:].detach(),
+                                                                              fk[:k].detach())]
+            o = D(torch.cat(reals_in))
+            loss_d = 0.0
+            for i in range(len(parts)):
+                oi = o[4 * i * k:(4 * i + 4) * k]
+                loss_d = loss_d + hinge_d(oi[:2 * k], oi[2 * k:]) / len(parts)
+            gg.opt_d.zero_grad()
+            loss_d.backward()
+            if job["probe"]:
+                d_grads = {n: p.grad.clone() for n, p in gg.D.named_parameters()}
+            gg.opt_d.step()
+            d_fake = D(torch.cat(fakes))                                # the critic's grads from L_G are dropped
+            loss_g = 0.0
+            for i, ((gs, rs, _, _), fk) in enumerate(zip(parts, fakes)):
+                dk = d_fake[2 * i * k:(2 * i + 2) * k]
+                loss_g = loss_g + (gg._gap_loss(fk[:k], gs, lam, dk[:k])
+                                   + gg._real_loss(fk[k:], x[rs], e[rs], dk[k:])) / len(parts)
+            gg.opt_g.zero_grad()
+            loss_g.backward()
+            if job["probe"]:
+                return {"G": {n: p.grad.clone() for n, p in gg.G.named_parameters()}, "D": d_grads}
+            gg.opt_g.step()
+            out = next(steps)
+        return {"G": {n: p.detach().clone() for n, p in gg.G.named_parameters()}, "history": history}
+    finally:
+        steps.close()
 
 
 def train_curriculum_sharded(job: dict, world: int) -> dict:

@@ -17,7 +17,7 @@ import torch
 
 from neurips26.harness.paper import FAILS, HOLDS, INCONCLUSIVE, Claim, get_path, judge, mean_se, verdict
 from neurips26.harness.run import RunContext
-from neurips26.harness.validation import check_scalar
+from neurips26.harness.validation import check_choice, check_scalar
 from neurips26.njord.baselines import Climatology, RidgeIncrement, persistence
 from neurips26.njord.bench import count_calls
 from neurips26.njord.data import build_dataset, pseudo_observations
@@ -266,6 +266,8 @@ def _open_basin(cfg: Config, mesh, mask: np.ndarray, seed: int, timing: dict) ->
     from neurips26.njord.simulator import boundary_strip
 
     ob, E = cfg.open_basin, cfg.eval
+    for kind in ob.models:   # _models trains a twin for any other name: a typo must not pass silently
+        check_choice(kind, "open_basin.models", ("twin", "njord"))
     t = time.perf_counter()
     ocean = replace(cfg.data.ocean, sponge_width=ob.sponge_width, sponge_days=ob.sponge_days,
                     sponge_sides=ob.sides)

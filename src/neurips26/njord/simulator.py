@@ -276,7 +276,8 @@ def boundary_strip(cfg: OceanConfig, mask: np.ndarray, width: int | None = None)
     """(N,) float32 in {0, 1} over the wet cells (``to_nodes`` order): 1 on the open boundary strip,
     the wet cells within ``width`` cells (default ``sponge_width``) of the open side(s) -- the strip
     whose states a regional model takes from the truth (spec §7); 0 on the interior."""
-    w = check_scalar(cfg.sponge_width if width is None else width, "width", int, min=1)
+    w = check_scalar(cfg.sponge_width if width is None else width, "sponge_width" if width is None else "width",
+                     int, min=1)
     zone = sponge_rate(replace(cfg, sponge_width=w), mask) > 0
     return zone[mask].astype(np.float32)
 

@@ -109,7 +109,7 @@ def learned_policies(bcfg, pre_cfg, ft_cfg, ev_cfg, seed: int = 0, log=None, bac
         sec["demos"] = time.perf_counter() - t0
         shared = (bcfg, pre_cfg, ft_cfg, ev_cfg, seed, base.state_dict(), vocab0, records, pim, psamples, pre)
         tasks = [(m,) + shared for m in ft_cfg.methods]
-        workers = min(ev_cfg.workers, len(tasks))
+        workers = min(check_scalar(ev_cfg.workers, "workers", int, min=1), len(tasks))
         if workers > 1:
             from neurips26.harness.parallel import map_tasks
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from neurips26.harness.cache import cache_dir
+from neurips26.harness.validation import check_scalar
 from neurips26.notvla.backbone import BackboneConfig, TinyVLM, Vocab
 from neurips26.notvla.camera import Camera, CameraShift
 from neurips26.notvla.language import COLOUR_SYNONYMS, SHAPE_SYNONYMS
@@ -342,6 +343,8 @@ def config_hash(bcfg: BackboneConfig, settings: PretrainSettings) -> str:
 
 def pretrain(bcfg: BackboneConfig, settings: PretrainSettings, cache: bool = True, log=None):
     """The pre-trained backbone (cached under ``cache_dir('notvla')`` by config hash) and its vocabulary."""
+    # a fraction of the steps; 1 would never train full-name pointing (NaN / negative would switch it off)
+    check_scalar(settings.colour_first, "colour_first", float, min=0, max=1, inclusive="left")
     vocab = Vocab()
     path = cache_dir("notvla") / f"backbone-{config_hash(bcfg, settings)}.pt"
     model = TinyVLM(bcfg, len(vocab))

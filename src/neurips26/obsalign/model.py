@@ -173,6 +173,22 @@ def forward(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, modaliti
 
 
 USE_KERNEL = HAVE_NUMBA   # the guided terms as one compiled kernel (``kernels``); False: the torch path
+try:
+    from numba.core.errors import NumbaError
+    KERNEL_ERRORS: tuple[type[BaseException], ...] = (NumbaError,)
+except ImportError:  # pragma: no cover - exercised only without numba
+    KERNEL_ERRORS = ()
+
+
+def _kernel_off(err: BaseException) -> None:
+    """The compiled path failed to compile or type (not a bad input: those raise ValueError first): warn once
+    and use the torch path from now on (same formulas)."""
+    global USE_KERNEL
+    import warnings
+
+    warnings.warn(f"obsalign: the compiled guided kernel failed ({type(err).__name__}: {err}); using the torch "
+                  "path", RuntimeWarning, stacklevel=3)
+    USE_KERNEL = False
 
 
 def _ce_terms(model: ObsModel, z: dict[int, torch.Tensor], logits: torch.Tensor, mask: torch.Tensor,
@@ -200,7 +216,10 @@ def local_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_obs
     if g is not None and USE_KERNEL:
         if tables is not None and key is None:
             raise ValueError("key (the batch's rows of GuidedTables.key) must be given with tables")
-        return _kernel_loss(model, x, mask, y_obs, modalities, g, tau, lam_uni, lam_al, lam_tr)
+        try:
+            return _kernel_loss(model, x, mask, y_obs, modalities, g, tau, lam_uni, lam_al, lam_tr)
+        except KERNEL_ERRORS as e:   # numba present but the kernel cannot compile here: the torch path
+            _kernel_off(e)
     z, logits, chat, _, row, tables = _forward(model, x, mask, modalities, g, y_obs, tables, key,
                                                need_chat=g is not None)
     n = len(y_obs)
@@ -302,11 +321,21 @@ def _kernel_loss(model: ObsModel, x: list[torch.Tensor], mask: torch.Tensor, y_o
     """``local_loss`` with guidance, the guided part in ``kernels.guided_kernel`` (same formulas as the torch
     path): the kernel returns the imputation z~, lam_tr L_trans + lam_al L_align and its gradient in z^m;
     CE(fused on h = h0 + z~) and the unimodal CEs are the CE-only step's own calls."""
+    # numba does not check bounds: what the torch path would refuse must be refused here, not read past an array
+    n, K, C = len(y_obs), model.K, model.C
+    if tuple(mask.shape) != (n, K):
+        raise ValueError(f"mask must have shape (len(y_obs), K) = ({n}, {K}), got {tuple(mask.shape)}")
+    if n and (int(y_obs.max()) >= C or int(y_obs.min()) < -1):
+        raise ValueError(f"y_obs must hold class ids in [0, {C}) or -1 (unlabelled), got "
+                         f"[{int(y_obs.min())}, {int(y_obs.max())}]")
+    if not modalities or min(modalities) < 0 or max(modalities) >= K:
+        raise ValueError(f"modalities must be ids in [0, {K}), got {modalities}")
+    if tuple(g.mu.shape[:2]) != (K, C):
+        raise ValueError(f"the guidance's mu must have shape (K, C, d) = ({K}, {C}, d), got {tuple(g.mu.shape)}")
     z = model.embed(x, modalities)
     zs = [z[m] for m in modalities]
     dtype = zs[0].dtype
     mods, mu, mu_unit, al, tr, use_al, use_tr = _kernel_arrays(g, dtype, modalities)
-    n = len(y_obs)
     with torch.no_grad():
         Z = torch.stack(zs)
     imp, val, dZ = guided_kernel(Z.numpy(), mask.numpy(), mods, y_obs.numpy(), model.cls.detach().numpy(),

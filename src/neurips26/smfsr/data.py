@@ -185,15 +185,24 @@ def _read_pool(path: Path, cfg: PoolConfig) -> PairPool:
 
 @contextlib.contextmanager
 def _locked(path: Path):
-    """An exclusive advisory lock on ``path`` (created) for the block; where ``fcntl`` is missing, none."""
+    """An exclusive advisory lock on ``path`` (created) for the block; where ``fcntl`` is missing or the lock
+    file cannot be opened (a read-only cache, another user's file), none: the caller builds unlocked, as
+    before the lock existed. flock works on a read-only descriptor, so the file is opened read-only."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
