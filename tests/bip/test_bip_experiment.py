@@ -53,3 +53,19 @@ def test_gapgen_claim_from_paired_consistency_and_collisions():
     assert v([_img(0.95, 0.87)]) == "inconclusive"                     # one seed: no s.e.
     cut = _img(0.95, 0.87, coll=3) | {"budget": {"cut": True, "training_cut": True}}
     assert v([cut, _img(0.96, 0.86, coll=3), _img(0.95, 0.88)]) == "inconclusive"   # training was cut
+
+
+def test_gapgen_claim_reports_the_tail_draw_without_judging_it():
+    """``curriculum_tail`` (k_tail images per virtual) is reported in the claim's text (rate, the expected raw
+    count rate x n, the raw images' margin to tau_c) and does not move the verdict."""
+    def tailed(rate, margin, coll=0):
+        r = _img(0.95, 0.87, coll=coll)
+        r["gapgen"]["curriculum_tail"] = {"rate": rate, "k": 32, "raw_margin": margin}
+        return _m() | {"image": r}
+    seen = SeedMetrics([0, 1, 2], [tailed(0.01, 0.02), tailed(0.0, 0.03), tailed(5e-4, 0.011)])
+    c = next(c for c in E.CLAIMS if c.id == "gapgen_curriculum").evaluate(seen)
+    assert c.verdict == "holds"                                   # a tail rate of 1% is not a raw collision
+    assert "rate 1.000%, 0.000%, 0.050% per seed, expected raw count 8.00, 0.00, 0.40" in c.measured
+    assert "margin tau_c - max maxcos of the raw images 0.02, 0.03, 0.011" in c.measured
+    seen = SeedMetrics([0, 1, 2], [tailed(0.0, -0.01, coll=1), tailed(0.0, 0.03), tailed(0.0, 0.011)])
+    assert next(c for c in E.CLAIMS if c.id == "gapgen_curriculum").evaluate(seen).verdict == "fails"

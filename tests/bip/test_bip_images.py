@@ -436,3 +436,30 @@ def test_final_stage_schedule_runs_to_its_end_unless_the_deadline_stops_it():
     assert gg.opt_g.param_groups[0]["lr"] < 1e-3
     steps.close()
     assert gg.opt_g.param_groups[0]["lr"] == gg.opt_d.param_groups[0]["lr"] == 1e-3
+
+
+def test_training_loops_stop_at_the_deadline_of_the_clock_they_are_given(one_thread):
+    """``deadline`` is a value of ``clock`` (the run passes CPU seconds, ``time.process_time``): past it every
+    loop stops after its current epoch (one epoch per curriculum stage), before it all epochs run; the wall
+    clock is not consulted when another clock is given."""
+    import time
+
+    from neurips26.bip.experiment import ImageConfig, _image_side
+
+    X, y = _data(6, 2, 0)
+    past, never = (lambda: 1.0), (lambda: -2e9)         # deadline 0.0: passed / deadline -1e9: never passed
+    for clock, deadline, n_ep in ((past, 0.0, 1), (never, -1e9, 3)):
+        assert len(train_encoder(X, y, EncoderConfig(epochs=3, dim=8), deadline=deadline, clock=clock)[1]) == n_ep
+    enc = FREncoder(8).eval()
+    R = identity_centers(embed(enc, X), y)
+    sub = Subspace(R)
+    V = sub.sample(16, torch.Generator().manual_seed(1))
+    cfg = GapGenConfig(stage0_epochs=3, stages=2, stage_epochs=3, batch=8, advance=2.0)   # advance never met
+    for clock, deadline, n_ep in ((past, 0.0, 1), (never, -1e9, 3)):
+        gg = GapGen(enc, R, 0.5, sub.P, cfg, seed=0).train_stage0(X, deadline=deadline, clock=clock)
+        assert sum(h["stage"] == 0 for h in gg.history) == n_ep
+        gg.train_curriculum(V, 0.9, deadline=deadline, clock=clock)
+        assert [h["stage"] for h in gg.history if h["stage"] > 0] == [1] * n_ep + [2] * n_ep
+    assert time.perf_counter() > -1e9                     # the wall clock was past the "never" deadline
+    with pytest.raises(ValueError, match="budget_clock"):
+        _image_side(ImageConfig(budget_clock="gpu"), None, False)

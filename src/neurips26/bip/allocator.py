@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neurips26.bip.gallery import Subspace, VirtualIndex, as_unit, faiss_index, knn, maxcos
+from neurips26.bip.gallery import Subspace, VirtualIndex, as_unit, check_unit, faiss_index, knn, maxcos
 from neurips26.harness.validation import check_choice, check_scalar
 
 KERNELS = ("hinge", "riesz", "vmf")
@@ -255,6 +255,13 @@ def audit(V: torch.Tensor, R: torch.Tensor, tau_c: float, sub: Subspace | None =
     faiss ``range_search`` (brute force when faiss is missing; over ``shards`` shards of the virtual
     index, cross-shard, when > 1) plus brute force on a random subset."""
     shards = check_scalar(shards, "shards", int, min=1)
+    tau_c = check_scalar(tau_c, "tau_c", float, min=-1, max=1)
+    R = check_unit(R, "R")
+    if not isinstance(V, torch.Tensor) or V.ndim != 2 or V.shape[1] != R.shape[1]:
+        raise ValueError(f"V must be a (n, {R.shape[1]}) torch.Tensor (dimension mismatch), got "
+                         f"{tuple(V.shape) if isinstance(V, torch.Tensor) else type(V).__name__}")
+    if V.shape[0]:                                   # an empty allocation audits to zeros
+        check_unit(V, "V", dim=R.shape[1])
     n = V.shape[0]
     mc = maxcos(V, R) if n else torch.empty(0)
     real_c = int((mc >= tau_c).sum())
@@ -285,6 +292,10 @@ def enrollment_robustness(new_reals: torch.Tensor, reals: torch.Tensor, virtuals
                           tau_c: float) -> dict:
     """Spec §5: fraction of new reals colliding with >= 1 virtual (a) and with >= 1 old real (b),
     their per-identity rates (a)/M and (b)/N and the ratio of the two."""
+    tau_c = check_scalar(tau_c, "tau_c", float, min=-1, max=1)
+    reals = check_unit(reals, "reals")
+    new_reals = check_unit(new_reals, "new_reals", dim=reals.shape[1])
+    virtuals = check_unit(virtuals, "virtuals", dim=reals.shape[1])
     a = float((maxcos(new_reals, virtuals) >= tau_c).float().mean())
     b = float((maxcos(new_reals, reals) >= tau_c).float().mean())
     pa, pb = a / virtuals.shape[0], b / reals.shape[0]

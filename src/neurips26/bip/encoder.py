@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from neurips26.bip.gallery import check_unit
 from neurips26.harness.validation import check_scalar
 
 
@@ -106,12 +107,14 @@ class EncoderConfig:
 
 
 def train_encoder(images: torch.Tensor, labels: torch.Tensor, cfg: EncoderConfig = EncoderConfig(),
-                  seed: int = 0, deadline: float | None = None) -> tuple[FREncoder, list[float]]:
+                  seed: int = 0, deadline: float | None = None,
+                  clock: Callable[[], float] | None = None) -> tuple[FREncoder, list[float]]:
     """Train ``FREncoder`` with an ArcFace head on (images, identity labels); returns (encoder in eval
-    mode, mean loss per epoch). ``deadline`` (a ``time.perf_counter`` value) stops after the epoch
-    that passes it."""
+    mode, mean loss per epoch). ``deadline`` (a value of ``clock``, default ``time.perf_counter``; the
+    run passes ``time.process_time`` for a CPU-seconds budget) stops after the epoch that passes it."""
     import time
 
+    clock = time.perf_counter if clock is None else clock
     x = check_images(images)
     y = torch.as_tensor(labels)
     if y.ndim != 1 or y.shape[0] != x.shape[0] or y.dtype not in (torch.int64, torch.int32):
@@ -134,7 +137,7 @@ def train_encoder(images: torch.Tensor, labels: torch.Tensor, cfg: EncoderConfig
             opt.step()
             tot += float(loss.detach()) * b.numel()
         losses.append(tot / x.shape[0])
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and clock() > deadline:
             break
     return enc.eval(), losses
 
@@ -153,7 +156,11 @@ def embed(encoder: Callable[[torch.Tensor], torch.Tensor], images: torch.Tensor,
 
 def identity_centers(emb: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """c_j = normalize(mean of the image embeddings of identity j), for j = 0..max(labels)."""
-    y = torch.as_tensor(labels).long()
+    emb = check_unit(emb, "emb")
+    y = torch.as_tensor(labels)
+    if y.shape != (emb.shape[0],) or y.is_floating_point() or int(y.min()) < 0:
+        raise ValueError(f"labels must be ({emb.shape[0]},) non-negative integers, got {tuple(y.shape)} {y.dtype}")
+    y = y.long()
     n = int(y.max()) + 1
     s = torch.zeros(n, emb.shape[1]).index_add_(0, y, emb)
     return F.normalize(s, dim=1)

@@ -42,6 +42,29 @@ def as_unit(x, name: str = "x", dim: int | None = None, normalize: bool = False)
     return t
 
 
+def check_unit(x, name: str = "x", dim: int | None = None) -> torch.Tensor:
+    """``as_unit``'s checks (non-empty 2-D, ``dim`` columns, finite, no zero-norm rows, unit-norm rows); a
+    torch tensor is checked in place and returned as it is (same dtype, no copy), anything else goes
+    through ``as_unit``."""
+    if not isinstance(x, torch.Tensor):
+        return as_unit(x, name, dim=dim)
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-dimensional (n, D), got shape {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} is empty")
+    if dim is not None and x.shape[1] != dim:
+        raise ValueError(f"{name} has dimension {x.shape[1]}, expected {dim} (dimension mismatch)")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite (it holds NaN or inf)")
+    n = x.detach().norm(dim=1)
+    if bool((n <= 1e-12).any()):
+        raise ValueError(f"{name} has zero-norm rows (e.g. row {int((n <= 1e-12).nonzero()[0])})")
+    if bool(((n - 1).abs() > 1e-3).any()):
+        raise ValueError(f"{name} rows must be unit-norm (max | ||x|| - 1 | = {float((n - 1).abs().max()):.3g});"
+                         " L2-normalise them")
+    return x
+
+
 def synthetic_gallery(n: int, D: int = 64, k: int = 32, alpha: float = 0.3, noise: float = 0.01,
                       seed: int = 0, basis: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Gallery (a): ``c = normalize(U diag(s) g + noise * n)``, ``s_i = i^-alpha``; returns (centers, U).
@@ -66,9 +89,24 @@ def synthetic_gallery(n: int, D: int = 64, k: int = 32, alpha: float = 0.3, nois
 
 # ---- exact search -----------------------------------------------------------------------------
 
+def check_pair(q, ref, q_name: str = "q", ref_name: str = "ref") -> None:
+    """Cheap checks of a (query, reference) pair for the search routines (they run inside the allocator's
+    loops, so no copy): 2-D tensors with the same dimension, finite (a NaN row would score NaN, which no
+    ``>= tau_c`` test counts as a collision)."""
+    for x, name in ((q, q_name), (ref, ref_name)):
+        if not isinstance(x, torch.Tensor) or x.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D torch.Tensor (n, D), got "
+                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError(f"{name} must be finite (it holds NaN or inf)")
+    if q.shape[1] != ref.shape[1]:
+        raise ValueError(f"{q_name} has dimension {q.shape[1]}, {ref_name} has {ref.shape[1]} (dimension mismatch)")
+
+
 def maxcos(q: torch.Tensor, ref: torch.Tensor, chunk: int = CHUNK,
            exclude_self: bool = False) -> torch.Tensor:
     """Exact ``max_j <q_i, ref_j>`` by chunked brute force (``exclude_self``: q is ref, skip i == j)."""
+    check_pair(q, ref)
     if ref.shape[0] == 0:
         return torch.full((q.shape[0],), -math.inf)
     out = torch.empty(q.shape[0])
@@ -83,7 +121,8 @@ def maxcos(q: torch.Tensor, ref: torch.Tensor, chunk: int = CHUNK,
 
 def knn(q: torch.Tensor, ref: torch.Tensor, k: int, chunk: int = CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact top-``k`` cosines and indices of each q row in ref (brute force)."""
-    k = min(k, ref.shape[0])
+    check_pair(q, ref)
+    k = min(check_scalar(k, "k", int, min=1), ref.shape[0])
     vals, idx = [], []
     for a in range(0, q.shape[0], chunk):
         v, i = (q[a:a + chunk] @ ref.T).topk(k, dim=1)
@@ -118,6 +157,7 @@ def faiss_index(ref: torch.Tensor, kind: str = "flat", nlist: int | None = None,
 
 def maxcos_faiss(q: torch.Tensor, ref: torch.Tensor, kind: str = "flat", **kw) -> torch.Tensor:
     """``maxcos`` through a faiss index (exact for ``flat``)."""
+    check_pair(q, ref)
     index = faiss_index(ref, kind, **kw)
     D, _ = index.search(np.ascontiguousarray(q.numpy(), dtype=np.float32), 1)
     return torch.from_numpy(D[:, 0].copy())
@@ -188,7 +228,12 @@ def impostor_scores(centers: torch.Tensor, n_pairs: int | None = None, seed: int
     """Cosines between different identities: all pairs i < j when ``n_pairs`` is None (exact
     counting), otherwise ``n_pairs`` random pairs with distinct labels (rows are identities unless
     ``labels`` gives each row's identity)."""
+    centers = check_unit(centers, "centers")
     N = centers.shape[0]
+    if labels is not None:
+        labels = torch.as_tensor(labels)
+        if labels.shape != (N,):
+            raise ValueError(f"labels must have shape ({N},), got {tuple(labels.shape)}")
     if N < 2:
         raise ValueError("centers needs at least 2 rows for impostor pairs")
     if n_pairs is None:
@@ -209,7 +254,9 @@ def impostor_scores(centers: torch.Tensor, n_pairs: int | None = None, seed: int
     j = torch.randint(0, N, (n_pairs,), generator=gen)
     ok = (i != j) if labels is None else (labels[i] != labels[j])
     i, j = i[ok], j[ok]
-    return (centers[i] * centers[j]).sum(1)
+    # in chunks of pairs: the full scale's 100 / FAR = 1e8 pairs of 512-D rows would otherwise gather 2 x 205 GB
+    step = max(1, 2 ** 24 // centers.shape[1])
+    return torch.cat([(centers[i[a:a + step]] * centers[j[a:a + step]]).sum(1) for a in range(0, i.numel(), step)])
 
 
 def tau_far(scores: torch.Tensor, far: float) -> float:
@@ -229,7 +276,13 @@ def tau_far(scores: torch.Tensor, far: float) -> float:
 def within_spread(images: torch.Tensor, labels: torch.Tensor, q: float = 0.95) -> tuple[float, torch.Tensor]:
     """rho: the ``q`` quantile of the angle between an image embedding and its identity's center;
     returns (rho, centers) with centers ordered by label 0..L-1."""
-    labels = torch.as_tensor(labels, dtype=torch.long)
+    images = check_unit(images, "images")
+    q = check_scalar(q, "q", float, min=0, max=1)
+    labels = torch.as_tensor(labels)
+    if labels.shape != (images.shape[0],) or labels.is_floating_point() or int(labels.min()) < 0:
+        raise ValueError(f"labels must be ({images.shape[0]},) non-negative integers, got {tuple(labels.shape)} "
+                         f"{labels.dtype}")
+    labels = labels.long()
     L = int(labels.max()) + 1
     c = torch.zeros(L, images.shape[1]).index_add_(0, labels, images)
     c = c / c.norm(dim=1, keepdim=True).clamp_min(1e-12)
@@ -253,11 +306,13 @@ def collisions(v: torch.Tensor, centers: torch.Tensor, tau_c: float, mode: str =
                images: torch.Tensor | None = None) -> torch.Tensor:
     """Boolean per virtual: collides with a real center (``center``) or any real image (``strict``)."""
     mode = check_choice(mode, "mode", ("center", "strict"))
+    tau_c = check_scalar(tau_c, "tau_c", float, min=-1, max=1)
+    v = check_unit(v, "v")
     if mode == "strict":
         if images is None:
             raise ValueError("mode='strict' needs the real image embeddings (images=...)")
-        return maxcos(v, images) >= tau_c
-    return maxcos(v, centers) >= tau_c
+        return maxcos(v, check_unit(images, "images", dim=v.shape[1])) >= tau_c
+    return maxcos(v, check_unit(centers, "centers", dim=v.shape[1])) >= tau_c
 
 
 # ---- PCA and the realizable subspace ----------------------------------------------------------
@@ -271,7 +326,7 @@ class PCAReport:
 
 def pca_report(centers: torch.Tensor, qs: tuple = (0.90, 0.95, 0.99)) -> PCAReport:
     """Eigen-spectrum of ``M = (1/N) sum c c^T`` with k_q and the participation ratio."""
-    c = centers.double()
+    c = check_unit(centers, "centers").double()
     lam = torch.linalg.eigvalsh(c.T @ c / c.shape[0]).flip(0).clamp_min(0).numpy()
     cum = np.cumsum(lam) / lam.sum()
     ks = {q: int(np.searchsorted(cum, q - 1e-12) + 1) for q in qs}
@@ -287,6 +342,7 @@ class Subspace:
 
     def __init__(self, centers: torch.Tensor, k: int | None = None, q: float = 0.99,
                  containment_q: float = 0.99):
+        centers = check_unit(centers, "centers")
         D = centers.shape[1]
         if k is not None:
             k = check_scalar(k, "k", int, min=1)

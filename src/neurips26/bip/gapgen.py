@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -228,9 +229,10 @@ class GapGen:
         self.opt_g.step()
 
     # ---- training -------------------------------------------------------------------------------
-    def train_stage0(self, images: torch.Tensor, epochs: int | None = None,
-                     deadline: float | None = None) -> "GapGen":
-        """Stage 0 on real images (their per-image embeddings are the inputs)."""
+    def train_stage0(self, images: torch.Tensor, epochs: int | None = None, deadline: float | None = None,
+                     clock: Callable[[], float] = time.perf_counter) -> "GapGen":
+        """Stage 0 on real images (their per-image embeddings are the inputs); ``deadline`` (a value of
+        ``clock``) stops after the epoch that passes it."""
         x = check_images(images)
         with torch.no_grad():
             e = self.f(x)
@@ -245,15 +247,16 @@ class GapGen:
                 loss = self._real_loss(fake, x[b], e[b])
                 self._g_step(loss)
             self.history.append({"stage": 0, "epoch": ep, "loss": float(loss.detach())})
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline is not None and clock() > deadline:
                 break
         return self
 
     def train_curriculum(self, virtuals: torch.Tensor, real_level: float, lambda_nc: float | None = None,
-                         deadline: float | None = None) -> "GapGen":
+                         deadline: float | None = None, clock: Callable[[], float] = time.perf_counter) -> "GapGen":
         """Stages s = 1..S towards slerp(c_near(v), v, s/S), each mixed 1:1 with stage-0 real batches.
 
-        real_level: the mean identity consistency of real images (the advance rule's reference).
+        real_level: the mean identity consistency of real images (the advance rule's reference);
+        deadline: a value of ``clock``; past it, the schedule stops at the end of the current epoch.
         """
         if not hasattr(self, "_x"):
             raise RuntimeError("train_stage0 must run before train_curriculum")
@@ -269,7 +272,7 @@ class GapGen:
                 if target is not None:                                   # an epoch of stage s is over
                     ic = float(identity_consistency(self, target, k=1).mean())
                     self.history.append({"stage": s, "alpha": s / c.stages, "epoch": ep, "consistency": ic})
-                    past = deadline is not None and time.perf_counter() > deadline
+                    past = deadline is not None and clock() > deadline
                     try:
                         step = batches.send(DEADLINE if past else ic >= c.advance * real_level)
                     except StopIteration:
