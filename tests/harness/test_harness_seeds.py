@@ -114,11 +114,12 @@ def test_a_config_may_run_its_seeds_side_by_side(toy_paper, tmp_path, monkeypatc
 
     from neurips26.harness import run as run_mod
 
-    used = []
+    used, workers = [], []
     real = run_mod.map_tasks
 
     def spy(fn, tasks, backend, **kw):
         used.append(backend)
+        workers.append(kw.get("workers"))
         return real(fn, tasks, backend="serial", **kw)
 
     monkeypatch.setattr(run_mod, "map_tasks", spy)
@@ -134,3 +135,16 @@ def test_a_config_may_run_its_seeds_side_by_side(toy_paper, tmp_path, monkeypatc
     assert used == ["process"]
     b = run_paper("toy_paper", "smoke", seeds=(0, 1), out=tmp_path / "b", progress=False, backend="serial")
     assert used == ["process"] and a["metrics"] == b["metrics"]          # serial ran in this process
+    assert workers == [None]                                               # no seed_workers: the CPUs
+
+    @dataclasses.dataclass
+    class CfgW(Cfg):
+        seed_workers: int = 3
+
+    monkeypatch.setitem(exp.CONFIGS, "smoke", CfgW())
+    run_paper("toy_paper", "smoke", seeds=(0, 1, 2), out=tmp_path / "c", progress=False)
+    run_paper("toy_paper", "smoke", seeds=(0, 1, 2), out=tmp_path / "d", progress=False, workers=2)
+    assert workers == [None, 3, 2]                                         # the config's, then the caller's
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="seed_workers"):
+            run_paper("toy_paper", "smoke", seeds=(0, 1), out=tmp_path / "e", progress=False, workers=bad)

@@ -254,7 +254,9 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
              the config's ``seeds`` field, else 0.
     backend, workers: how seeds run (``map_tasks``): ``serial``, ``process``, ``ray``, ``auto``; default
              the config's ``seed_backend`` field, else ``serial`` (a paper whose seeds are independent and
-             whose metrics time nothing may run them side by side on the machine's cores).
+             whose metrics time nothing may run them side by side on the machine's cores); ``workers``
+             defaults to the config's ``seed_workers`` field, else the CPUs this process may use (a paper
+             whose seeds each run one thread may ask for one process per seed on a 2-core box).
     """
     exp = registry.load(slug, "experiment")
     if config is None:
@@ -264,6 +266,9 @@ def run_paper(slug: str, scale: str = "quick", seed: int | None = None, out: Pat
         cfg, scale = config, "custom"
     chosen = resolve_seeds(seed, seeds, cfg)
     backend = backend if backend is not None else getattr(cfg, "seed_backend", "serial")
+    workers = workers if workers is not None else getattr(cfg, "seed_workers", None)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers (or the config's seed_workers) must be an int >= 1, got {workers!r}")
     out = out if out is not None else default_out_dir(slug)
     with _rank_out_dir(out, slug) as (out_dir, writer):
         return _run_seeds(exp, slug, cfg, scale, chosen, out_dir, progress and writer, backend, workers, writer)
