@@ -202,6 +202,22 @@ def _old_local_loss(model, x, mask, y_obs, modalities, g, tau=0.1, lam_al=1.0, l
     return loss
 
 
+def _guided_batch(seed, n, p_obs=0.7, fill=0):
+    """A guided-loss test case (dims (7, 5, 4), C = 5, d = 6): the model, inputs ``x``, the observed mask
+    (each sample observes ``p_obs`` of the modalities, ``fill`` where it would observe none), labels ``y``
+    (-1 unlabelled), prototypes ``mu`` (3, C, d) and the align / transfer weights (transfer 0 for m == m')."""
+    torch.manual_seed(seed)
+    dims, Cm, d = (7, 5, 4), 5, 6
+    model = ObsModel(dims, Cm, d=d)
+    x = [torch.randn(n, dm) for dm in dims]
+    mask = torch.rand(n, 3) < p_obs
+    mask[~mask.any(dim=1), fill] = True
+    y = torch.randint(-1, Cm, (n,))
+    mu = torch.randn(3, Cm, d)
+    off = (1 - torch.eye(3))[:, :, None]
+    return model, x, mask, y, mu, dict(align=torch.rand(3, 3, Cm), transfer=torch.rand(3, 3, Cm) * off)
+
+
 def _grads(loss, model):
     return [torch.zeros_like(q) if gq is None else gq
             for q, gq in zip(model.parameters(), torch.autograd.grad(loss, list(model.parameters()),
@@ -219,20 +235,12 @@ def test_fused_guided_loss_with_round_tables_equals_previous_formula(monkeypatch
     if use_kernel and not mod.HAVE_NUMBA:
         pytest.skip("numba is not installed")
     monkeypatch.setattr(mod, "USE_KERNEL", use_kernel)
-    torch.manual_seed(3)
-    dims, Cm, n, d = (7, 5, 4), 5, 48, 6
-    model = ObsModel(dims, Cm, d=d)
+    n = 48
+    model, x, mask, y, mu, full = _guided_batch(3, n, p_obs=0.6, fill=1)
     mods = (2, 0, 1)
-    x = [torch.randn(n, dm) for dm in dims]
-    mask = torch.rand(n, 3) < 0.6
-    mask[~mask.any(dim=1), 1] = True
     mask[:16] = torch.tensor([True, False, True])            # batch 0: (0, 1) never, (1, 2) never co-observed
     mask[3] = torch.tensor([True, True, False])               # ... except (0, 1) once
-    y = torch.randint(-1, Cm, (n,))
-    off = (1 - torch.eye(3))[:, :, None]
-    mu = torch.randn(3, Cm, d)
     mu[1, 2] = 0.0                                            # an unobserved prototype
-    full = dict(align=torch.rand(3, 3, Cm), transfer=torch.rand(3, 3, Cm) * off)
     for kw in (full, dict(align=full["align"]), dict(transfer=full["transfer"])):
         g = Guidance(mu, **kw)
         tables = guided_tables(g, mask, mods)
@@ -284,16 +292,9 @@ def test_torch_path_and_compiled_kernel_both_equal_the_previous_formula(monkeypa
     temperature so small that |S| / tau needs the kernel's per-row/column shifts (one shift would underflow)."""
     import neurips26.obsalign.model as mod
     from neurips26.obsalign.kernels import HAVE_NUMBA
-    torch.manual_seed(4)
-    dims, Cm, n, d = (7, 5, 4), 5, 40, 6
-    model = ObsModel(dims, Cm, d=d)
+    model, x, mask, y, mu, w = _guided_batch(4, 40, p_obs=0.7, fill=0)
     mods = (1, 0, 2)
-    x = [torch.randn(n, dm) for dm in dims]
-    mask = torch.rand(n, 3) < 0.7
-    mask[~mask.any(dim=1), 0] = True
-    y = torch.randint(-1, Cm, (n,))
-    off = (1 - torch.eye(3))[:, :, None]
-    g = Guidance(torch.randn(3, Cm, d), align=torch.rand(3, 3, Cm), transfer=torch.rand(3, 3, Cm) * off)
+    g = Guidance(mu, **w)
     for use in ((False, True) if HAVE_NUMBA else (False,)):
         monkeypatch.setattr(mod, "USE_KERNEL", use)
         for tau in (0.1, 1e-3):
