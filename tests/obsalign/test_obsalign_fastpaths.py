@@ -368,3 +368,83 @@ def test_compiled_path_refuses_what_it_cannot_bounds_check_and_falls_back_when_i
         got = local_loss(model, x, mask, y, (0, 1), g)
     assert mod.USE_KERNEL is False
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def _traced_lines(fn, call):
+    """The line numbers of ``fn``'s own frame that ran during ``call()`` (sys.settrace, restored after)."""
+    import sys
+    hit, code, old = set(), fn.__code__, sys.gettrace()
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+        if event == "line":
+            hit.add(frame.f_lineno)
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        out = call()
+    finally:
+        sys.settrace(old)
+    return hit, out
+
+
+def test_kernel_wide_logit_branch_is_reached_where_one_shift_underflows_and_equals_torch(monkeypatch):
+    """A batch built so that at tau = 1e-3 one InfoNCE row lies ~1900 below the matrix's max: with one shift
+    exp(X - max X) of that whole row is 0 in float64 (log -> -inf), so the kernel must take its per-row/column
+    branch. The kernel's Python source, traced line by line, runs that branch there (and the one-shift branch,
+    not it, at tau = 0.1); the compiled kernel, its Python source, the torch path and the previous formula
+    agree there in value and every gradient, and the value is finite."""
+    import inspect
+
+    from neurips26.obsalign import model as mod
+    from neurips26.obsalign.kernels import guided_kernel
+    py = getattr(guided_kernel, "py_func", guided_kernel)      # numba's dispatcher keeps the Python source
+    src, first = inspect.getsourcelines(py)
+
+    def line_of(marker):
+        at = [i for i, line in enumerate(src) if marker in line]
+        assert len(at) == 1, marker
+        return first + at[0]
+
+    wide = line_of("too wide for one shift") + 1               # the first statement of the per-row/column branch
+    one = line_of("E = np.exp(X - hi)")                        # the one-shift branch
+    torch.manual_seed(7)
+    n, d, Cm = 8, 4, 3
+    model = ObsModel((d, d, d), Cm, d=d, regime="vlm").double()  # identity adapters: z^m = x^m / ||x^m||
+    e1 = torch.zeros(d, dtype=torch.float64)
+    e1[0] = 1.0
+    x1 = e1 + 0.3 * torch.randn(n, d, dtype=torch.float64)      # modality 1: every row near e1
+    x0 = torch.randn(n, d, dtype=torch.float64)
+    x0[0] = x1[0]                                               # cos 1: max X = 1 / tau
+    x0[1] = -e1 + 0.1 * torch.randn(d, dtype=torch.float64)      # cos ~ -0.9 with every row of modality 1
+    x = [x0, x1, torch.zeros(n, d, dtype=torch.float64)]
+    mask = torch.tensor([[True, True, False]] * n)              # (0, 1) co-observed everywhere, 2 missing
+    y = torch.tensor([0, 1, 2, -1, -1, 0, 1, -1])
+    off = (1 - torch.eye(3, dtype=torch.float64))[:, :, None]
+    g = Guidance(torch.randn(3, Cm, d, dtype=torch.float64), align=torch.rand(3, 3, Cm, dtype=torch.float64),
+                 transfer=torch.rand(3, 3, Cm, dtype=torch.float64) * off)
+    tau = 1e-3
+    X = (F.normalize(x0, dim=1) @ F.normalize(x1, dim=1).T / tau).numpy()
+    assert (np.exp(X - X.max()).sum(axis=1) == 0.0).any()       # one shift: a whole row underflows (log -> -inf)
+
+    def run(kernel, use, t):
+        monkeypatch.setattr(mod, "USE_KERNEL", use)
+        monkeypatch.setattr(mod, "guided_kernel", kernel)
+        loss = local_loss(model, x, mask, y, (0, 1), g, t)
+        return loss, _grads(loss, model)
+
+    for t, taken, not_taken in ((tau, wide, one), (0.1, one, wide)):
+        hit, (val_py, grads_py) = _traced_lines(py, lambda: run(py, True, t))
+        assert taken in hit and not_taken not in hit, (t, taken in hit, not_taken in hit)
+        ref = _old_local_loss(model, x, mask, y, (0, 1), g, t)
+        ref_grads = _grads(ref, model)
+        assert torch.isfinite(ref) and abs(float(ref.detach())) > 1.0
+        runs = [(val_py, grads_py), run(py, False, t)]          # the kernel's source, the torch path
+        if mod.HAVE_NUMBA:
+            runs.append(run(guided_kernel, True, t))            # the compiled kernel
+        for val, grads in runs:
+            assert torch.isfinite(val) and torch.allclose(val, ref, rtol=1e-9, atol=1e-9), (t, val, ref)
+            for a, r in zip(grads, ref_grads):
+                assert torch.allclose(a, r, rtol=1e-7, atol=1e-7)
