@@ -3,7 +3,7 @@
 import numpy as np
 
 from neurips26.obsalign.observability import _softmax_diag, kappa_neg
-from neurips26.obsalign.sketch import build_sketch, pool
+from neurips26.obsalign.sketch import Pooled, build_sketch, pool
 
 K, C, D = 3, 6, 5
 
@@ -30,9 +30,10 @@ def _loop_sketch(z, mask, cls, modalities):
 
 
 def _loop_kneg(p):
-    out = np.zeros((K, K, C))
-    for m in range(K):
-        for m2 in range(K):
+    Kp = p.mu.shape[0]
+    out = np.zeros((Kp, Kp, C))
+    for m in range(Kp):
+        for m2 in range(Kp):
             if m == m2:
                 continue
             a = p.mu[m] / np.maximum(np.linalg.norm(p.mu[m], axis=1, keepdims=True), 1e-12)
@@ -43,6 +44,59 @@ def _loop_kneg(p):
                 t2 = [cos[c2, c] for c2 in range(C) if c2 != c and p.n[m, c2] > 0]
                 out[m, m2, c] = 0.5 * ((np.mean(t1) if t1 else 0.0) + (np.mean(t2) if t2 else 0.0))
     return out
+
+
+def _loop_signals(p, prm):
+    """The previous ``signals``: one modality pair (m, m') at a time, the spec's formulas as written."""
+    g = lambda n: n / (n + prm.n0)  # noqa: E731
+    unit = lambda a: a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)  # noqa: E731
+    Kp = p.mu.shape[0]
+    B, S, Kc, U = (np.zeros((Kp, Kp, C)) for _ in range(4))
+    kneg = _loop_kneg(p)
+    u = np.sqrt(np.divide(p.v, p.n, out=np.zeros_like(p.v), where=p.n > 0) + p.b) / p.delta[:, None]
+    for m in range(Kp):
+        for m2 in range(Kp):
+            if m == m2:
+                continue
+            bridge = np.zeros(C)
+            for b in range(Kp):
+                if b not in (m, m2):
+                    bridge = np.maximum(bridge, np.minimum(p.n_pair[m, b], p.n_pair[b, m2]))
+            B[m, m2] = g(p.n_pair[m, m2] + prm.lambda_br * bridge)
+            S[m, m2] = np.sqrt(g(p.n[m]) * g(p.n[m2]))
+            kpair = np.clip((p.kappa[m, m2] - kneg[m, m2]) / np.maximum(1 - kneg[m, m2], 1e-6), 0, 1)
+            cos = unit(p.mu[m]) @ unit(p.mu[m2]).T
+            kproto = np.zeros(C)
+            for c in range(C):   # 0.5 [softmax over c' observed in m2 + the same with m, m2 swapped]
+                for a, b, valid in ((cos[c], cos[c, c], p.n[m2] > 0), (cos[:, c], cos[c, c], p.n[m] > 0)):
+                    if valid[c]:
+                        kproto[c] += 0.5 * np.exp(b / prm.tau_K) / np.exp(a[valid] / prm.tau_K).sum()
+            npair = p.n_pair[m, m2]
+            Kc[m, m2] = (npair * kpair + prm.n0 * kproto) / (npair + prm.n0)
+            U[m, m2] = np.maximum(u[m], u[m2])
+    return {"bridge": B, "side": S, "consistency": Kc, "uncertainty": U}
+
+
+def test_vectorised_signals_equal_the_per_pair_loops():
+    """``signals`` (every modality pair at once) == the per-pair loops: pools with an unobserved modality-class,
+    pairs never co-observed (bridge through a pivot only), a K = 2 pool (no pivot), non-default parameters."""
+    from neurips26.obsalign.observability import OmegaParams, signals
+    rng = np.random.default_rng(2)
+    pools = [pool([build_sketch(*_data(rng, 80, mods), mods, C) for mods in layout])
+             for layout in (((0, 1), (1, 2), (0, 2)), ((0, 1), (1, 2)), ((0, 1, 2), (2,), (0, 1)))]
+    for p in pools:
+        for prm in (OmegaParams(), OmegaParams(n0=2.0, lambda_br=0.9, tau_K=0.3)):
+            got, want = signals(p, prm), _loop_signals(p, prm)
+            for name in want:
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+    assert (pools[1].n_pair[0, 2] == 0).all() and (signals(pools[1])["bridge"][0, 2] > 0).any()   # via text
+    assert (pools[0].n == 0).any()
+    p = pools[2]                                # its first two modalities alone: K = 2, no pivot
+    two = Pooled(p.n[:2], p.mu[:2], p.v[:2], p.b[:2], p.n_pair[:2, :2], p.kappa[:2, :2], p.delta[:2])
+    got, want = signals(two), _loop_signals(two, OmegaParams())
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(got["bridge"][0, 1], two.n_pair[0, 1] / (two.n_pair[0, 1] + 5.0))
 
 
 def _data(rng, n, mods):
