@@ -77,6 +77,10 @@ def test_thresholds_are_in_the_statements():
     got = (q.fed.d, q.fed.rounds, q.fed.epochs, q.fed.lr, q.fed.batch, len(q.seeds))
     assert got == (32, 12, 2, 3e-3, 64, 5)
     assert q.data.label_fraction == ex.QUICK_LABEL_FRACTION == 0.02   # the swept setting (spec: 0.1)
+    mid = ex.CONFIGS["mid"]                     # quick but for s2/s3's label fraction
+    assert mid.data.label_fraction == ex.MID_LABEL_FRACTION == 0.05 and mid.data.layout == "quick"
+    assert (mid.fed, mid.methods, mid.seeds, mid.sweep) == (q.fed, q.methods, q.seeds, q.sweep)
+    assert ex._sources(mid.data, 0)[2].label_fraction == 0.05 and ex._sources(q.data, 0)[2].label_fraction == 0.02
 
 
 def test_sweep_chooses_on_validation_only():

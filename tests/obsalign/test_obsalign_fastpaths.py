@@ -3,7 +3,7 @@
 import numpy as np
 
 from neurips26.obsalign.observability import _softmax_diag, kappa_neg
-from neurips26.obsalign.sketch import build_sketch, pool
+from neurips26.obsalign.sketch import Pooled, build_sketch, pool
 
 K, C, D = 3, 6, 5
 
@@ -30,9 +30,10 @@ def _loop_sketch(z, mask, cls, modalities):
 
 
 def _loop_kneg(p):
-    out = np.zeros((K, K, C))
-    for m in range(K):
-        for m2 in range(K):
+    Kp = p.mu.shape[0]
+    out = np.zeros((Kp, Kp, C))
+    for m in range(Kp):
+        for m2 in range(Kp):
             if m == m2:
                 continue
             a = p.mu[m] / np.maximum(np.linalg.norm(p.mu[m], axis=1, keepdims=True), 1e-12)
@@ -43,6 +44,59 @@ def _loop_kneg(p):
                 t2 = [cos[c2, c] for c2 in range(C) if c2 != c and p.n[m, c2] > 0]
                 out[m, m2, c] = 0.5 * ((np.mean(t1) if t1 else 0.0) + (np.mean(t2) if t2 else 0.0))
     return out
+
+
+def _loop_signals(p, prm):
+    """The previous ``signals``: one modality pair (m, m') at a time, the spec's formulas as written."""
+    g = lambda n: n / (n + prm.n0)  # noqa: E731
+    unit = lambda a: a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)  # noqa: E731
+    Kp = p.mu.shape[0]
+    B, S, Kc, U = (np.zeros((Kp, Kp, C)) for _ in range(4))
+    kneg = _loop_kneg(p)
+    u = np.sqrt(np.divide(p.v, p.n, out=np.zeros_like(p.v), where=p.n > 0) + p.b) / p.delta[:, None]
+    for m in range(Kp):
+        for m2 in range(Kp):
+            if m == m2:
+                continue
+            bridge = np.zeros(C)
+            for b in range(Kp):
+                if b not in (m, m2):
+                    bridge = np.maximum(bridge, np.minimum(p.n_pair[m, b], p.n_pair[b, m2]))
+            B[m, m2] = g(p.n_pair[m, m2] + prm.lambda_br * bridge)
+            S[m, m2] = np.sqrt(g(p.n[m]) * g(p.n[m2]))
+            kpair = np.clip((p.kappa[m, m2] - kneg[m, m2]) / np.maximum(1 - kneg[m, m2], 1e-6), 0, 1)
+            cos = unit(p.mu[m]) @ unit(p.mu[m2]).T
+            kproto = np.zeros(C)
+            for c in range(C):   # 0.5 [softmax over c' observed in m2 + the same with m, m2 swapped]
+                for a, b, valid in ((cos[c], cos[c, c], p.n[m2] > 0), (cos[:, c], cos[c, c], p.n[m] > 0)):
+                    if valid[c]:
+                        kproto[c] += 0.5 * np.exp(b / prm.tau_K) / np.exp(a[valid] / prm.tau_K).sum()
+            npair = p.n_pair[m, m2]
+            Kc[m, m2] = (npair * kpair + prm.n0 * kproto) / (npair + prm.n0)
+            U[m, m2] = np.maximum(u[m], u[m2])
+    return {"bridge": B, "side": S, "consistency": Kc, "uncertainty": U}
+
+
+def test_vectorised_signals_equal_the_per_pair_loops():
+    """``signals`` (every modality pair at once) == the per-pair loops: pools with an unobserved modality-class,
+    pairs never co-observed (bridge through a pivot only), a K = 2 pool (no pivot), non-default parameters."""
+    from neurips26.obsalign.observability import OmegaParams, signals
+    rng = np.random.default_rng(2)
+    pools = [pool([build_sketch(*_data(rng, 80, mods), mods, C) for mods in layout])
+             for layout in (((0, 1), (1, 2), (0, 2)), ((0, 1), (1, 2)), ((0, 1, 2), (2,), (0, 1)))]
+    for p in pools:
+        for prm in (OmegaParams(), OmegaParams(n0=2.0, lambda_br=0.9, tau_K=0.3)):
+            got, want = signals(p, prm), _loop_signals(p, prm)
+            for name in want:
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+    assert (pools[1].n_pair[0, 2] == 0).all() and (signals(pools[1])["bridge"][0, 2] > 0).any()   # via text
+    assert (pools[0].n == 0).any()
+    p = pools[2]                                # its first two modalities alone: K = 2, no pivot
+    two = Pooled(p.n[:2], p.mu[:2], p.v[:2], p.b[:2], p.n_pair[:2, :2], p.kappa[:2, :2], p.delta[:2])
+    got, want = signals(two), _loop_signals(two, OmegaParams())
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(got["bridge"][0, 1], two.n_pair[0, 1] / (two.n_pair[0, 1] + 5.0))
 
 
 def _data(rng, n, mods):
@@ -202,6 +256,22 @@ def _old_local_loss(model, x, mask, y_obs, modalities, g, tau=0.1, lam_al=1.0, l
     return loss
 
 
+def _guided_batch(seed, n, p_obs=0.7, fill=0):
+    """A guided-loss test case (dims (7, 5, 4), C = 5, d = 6): the model, inputs ``x``, the observed mask
+    (each sample observes ``p_obs`` of the modalities, ``fill`` where it would observe none), labels ``y``
+    (-1 unlabelled), prototypes ``mu`` (3, C, d) and the align / transfer weights (transfer 0 for m == m')."""
+    torch.manual_seed(seed)
+    dims, Cm, d = (7, 5, 4), 5, 6
+    model = ObsModel(dims, Cm, d=d)
+    x = [torch.randn(n, dm) for dm in dims]
+    mask = torch.rand(n, 3) < p_obs
+    mask[~mask.any(dim=1), fill] = True
+    y = torch.randint(-1, Cm, (n,))
+    mu = torch.randn(3, Cm, d)
+    off = (1 - torch.eye(3))[:, :, None]
+    return model, x, mask, y, mu, dict(align=torch.rand(3, 3, Cm), transfer=torch.rand(3, 3, Cm) * off)
+
+
 def _grads(loss, model):
     return [torch.zeros_like(q) if gq is None else gq
             for q, gq in zip(model.parameters(), torch.autograd.grad(loss, list(model.parameters()),
@@ -219,20 +289,12 @@ def test_fused_guided_loss_with_round_tables_equals_previous_formula(monkeypatch
     if use_kernel and not mod.HAVE_NUMBA:
         pytest.skip("numba is not installed")
     monkeypatch.setattr(mod, "USE_KERNEL", use_kernel)
-    torch.manual_seed(3)
-    dims, Cm, n, d = (7, 5, 4), 5, 48, 6
-    model = ObsModel(dims, Cm, d=d)
+    n = 48
+    model, x, mask, y, mu, full = _guided_batch(3, n, p_obs=0.6, fill=1)
     mods = (2, 0, 1)
-    x = [torch.randn(n, dm) for dm in dims]
-    mask = torch.rand(n, 3) < 0.6
-    mask[~mask.any(dim=1), 1] = True
     mask[:16] = torch.tensor([True, False, True])            # batch 0: (0, 1) never, (1, 2) never co-observed
     mask[3] = torch.tensor([True, True, False])               # ... except (0, 1) once
-    y = torch.randint(-1, Cm, (n,))
-    off = (1 - torch.eye(3))[:, :, None]
-    mu = torch.randn(3, Cm, d)
     mu[1, 2] = 0.0                                            # an unobserved prototype
-    full = dict(align=torch.rand(3, 3, Cm), transfer=torch.rand(3, 3, Cm) * off)
     for kw in (full, dict(align=full["align"]), dict(transfer=full["transfer"])):
         g = Guidance(mu, **kw)
         tables = guided_tables(g, mask, mods)
@@ -284,16 +346,9 @@ def test_torch_path_and_compiled_kernel_both_equal_the_previous_formula(monkeypa
     temperature so small that |S| / tau needs the kernel's per-row/column shifts (one shift would underflow)."""
     import neurips26.obsalign.model as mod
     from neurips26.obsalign.kernels import HAVE_NUMBA
-    torch.manual_seed(4)
-    dims, Cm, n, d = (7, 5, 4), 5, 40, 6
-    model = ObsModel(dims, Cm, d=d)
+    model, x, mask, y, mu, w = _guided_batch(4, 40, p_obs=0.7, fill=0)
     mods = (1, 0, 2)
-    x = [torch.randn(n, dm) for dm in dims]
-    mask = torch.rand(n, 3) < 0.7
-    mask[~mask.any(dim=1), 0] = True
-    y = torch.randint(-1, Cm, (n,))
-    off = (1 - torch.eye(3))[:, :, None]
-    g = Guidance(torch.randn(3, Cm, d), align=torch.rand(3, 3, Cm), transfer=torch.rand(3, 3, Cm) * off)
+    g = Guidance(mu, **w)
     for use in ((False, True) if HAVE_NUMBA else (False,)):
         monkeypatch.setattr(mod, "USE_KERNEL", use)
         for tau in (0.1, 1e-3):
@@ -367,3 +422,83 @@ def test_compiled_path_refuses_what_it_cannot_bounds_check_and_falls_back_when_i
         got = local_loss(model, x, mask, y, (0, 1), g)
     assert mod.USE_KERNEL is False
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def _traced_lines(fn, call):
+    """The line numbers of ``fn``'s own frame that ran during ``call()`` (sys.settrace, restored after)."""
+    import sys
+    hit, code, old = set(), fn.__code__, sys.gettrace()
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+        if event == "line":
+            hit.add(frame.f_lineno)
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        out = call()
+    finally:
+        sys.settrace(old)
+    return hit, out
+
+
+def test_kernel_wide_logit_branch_is_reached_where_one_shift_underflows_and_equals_torch(monkeypatch):
+    """A batch built so that at tau = 1e-3 one InfoNCE row lies ~1900 below the matrix's max: with one shift
+    exp(X - max X) of that whole row is 0 in float64 (log -> -inf), so the kernel must take its per-row/column
+    branch. The kernel's Python source, traced line by line, runs that branch there (and the one-shift branch,
+    not it, at tau = 0.1); the compiled kernel, its Python source, the torch path and the previous formula
+    agree there in value and every gradient, and the value is finite."""
+    import inspect
+
+    from neurips26.obsalign import model as mod
+    from neurips26.obsalign.kernels import guided_kernel
+    py = getattr(guided_kernel, "py_func", guided_kernel)      # numba's dispatcher keeps the Python source
+    src, first = inspect.getsourcelines(py)
+
+    def line_of(marker):
+        at = [i for i, line in enumerate(src) if marker in line]
+        assert len(at) == 1, marker
+        return first + at[0]
+
+    wide = line_of("too wide for one shift") + 1               # the first statement of the per-row/column branch
+    one = line_of("E = np.exp(X - hi)")                        # the one-shift branch
+    torch.manual_seed(7)
+    n, d, Cm = 8, 4, 3
+    model = ObsModel((d, d, d), Cm, d=d, regime="vlm").double()  # identity adapters: z^m = x^m / ||x^m||
+    e1 = torch.zeros(d, dtype=torch.float64)
+    e1[0] = 1.0
+    x1 = e1 + 0.3 * torch.randn(n, d, dtype=torch.float64)      # modality 1: every row near e1
+    x0 = torch.randn(n, d, dtype=torch.float64)
+    x0[0] = x1[0]                                               # cos 1: max X = 1 / tau
+    x0[1] = -e1 + 0.1 * torch.randn(d, dtype=torch.float64)      # cos ~ -0.9 with every row of modality 1
+    x = [x0, x1, torch.zeros(n, d, dtype=torch.float64)]
+    mask = torch.tensor([[True, True, False]] * n)              # (0, 1) co-observed everywhere, 2 missing
+    y = torch.tensor([0, 1, 2, -1, -1, 0, 1, -1])
+    off = (1 - torch.eye(3, dtype=torch.float64))[:, :, None]
+    g = Guidance(torch.randn(3, Cm, d, dtype=torch.float64), align=torch.rand(3, 3, Cm, dtype=torch.float64),
+                 transfer=torch.rand(3, 3, Cm, dtype=torch.float64) * off)
+    tau = 1e-3
+    X = (F.normalize(x0, dim=1) @ F.normalize(x1, dim=1).T / tau).numpy()
+    assert (np.exp(X - X.max()).sum(axis=1) == 0.0).any()       # one shift: a whole row underflows (log -> -inf)
+
+    def run(kernel, use, t):
+        monkeypatch.setattr(mod, "USE_KERNEL", use)
+        monkeypatch.setattr(mod, "guided_kernel", kernel)
+        loss = local_loss(model, x, mask, y, (0, 1), g, t)
+        return loss, _grads(loss, model)
+
+    for t, taken, not_taken in ((tau, wide, one), (0.1, one, wide)):
+        hit, (val_py, grads_py) = _traced_lines(py, lambda: run(py, True, t))
+        assert taken in hit and not_taken not in hit, (t, taken in hit, not_taken in hit)
+        ref = _old_local_loss(model, x, mask, y, (0, 1), g, t)
+        ref_grads = _grads(ref, model)
+        assert torch.isfinite(ref) and abs(float(ref.detach())) > 1.0
+        runs = [(val_py, grads_py), run(py, False, t)]          # the kernel's source, the torch path
+        if mod.HAVE_NUMBA:
+            runs.append(run(guided_kernel, True, t))            # the compiled kernel
+        for val, grads in runs:
+            assert torch.isfinite(val) and torch.allclose(val, ref, rtol=1e-9, atol=1e-9), (t, val, ref)
+            for a, r in zip(grads, ref_grads):
+                assert torch.allclose(a, r, rtol=1e-7, atol=1e-7)

@@ -48,66 +48,71 @@ class OmegaParams:
                 raise ValueError(f"drop must name signals among {SIGNALS}, got {s!r}")
 
 
-def _cos_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    na = np.linalg.norm(a, axis=-1, keepdims=True)
-    nb = np.linalg.norm(b, axis=-1, keepdims=True)
-    return (a / np.maximum(na, 1e-12)) @ (b / np.maximum(nb, 1e-12)).T
+def _unit(mu: np.ndarray) -> np.ndarray:
+    return mu / np.maximum(np.linalg.norm(mu, axis=-1, keepdims=True), 1e-12)
 
 
-def kappa_neg(p: Pooled) -> np.ndarray:
-    """Symmetrised wrong-class prototype agreement ``kappa_neg(m, m', c)`` (K, K, C)."""
+def _proto_cos(p: Pooled) -> np.ndarray:
+    """``cos[m, m', c, c'] = cos(mu(m, c), mu(m', c'))`` (K, K, C, C), all modality pairs in one product."""
+    u = _unit(p.mu)
+    return np.matmul(u[:, None], np.swapaxes(u, 1, 2)[None])
+
+
+def _off_diag(a: np.ndarray) -> np.ndarray:
+    """``a`` (K, K, C) with the m == m' entries set to 0."""
+    return np.where(np.eye(a.shape[0], dtype=bool)[:, :, None], 0.0, a)
+
+
+def kappa_neg(p: Pooled, cos: np.ndarray | None = None) -> np.ndarray:
+    """Symmetrised wrong-class prototype agreement ``kappa_neg(m, m', c)`` (K, K, C), 0 for m == m':
+
+    kappa_neg = 0.5 [mean_{c' != c, n(m', c') > 0} cos(mu(m, c), mu(m', c'))
+                     + mean_{c' != c, n(m, c') > 0} cos(mu(m', c), mu(m, c'))]
+
+    (``cos`` = ``_proto_cos(p)`` when the caller has it.)"""
     K, C, _ = p.mu.shape
-    out = np.zeros((K, K, C))
+    cos = _proto_cos(p) if cos is None else cos
     off = ~np.eye(C, dtype=bool)
-    for m in range(K):
-        for m2 in range(K):
-            if m == m2:
-                continue
-            cos = _cos_matrix(p.mu[m], p.mu[m2])          # [c, c'] = cos(mu(m,c), mu(m2,c'))
-            m1 = off & (p.n[m2] > 0)[None, :]              # [c, c']: c' != c observed in m2
-            m2_ = off & (p.n[m] > 0)[:, None]              # [c', c]: c' != c observed in m
-            t1 = np.divide((cos * m1).sum(axis=1), m1.sum(axis=1), out=np.zeros(C), where=m1.any(axis=1))
-            t2 = np.divide((cos * m2_).sum(axis=0), m2_.sum(axis=0), out=np.zeros(C), where=m2_.any(axis=0))
-            out[m, m2] = 0.5 * (t1 + t2)
-    return out
+    sel = off[None, None] & (p.n > 0)[None, :, None, :]             # [m, m', c, c']: c' != c observed in m'
+    cnt = sel.sum(axis=-1)
+    t1 = np.divide((cos * sel).sum(axis=-1), cnt, out=np.zeros((K, K, C)), where=cnt > 0)
+    return _off_diag(0.5 * (t1 + np.swapaxes(t1, 0, 1)))           # the second mean is t1 at (m', m)
 
 
 def signals(p: Pooled, prm: OmegaParams = OmegaParams()) -> dict[str, np.ndarray]:
-    """The four support signals B, S, K, U as (K, K, C) arrays (zero on the diagonal m == m')."""
+    """The four support signals B, S, K, U as (K, K, C) arrays (zero on the diagonal m == m'), every
+    modality pair at once (the formulas of the module docstring)."""
     K, C, _ = p.mu.shape
     g = lambda n: n / (n + prm.n0)  # noqa: E731
-    B = np.zeros((K, K, C))
-    S = np.zeros((K, K, C))
-    Kc = np.zeros((K, K, C))
-    U = np.zeros((K, K, C))
-    kneg = kappa_neg(p)
+    npair = p.n_pair
+    # bridge[m, m', c] = max_{b not in {m, m'}} min(n(m, b, c), n(b, m', c)) (0 without a pivot; counts >= 0)
+    via = np.minimum(npair[:, :, None, :], npair[None, :, :, :])    # [m, b, m', c]
+    eye = np.eye(K, dtype=bool)
+    pivot = ~(eye[:, :, None] | eye.T[None, :, :])                  # [m, b, m']: b != m and b != m'
+    bridge = np.where(pivot[..., None], via, 0.0).max(axis=1) if K > 2 else np.zeros((K, K, C))
+    B = g(npair + prm.lambda_br * bridge)                           # B = g(n(m,m',c) + lambda_br bridge)
+    gn = g(p.n)
+    S = np.sqrt(gn[:, None] * gn[None, :])                          # S = sqrt(g(n(m,c)) g(n(m',c)))
+    cos = _proto_cos(p)
+    kneg = kappa_neg(p, cos)
+    kpair = np.clip((p.kappa - kneg) / np.maximum(1 - kneg, 1e-6), 0, 1)
+    # K_proto = 0.5 [softmax_{c'}(cos(mu(m,c), mu(m',c'))/tau_K)[c] + the same with m, m' swapped]
+    sm = _softmax_diag(cos, (p.n > 0)[None, :, :], prm.tau_K)       # [m, m', c], over c' observed in m'
+    kproto = 0.5 * (sm + np.swapaxes(sm, 0, 1))
+    Kc = (npair * kpair + prm.n0 * kproto) / (npair + prm.n0)       # K = (n K_pair + n_0 K_proto) / (n + n_0)
     u = np.sqrt(np.divide(p.v, p.n, out=np.zeros_like(p.v), where=p.n > 0) + p.b) / p.delta[:, None]
-    for m in range(K):
-        for m2 in range(K):
-            if m == m2:
-                continue
-            bridge = np.zeros(C)
-            for b in range(K):
-                if b not in (m, m2):
-                    bridge = np.maximum(bridge, np.minimum(p.n_pair[m, b], p.n_pair[b, m2]))
-            B[m, m2] = g(p.n_pair[m, m2] + prm.lambda_br * bridge)
-            S[m, m2] = np.sqrt(g(p.n[m]) * g(p.n[m2]))
-            kpair = np.clip((p.kappa[m, m2] - kneg[m, m2]) / np.maximum(1 - kneg[m, m2], 1e-6), 0, 1)
-            cos = _cos_matrix(p.mu[m], p.mu[m2])
-            kproto = 0.5 * (_softmax_diag(cos, p.n[m2] > 0, prm.tau_K)
-                            + _softmax_diag(cos.T, p.n[m] > 0, prm.tau_K))
-            npair = p.n_pair[m, m2]
-            Kc[m, m2] = (npair * kpair + prm.n0 * kproto) / (npair + prm.n0)
-            U[m, m2] = np.maximum(u[m], u[m2])
-    return {"bridge": B, "side": S, "consistency": Kc, "uncertainty": U}
+    U = np.maximum(u[:, None], u[None, :])                          # U = max(u(m,c), u(m',c))
+    return {"bridge": _off_diag(B), "side": _off_diag(S), "consistency": _off_diag(Kc),
+            "uncertainty": _off_diag(U)}
 
 
 def _softmax_diag(cos: np.ndarray, valid: np.ndarray, tau: float) -> np.ndarray:
-    """``softmax_{c'}(cos[c, c'] / tau)[c]`` over the valid (observed) c'; 0 where c itself is not valid."""
-    logits = np.where(valid[None, :], cos / tau, -np.inf)
-    logits = np.where(valid[:, None], logits, 0.0)                 # rows of invalid c: unused, kept finite
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return np.where(valid, np.diag(e) / e.sum(axis=1), 0.0)
+    """``softmax_{c'}(cos[..., c, c'] / tau)[c]`` over the valid (observed) c'; 0 where c itself is not valid.
+    ``cos`` (..., C, C), ``valid`` (..., C) (broadcast)."""
+    logits = np.where(valid[..., None, :], cos / tau, -np.inf)
+    logits = np.where(valid[..., :, None], logits, 0.0)            # rows of invalid c: unused, kept finite
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return np.where(valid, np.diagonal(e, axis1=-2, axis2=-1) / e.sum(axis=-1), 0.0)
 
 
 def omega_raw(sig: dict[str, np.ndarray], prm: OmegaParams = OmegaParams()) -> np.ndarray:
