@@ -73,8 +73,46 @@ def _parent(mesh: Mesh, lvl: int) -> np.ndarray:
     return par
 
 
-def cluster_partition(mesh: Mesh, parts: int, level: int | None = None, seed: int = 0) -> Partition:
-    """``parts`` groups of whole K-means clusters (see the module docstring)."""
+def _balance(owner: np.ndarray, weight: np.ndarray, adj: np.ndarray, parts: int, max_moves: int) -> int:
+    """Greedy load balancing of one level's partition ``owner`` (in place). Load = the summed ``weight``
+    (wet cells) of a part. A move takes a node ``n`` of part ``a`` with an m2m neighbour (``adj`` (2, E))
+    in part ``b`` to ``b``; it lowers ``sum_p load_p^2`` by ``2 w_n (load_a - load_b - w_n)``, so only
+    moves with ``w_n < load_a - load_b`` are taken, the best first, until none is left (the sum of
+    squares falls strictly, so it ends) or ``max_moves``; no part is emptied. Load flows from heavy to
+    light parts along chains of neighbours. Whole nodes move, so parts stay unions of whole clusters.
+    Returns the number of moves."""
+    load = np.bincount(owner, weights=weight, minlength=parts)
+    a, b = adj
+    moves = 0
+    while moves < max_moves:
+        cross = owner[a] != owner[b]
+        na, pb = a[cross], owner[b[cross]]
+        pa = owner[na]
+        gain = weight[na] * (load[pa] - load[pb] - weight[na])  # half the fall of sum_p load_p^2
+        size = np.bincount(owner, minlength=parts)
+        gain[(size[pa] <= 1) | (weight[na] <= 0)] = -1.0
+        k = int(np.argmax(gain)) if len(gain) else -1
+        if k < 0 or gain[k] <= 1e-9:
+            break
+        n, q = int(na[k]), int(pb[k])
+        load[owner[n]] -= weight[n]
+        load[q] += weight[n]
+        owner[n] = q
+        moves += 1
+    return moves
+
+
+def cluster_partition(mesh: Mesh, parts: int, level: int | None = None, seed: int = 0,
+                      balance: bool = False) -> Partition:
+    """``parts`` groups of whole K-means clusters (see the module docstring).
+
+    ``balance=True``: the groups formed at ``level`` are handed down to level 1 (the K-means clusters,
+    the finest whole units) and rebalanced there by greedy moves of boundary clusters to a lighter
+    neighbouring part (``_balance``: each move lowers ``sum_p cells_p^2``); the coarser
+    nodes then take the part holding most of their cells. The partition's ``info`` holds ``cells``,
+    ``imbalance = max_p cells_p / mean_p cells_p`` and, with ``balance``, ``imbalance_before`` and
+    ``moves``. ASSUMPTION: a greedy refinement (no METIS here); the halo may grow as parts get ragged
+    (``LocalGraph.stats`` reports it per part)."""
     from sklearn.cluster import KMeans
 
     L = len(mesh.levels)
@@ -99,13 +137,22 @@ def cluster_partition(mesh: Mesh, parts: int, level: int | None = None, seed: in
         raise ValueError(f"K-means left a part empty (parts = {parts}, level {level}); use fewer parts")
     for i in range(level - 1, -1, -1):  # children inherit the parent's part
         owner[i] = owner[i + 1][_parent(mesh, i)]
-    for i in range(level + 1, L):  # a coarser node: the part holding most of its wet cells
+    info = {}
+    if balance:
+        before = np.bincount(owner[0], weights=weight[0], minlength=parts)
+        owner[0] = owner[0].copy()
+        info["moves"] = _balance(owner[0], weight[0], mesh.m2m[0], parts, max_moves=10 * mesh.sizes[0])
+        info["imbalance_before"] = float(before.max() / before.mean())
+        start = 1  # every coarser level (the formation level too) re-votes from level 1
+    else:
+        start = level + 1
+    for i in range(start, L):  # a coarser node: the part holding most of its wet cells
         votes = np.zeros((mesh.sizes[i], parts))
         np.add.at(votes, (_parent(mesh, i - 1), owner[i - 1]), weight[i - 1])
         owner[i] = votes.argmax(1)
     owner[GRID] = owner[0][mesh.member]
     cells = np.bincount(owner[GRID], minlength=parts)
-    info = dict(cells=cells.tolist(), imbalance=float(cells.max() / cells.mean()))
+    info = dict(cells=cells.tolist(), imbalance=float(cells.max() / cells.mean())) | info
     return Partition(parts, level, {k: np.asarray(v, int) for k, v in owner.items()}, info)
 
 
@@ -156,13 +203,23 @@ class LocalGraph:
                     self.send[int(q)][s][p] = torch.as_tensor(np.searchsorted(self.owned[q][s], ids))
 
     def stats(self) -> dict:
-        """Own / halo node counts per part and node set, edges per part, and the halo fraction."""
-        n_own = {str(s): [len(self.owned[p][s]) for p in range(self.parts)] for s in self.sizes}
-        n_halo = {str(s): [len(self.halo[p][s]) for p in range(self.parts)] for s in self.sizes}
-        edges = [int(sum(e.shape[1] for e in self.edges[p].values())) for p in range(self.parts)]
-        tot_own = sum(sum(v) for v in n_own.values())
-        tot_halo = sum(sum(v) for v in n_halo.values())
-        return dict(own=n_own, halo=n_halo, edges=edges, halo_fraction=tot_halo / max(tot_own, 1))
+        """Own / halo node counts per part and node set, edges per part, the halo fraction (all halo
+        nodes / all own nodes), and per part: own and halo nodes over every set, its halo fraction, and
+        the imbalance (max / mean over parts) of own cells, edges (the compute) and halo nodes (the
+        messages)."""
+        P = self.parts
+        n_own = {str(s): [len(self.owned[p][s]) for p in range(P)] for s in self.sizes}
+        n_halo = {str(s): [len(self.halo[p][s]) for p in range(P)] for s in self.sizes}
+        edges = [int(sum(e.shape[1] for e in self.edges[p].values())) for p in range(P)]
+        own_p = [sum(v[p] for v in n_own.values()) for p in range(P)]
+        halo_p = [sum(v[p] for v in n_halo.values()) for p in range(P)]
+
+        def imb(v):
+            return float(max(v) / np.mean(v)) if np.mean(v) > 0 else 1.0
+
+        return dict(own=n_own, halo=n_halo, edges=edges, halo_fraction=sum(halo_p) / max(sum(own_p), 1),
+                    part_own=own_p, part_halo=halo_p, part_halo_fraction=[h / max(o, 1) for h, o in zip(halo_p, own_p)],
+                    imbalance=dict(cells=imb(n_own[GRID]), edges=imb(edges), halo=imb(halo_p)))
 
 
 class PartView:
