@@ -15,7 +15,7 @@ the same messages in the same order); their senders owned by other parts are its
 = own nodes, then the halo grouped by owning part. Before every layer that reads a node set as
 senders the part exchanges that set's halo (``halo``): with threads in one process
 (``ThreadExchange``, a barrier per exchange) or with ``torch.distributed`` point-to-point messages,
-one part per rank (``DistExchange``). The networks run unchanged on a ``PartView`` (``models.WholeGraph``
+one part per rank (``DistExchange``; differentiable: its backward returns the halo gradients to their owners). The networks run unchanged on a ``PartView`` (``models.WholeGraph``
 is the undivided view): the decomposed forward equals the global one up to float rounding (tested).
 
 Scores are additive over wet cells, so each part scores its own cells and the sums are added
@@ -270,22 +270,62 @@ class ThreadExchange:
 class DistExchange:
     """One part per rank of an initialised ``torch.distributed`` group (part = rank): every halo
     exchange sends each neighbouring part the own rows it needs and receives its halo rows
-    (``isend`` / ``irecv``; forward only -- no gradient flows back across ranks)."""
+    (``isend`` / ``irecv``). Differentiable across ranks: the backward of an exchange sends the
+    gradients of the halo rows back to their owners, which add them into their own rows' gradients
+    (the transpose of the forward gather), so per-rank losses on own cells summed over ranks have the
+    undivided model's gradients once the parameter gradients are summed (all-reduce; tested)."""
 
     def halo(self, lg, p, nodes, h):
+        return _DistHalo.apply(h, lg, p, nodes)
+
+
+def _dist_halo_forward(lg, p, nodes, h):
+    import torch.distributed as dist
+
+    reqs, keep = [], []
+    for q, idx in lg.send[p][nodes].items():
+        t = h.index_select(1, idx).contiguous()
+        keep.append(t)
+        reqs.append(dist.isend(t, q))
+    bufs = {q: h.new_empty(h.shape[0], len(ids), h.shape[2]) for q, ids in lg.recv[p][nodes].items()}
+    for q, b in bufs.items():
+        reqs.append(dist.irecv(b, q))
+    for r in reqs:
+        r.wait()
+    return torch.cat([h] + [bufs[q] for q in lg.recv[p][nodes]], 1)
+
+
+class _DistHalo(torch.autograd.Function):
+    """``[h; halo rows from their owners]``; backward: ``dL/dh = g_own + sum_q scatter_add(g from q's
+    halo rows of ours)`` -- each rank returns the gradients of its halo pieces to their owners."""
+
+    @staticmethod
+    def forward(ctx, h, lg, p, nodes):
+        ctx.lg, ctx.p, ctx.nodes, ctx.n_own = lg, p, nodes, h.shape[1]
+        with torch.no_grad():
+            return _dist_halo_forward(lg, p, nodes, h)
+
+    @staticmethod
+    def backward(ctx, g):
         import torch.distributed as dist
 
-        reqs, keep = [], []
-        for q, idx in lg.send[p][nodes].items():
-            t = h.index_select(1, idx).contiguous()
+        lg, p, nodes, n = ctx.lg, ctx.p, ctx.nodes, ctx.n_own
+        g = g.contiguous()
+        grad = g[:, :n].clone()
+        reqs, keep, off = [], [], n
+        for q, ids in lg.recv[p][nodes].items():  # halo pieces, in the forward's order, back to owner q
+            t = g[:, off:off + len(ids)].contiguous()
+            off += len(ids)
             keep.append(t)
             reqs.append(dist.isend(t, q))
-        bufs = {q: h.new_empty(h.shape[0], len(ids), h.shape[2]) for q, ids in lg.recv[p][nodes].items()}
+        bufs = {q: g.new_empty(g.shape[0], len(idx), g.shape[2]) for q, idx in lg.send[p][nodes].items()}
         for q, b in bufs.items():
             reqs.append(dist.irecv(b, q))
         for r in reqs:
             r.wait()
-        return torch.cat([h] + [bufs[q] for q in lg.recv[p][nodes]], 1)
+        for q, b in bufs.items():  # gradients of our rows that q read as its halo
+            grad.index_add_(1, lg.send[p][nodes][q], b)
+        return grad, None, None, None
 
 
 def _run_threads(fn, parts: int):
