@@ -15,8 +15,8 @@ the same messages in the same order); their senders owned by other parts are its
 = own nodes, then the halo grouped by owning part. Before every layer that reads a node set as
 senders the part exchanges that set's halo (``halo``): with threads in one process
 (``ThreadExchange``, a barrier per exchange) or with ``torch.distributed`` point-to-point messages,
-one part per rank (``DistExchange``; differentiable: its backward returns the halo gradients to their owners). The networks run unchanged on a ``PartView`` (``models.WholeGraph``
-is the undivided view): the decomposed forward equals the global one up to float rounding (tested).
+one part per rank (``DistExchange``; differentiable: its backward returns the halo gradients to their
+owners). The networks run unchanged on a ``PartView`` (``models.WholeGraph`` is the undivided view): the decomposed forward equals the global one up to float rounding (tested).
 
 Scores are additive over wet cells, so each part scores its own cells and the sums are added
 (``decomposed_scores``; the finalisation of ``distributed``).
