@@ -38,11 +38,11 @@ def _inputs(ds):
     return x2, x1, f
 
 
-def _check_partition(mesh, part):
+def _check_partition(mesh, part, nested=True):
     own = part.owner
     L = len(mesh.levels)
     assert own[GRID].tolist() == own[0][mesh.member].tolist()  # a cluster is never split
-    for i in range(part.level):  # below the partition level a node is in its parent's part
+    for i in range(part.level if nested else 0):  # below the partition level a node is in its parent's part
         par = np.full(mesh.sizes[i], -1)
         par[mesh.down[i][1]] = mesh.down[i][0]
         assert (own[i] == own[i + 1][par]).all()
@@ -71,6 +71,45 @@ def test_partition_respects_clusters_and_covers_edges(small_mesh, parts):
     assert _exact_cover(lg, small_mesh)
     lg.edge_ids[0]["g2m"] = lg.edge_ids[0]["g2m"][1:]        # a part that lost one edge
     assert not _exact_cover(lg, small_mesh)
+
+
+def test_balance_moves_load_along_a_chain():
+    """_balance on a path of 8 unit-weight nodes, parts {0..6} and {7}: load flows to the light end
+    until 4 / 4 (each move lowers sum load^2); a heavy node that would overshoot is not moved."""
+    from neurips26.njord.decomposition import _balance
+
+    adj = np.array([[i for i in range(7)] + [i + 1 for i in range(7)],
+                    [i + 1 for i in range(7)] + [i for i in range(7)]])
+    owner = np.array([0] * 7 + [1])
+    assert _balance(owner, np.ones(8), adj, 2, max_moves=100) == 3
+    assert owner.tolist() == [0] * 4 + [1] * 4
+    owner = np.array([0, 1])  # loads 5 / 1: moving the weight-5 node would make it 0 / 6
+    assert _balance(owner, np.array([5.0, 1.0]), np.array([[0, 1], [1, 0]]), 2, max_moves=100) == 0
+
+
+@pytest.mark.parametrize("parts", [3, 4])
+def test_balanced_partition_evens_cells_keeps_clusters_and_the_forecast(small_ds, small_mesh, parts):
+    """balance=True: cells per part closer to even than the K-means groups (the small mesh's groups are
+    1.5-1.6x unbalanced), still unions of whole clusters covering every cell and edge once, the per-part
+    stats add up, and the decomposed Njord rollout still equals the undivided one."""
+    plain = cluster_partition(small_mesh, parts)
+    part = cluster_partition(small_mesh, parts, balance=True)
+    assert part.info["imbalance_before"] == pytest.approx(plain.info["imbalance"])
+    assert plain.info["imbalance"] > 1.4
+    assert part.info["imbalance"] < plain.info["imbalance"] - 0.2 and part.info["moves"] > 0
+    lg = _check_partition(small_mesh, part, nested=False)
+    st = lg.stats()
+    assert st["imbalance"]["cells"] == pytest.approx(part.info["imbalance"])
+    assert sum(st["part_own"]) == sum(sum(v) for v in st["own"].values())
+    assert sum(st["part_halo"]) == sum(sum(v) for v in st["halo"].values())
+    assert st["halo_fraction"] == pytest.approx(sum(st["part_halo"]) / sum(st["part_own"]))
+    ds = small_ds[1]
+    m = _model(Njord, ds, small_mesh)
+    x2, x1, f = _inputs(ds)
+    with torch.no_grad():
+        ref = m.rollout(x2, x1, f, members=2, generator=torch.Generator().manual_seed(5))
+        out = decomposed_rollout(m, lg, x2, x1, f, members=2, seed=5)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=2e-6)
 
 
 def test_partition_of_a_spherical_mesh():
@@ -137,6 +176,43 @@ def test_decomposed_rollout_over_two_ranks(small_ds, small_mesh):
     out = launch_local(_rank_rollout, m, lg, x2, x1, f, world=2, start_method="fork", timeout=120)
     for p, block in enumerate(out):
         torch.testing.assert_close(block, ref[..., lg.owned[p][GRID], :], rtol=1e-5, atol=2e-6)
+
+
+def _rank_grads(m, lg, x2, x1, f, y):
+    """This rank's part: the loss over its own cells (a share of the global mean), backward through the
+    rank exchange; the summed parameter gradients are returned."""
+    import torch.distributed as dist
+
+    m.zero_grad()
+    own = lg.owned[dist.get_rank()][GRID]
+    out = decomposed_rollout(m, lg, x2, x1, f, members=1, seed=3, backend="dist")
+    ((out[0] - y[:, :, own]) ** 2).sum().div(y.numel()).backward()
+    grads = {k: p.grad.clone() for k, p in m.named_parameters() if p.grad is not None}
+    for g in grads.values():
+        dist.all_reduce(g)
+    return grads
+
+
+def test_decomposed_gradients_over_two_ranks_equal_global(small_ds, small_mesh):
+    """Training by decomposition over ranks: each gloo rank's loss on its own cells, backward through
+    DistExchange (halo gradients sent back to their owners), gradients summed over ranks == the
+    undivided model's gradients of the global loss."""
+    ds = small_ds[1]
+    m = _model(Njord, ds, small_mesh)
+    x2, x1, f = _inputs(ds)
+    f = f[:, :2]
+    y = torch.from_numpy(np.stack([ds.x[0, 2:4], ds.x[0, 3:5]]))  # (B, T, N, C)
+    m.zero_grad()
+    out = m.rollout(x2, x1, f, members=1, generator=torch.Generator().manual_seed(3))
+    ((out[0] - y) ** 2).mean().backward()
+    ref = {k: p.grad.clone() for k, p in m.named_parameters() if p.grad is not None}
+    m.zero_grad()
+    lg = LocalGraph(small_mesh, cluster_partition(small_mesh, 2))
+    got = launch_local(_rank_grads, m, lg, x2, x1, f, y, world=2, start_method="fork", timeout=120)
+    for g in got:
+        assert g.keys() == ref.keys() and len(ref) > 10
+        for k in ref:
+            torch.testing.assert_close(g[k], ref[k], rtol=1e-4, atol=1e-6)
 
 
 def test_decomposed_scores_equal_scores(small_mesh, rng):

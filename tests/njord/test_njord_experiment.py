@@ -176,6 +176,9 @@ def test_decomposition_and_spherical_claims_are_computed():
                               partition_exact=True, n_starts=8, max_abs_diff=3e-7,
                               crps=dict(whole=0.5, parts=0.5 + 1e-8))
     assert _v(m)["kmeans_domain_decomposition"] == "holds"
+    m["decomposition"].update(balanced=True, imbalance_before=1.46, part_halo=[5, 6, 7, 8], imbalance_halo=1.15)
+    c = next(c for c in ex.CLAIMS if c.id == "kmeans_domain_decomposition").evaluate(m)
+    assert c.verdict == "holds" and "after balancing (1.46 before" in c.measured and "[5, 6, 7, 8]" in c.measured
     m["decomposition"]["max_abs_diff"] = 1e-2  # a halo bug: the parts disagree with the whole
     assert _v(m)["kmeans_domain_decomposition"] == "fails"
     m["decomposition"].update(max_abs_diff=3e-7, partition_exact=False)

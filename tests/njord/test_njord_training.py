@@ -118,26 +118,35 @@ def test_boundary_strip_is_the_sponge_zone(ds60):
         boundary_strip(OceanConfig(n=16, dx=60e3), ds60.mask)  # closed basin, no width
 
 
-@pytest.mark.parametrize("kind", ["njord", "twin"])
+@pytest.mark.parametrize("kind", ["njord_crps", "njord_elbo", "twin"])
 def test_boundary_loss_ignores_strip_targets_except_through_the_overwrite(ds60, mesh60, kind):
     """With a boundary strip the loss covers the interior only: changing the strip's targets at the last
     step leaves it unchanged, while changing them at the first step changes it (the overwritten strip
-    feeds the second step). Without the strip both change it. Njord: its CRPS term (the ELBO's encoder is
-    conditioned on the whole target, strip included, as the boundary truth is known)."""
+    feeds the second step). Without the strip both change it. Njord's encoder is conditioned on the whole
+    target, strip included (the boundary truth is known), so its two terms are isolated: the CRPS term
+    (prior rollout) as the difference of the loss with and without it under the same posterior samples,
+    and the ELBO (likelihood + KL) with the encoder fed the unchanged target -- so a likelihood summed
+    over the strip too would move it."""
     from neurips26.njord.training import _loss_njord, _loss_twin
 
-    m = _njord(ds60, mesh60) if kind == "njord" else _twin(ds60, mesh60)
+    m = _njord(ds60, mesh60) if kind != "twin" else _twin(ds60, mesh60)
     m_b = torch.from_numpy(_strip(ds60))
     xp2, xp1, f, tgt = batch_tensors(ds60, windows(ds60, ds60.train, 2)[:2], 2)
     cfg = TrainConfig()
+    if kind == "njord_elbo":  # the encoder sees the unmodified target; the likelihood the modified one
+        post, step = m.posterior_step, iter(range(10**6))
+        m.posterior_step = lambda a, b, f_t, x_t: post(a, b, f_t, tgt[:, next(step) % tgt.shape[1]])
 
     def loss(t, mb):
-        if kind == "njord":  # the CRPS term (prior rollout): the encoder sees the whole target by design
+        if kind == "njord_crps":
             out = []
             for crps in (True, False):
                 torch.manual_seed(3)  # the same posterior samples in both calls
                 out.append(float(_loss_njord(m, xp2, xp1, f, t, cfg, 1.0, crps, mb)[0].detach()))
             return out[0] - out[1]
+        if kind == "njord_elbo":
+            torch.manual_seed(3)
+            return float(_loss_njord(m, xp2, xp1, f, t, cfg, 1.0, False, mb)[0].detach())
         return float(_loss_twin(m, xp2, xp1, f, t, cfg, mb)[0].detach())
 
     strip = m_b == 1
@@ -189,3 +198,54 @@ def test_phase_two_clip_is_its_own_and_norms_are_recorded(ds60, mesh60):
     assert moved[float("inf")] > 10 * moved[None] > 0
     with pytest.raises(ValueError, match="clip_2"):
         train(_twin(ds60, mesh60), ds60, dataclasses.replace(cfg, clip_2=0.0))
+
+
+def test_boundary_loss_keeps_the_whole_grid_normaliser(ds60, mesh60):
+    """With a strip the ELBO and the CRPS are divided by the whole grid's entry count N d_x, as without:
+    over one step (the overwrite feeds nothing) and the same posterior / prior samples, the free loss
+    minus the strip-trained loss is exactly the strip's likelihood and CRPS over N d_x, and the KL term
+    (loss at lambda_KL = 1 minus at 0) is the same in both -- not x N / N_interior."""
+    from neurips26.njord.models import gaussian_nll
+    from neurips26.njord.training import _loss_njord, loss_sigma
+
+    m = _njord(ds60, mesh60)
+    m_b = torch.from_numpy(_strip(ds60))
+    xp2, xp1, f, tgt = batch_tensors(ds60, windows(ds60, ds60.train, 1)[:3], 1)
+    cfg = TrainConfig(lambda_crps=5.0)
+    N, C = tgt.shape[2:]
+
+    def loss(mb, lam):
+        torch.manual_seed(3)
+        return float(_loss_njord(m, xp2, xp1, f, tgt, cfg, lam, True, mb)[0].detach())
+
+    with torch.no_grad():
+        torch.manual_seed(3)  # the draws of _loss_njord, in its order: posterior sample, then 2 members
+        pred, kl = m.posterior_step(xp2, xp1, f[:, 0], tgt[:, 0])
+        ens = m.rollout(xp2, xp1, f, members=2)
+    sigma, strip = loss_sigma(m, cfg), m_b == 1
+    nll_strip = gaussian_nll(tgt[:, 0, strip], pred[:, strip], sigma).sum((1, 2)).mean()
+    crps_strip = crps_fair(ens[:, :, :, strip] / sigma, tgt[:, :, strip] / sigma).sum((2, 3)).mean()
+    want = float(nll_strip + cfg.lambda_crps * crps_strip) / (N * C)
+    assert want > 1e-3
+    assert loss(None, 1.0) - loss(m_b, 1.0) == pytest.approx(want, rel=1e-4)
+    kl_term = float(kl.sum((1, 2)).mean()) / (N * C)
+    assert kl_term > 1e-6
+    for mb in (None, m_b):
+        assert loss(mb, 1.0) - loss(mb, 0.0) == pytest.approx(kl_term, rel=1e-3)
+
+
+def test_infinite_clip_means_no_clipping(ds60, mesh60):
+    """clip = inf (and clip_2 = inf) trains without clipping: the same weights as a clip no gradient
+    reaches (1e30), and the pre-clip norms are recorded; a zero or NaN clip is refused, naming clip."""
+    cfg = TrainConfig(steps_1=2, steps_2=1, unroll=2, batch=2)
+    out = {}
+    for c in (float("inf"), 1e30):
+        m = _twin(ds60, mesh60)
+        h = train(m, ds60, dataclasses.replace(cfg, clip=c))
+        out[c] = [p.detach().clone() for p in m.parameters()]
+        assert len(h["grad_norm"]) == 3 and all(np.isfinite(h["grad_norm"]))
+    for a, b in zip(out[float("inf")], out[1e30]):
+        assert torch.equal(a, b)
+    for bad in (0.0, float("nan"), -1.0):
+        with pytest.raises(ValueError, match="clip"):
+            train(_twin(ds60, mesh60), ds60, dataclasses.replace(cfg, clip=bad))

@@ -15,8 +15,8 @@ the same messages in the same order); their senders owned by other parts are its
 = own nodes, then the halo grouped by owning part. Before every layer that reads a node set as
 senders the part exchanges that set's halo (``halo``): with threads in one process
 (``ThreadExchange``, a barrier per exchange) or with ``torch.distributed`` point-to-point messages,
-one part per rank (``DistExchange``). The networks run unchanged on a ``PartView`` (``models.WholeGraph``
-is the undivided view): the decomposed forward equals the global one up to float rounding (tested).
+one part per rank (``DistExchange``; differentiable: its backward returns the halo gradients to their
+owners). The networks run unchanged on a ``PartView`` (``models.WholeGraph`` is the undivided view): the decomposed forward equals the global one up to float rounding (tested).
 
 Scores are additive over wet cells, so each part scores its own cells and the sums are added
 (``decomposed_scores``; the finalisation of ``distributed``).
@@ -73,8 +73,46 @@ def _parent(mesh: Mesh, lvl: int) -> np.ndarray:
     return par
 
 
-def cluster_partition(mesh: Mesh, parts: int, level: int | None = None, seed: int = 0) -> Partition:
-    """``parts`` groups of whole K-means clusters (see the module docstring)."""
+def _balance(owner: np.ndarray, weight: np.ndarray, adj: np.ndarray, parts: int, max_moves: int) -> int:
+    """Greedy load balancing of one level's partition ``owner`` (in place). Load = the summed ``weight``
+    (wet cells) of a part. A move takes a node ``n`` of part ``a`` with an m2m neighbour (``adj`` (2, E))
+    in part ``b`` to ``b``; it lowers ``sum_p load_p^2`` by ``2 w_n (load_a - load_b - w_n)``, so only
+    moves with ``w_n < load_a - load_b`` are taken, the best first, until none is left (the sum of
+    squares falls strictly, so it ends) or ``max_moves``; no part is emptied. Load flows from heavy to
+    light parts along chains of neighbours. Whole nodes move, so parts stay unions of whole clusters.
+    Returns the number of moves."""
+    load = np.bincount(owner, weights=weight, minlength=parts)
+    a, b = adj
+    moves = 0
+    while moves < max_moves:
+        cross = owner[a] != owner[b]
+        na, pb = a[cross], owner[b[cross]]
+        pa = owner[na]
+        gain = weight[na] * (load[pa] - load[pb] - weight[na])  # half the fall of sum_p load_p^2
+        size = np.bincount(owner, minlength=parts)
+        gain[(size[pa] <= 1) | (weight[na] <= 0)] = -1.0
+        k = int(np.argmax(gain)) if len(gain) else -1
+        if k < 0 or gain[k] <= 1e-9:
+            break
+        n, q = int(na[k]), int(pb[k])
+        load[owner[n]] -= weight[n]
+        load[q] += weight[n]
+        owner[n] = q
+        moves += 1
+    return moves
+
+
+def cluster_partition(mesh: Mesh, parts: int, level: int | None = None, seed: int = 0,
+                      balance: bool = False) -> Partition:
+    """``parts`` groups of whole K-means clusters (see the module docstring).
+
+    ``balance=True``: the groups formed at ``level`` are handed down to level 1 (the K-means clusters,
+    the finest whole units) and rebalanced there by greedy moves of boundary clusters to a lighter
+    neighbouring part (``_balance``: each move lowers ``sum_p cells_p^2``); the coarser
+    nodes then take the part holding most of their cells. The partition's ``info`` holds ``cells``,
+    ``imbalance = max_p cells_p / mean_p cells_p`` and, with ``balance``, ``imbalance_before`` and
+    ``moves``. ASSUMPTION: a greedy refinement (no METIS here); the halo may grow as parts get ragged
+    (``LocalGraph.stats`` reports it per part)."""
     from sklearn.cluster import KMeans
 
     L = len(mesh.levels)
@@ -99,13 +137,22 @@ def cluster_partition(mesh: Mesh, parts: int, level: int | None = None, seed: in
         raise ValueError(f"K-means left a part empty (parts = {parts}, level {level}); use fewer parts")
     for i in range(level - 1, -1, -1):  # children inherit the parent's part
         owner[i] = owner[i + 1][_parent(mesh, i)]
-    for i in range(level + 1, L):  # a coarser node: the part holding most of its wet cells
+    info = {}
+    if balance:
+        before = np.bincount(owner[0], weights=weight[0], minlength=parts)
+        owner[0] = owner[0].copy()
+        info["moves"] = _balance(owner[0], weight[0], mesh.m2m[0], parts, max_moves=10 * mesh.sizes[0])
+        info["imbalance_before"] = float(before.max() / before.mean())
+        start = 1  # every coarser level (the formation level too) re-votes from level 1
+    else:
+        start = level + 1
+    for i in range(start, L):  # a coarser node: the part holding most of its wet cells
         votes = np.zeros((mesh.sizes[i], parts))
         np.add.at(votes, (_parent(mesh, i - 1), owner[i - 1]), weight[i - 1])
         owner[i] = votes.argmax(1)
     owner[GRID] = owner[0][mesh.member]
     cells = np.bincount(owner[GRID], minlength=parts)
-    info = dict(cells=cells.tolist(), imbalance=float(cells.max() / cells.mean()))
+    info = dict(cells=cells.tolist(), imbalance=float(cells.max() / cells.mean())) | info
     return Partition(parts, level, {k: np.asarray(v, int) for k, v in owner.items()}, info)
 
 
@@ -156,13 +203,23 @@ class LocalGraph:
                     self.send[int(q)][s][p] = torch.as_tensor(np.searchsorted(self.owned[q][s], ids))
 
     def stats(self) -> dict:
-        """Own / halo node counts per part and node set, edges per part, and the halo fraction."""
-        n_own = {str(s): [len(self.owned[p][s]) for p in range(self.parts)] for s in self.sizes}
-        n_halo = {str(s): [len(self.halo[p][s]) for p in range(self.parts)] for s in self.sizes}
-        edges = [int(sum(e.shape[1] for e in self.edges[p].values())) for p in range(self.parts)]
-        tot_own = sum(sum(v) for v in n_own.values())
-        tot_halo = sum(sum(v) for v in n_halo.values())
-        return dict(own=n_own, halo=n_halo, edges=edges, halo_fraction=tot_halo / max(tot_own, 1))
+        """Own / halo node counts per part and node set, edges per part, the halo fraction (all halo
+        nodes / all own nodes), and per part: own and halo nodes over every set, its halo fraction, and
+        the imbalance (max / mean over parts) of own cells, edges (the compute) and halo nodes (the
+        messages)."""
+        P = self.parts
+        n_own = {str(s): [len(self.owned[p][s]) for p in range(P)] for s in self.sizes}
+        n_halo = {str(s): [len(self.halo[p][s]) for p in range(P)] for s in self.sizes}
+        edges = [int(sum(e.shape[1] for e in self.edges[p].values())) for p in range(P)]
+        own_p = [sum(v[p] for v in n_own.values()) for p in range(P)]
+        halo_p = [sum(v[p] for v in n_halo.values()) for p in range(P)]
+
+        def imb(v):
+            return float(max(v) / np.mean(v)) if np.mean(v) > 0 else 1.0
+
+        return dict(own=n_own, halo=n_halo, edges=edges, halo_fraction=sum(halo_p) / max(sum(own_p), 1),
+                    part_own=own_p, part_halo=halo_p, part_halo_fraction=[h / max(o, 1) for h, o in zip(halo_p, own_p)],
+                    imbalance=dict(cells=imb(n_own[GRID]), edges=imb(edges), halo=imb(halo_p)))
 
 
 class PartView:
@@ -213,22 +270,62 @@ class ThreadExchange:
 class DistExchange:
     """One part per rank of an initialised ``torch.distributed`` group (part = rank): every halo
     exchange sends each neighbouring part the own rows it needs and receives its halo rows
-    (``isend`` / ``irecv``; forward only -- no gradient flows back across ranks)."""
+    (``isend`` / ``irecv``). Differentiable across ranks: the backward of an exchange sends the
+    gradients of the halo rows back to their owners, which add them into their own rows' gradients
+    (the transpose of the forward gather), so per-rank losses on own cells summed over ranks have the
+    undivided model's gradients once the parameter gradients are summed (all-reduce; tested)."""
 
     def halo(self, lg, p, nodes, h):
+        return _DistHalo.apply(h, lg, p, nodes)
+
+
+def _dist_halo_forward(lg, p, nodes, h):
+    import torch.distributed as dist
+
+    reqs, keep = [], []
+    for q, idx in lg.send[p][nodes].items():
+        t = h.index_select(1, idx).contiguous()
+        keep.append(t)
+        reqs.append(dist.isend(t, q))
+    bufs = {q: h.new_empty(h.shape[0], len(ids), h.shape[2]) for q, ids in lg.recv[p][nodes].items()}
+    for q, b in bufs.items():
+        reqs.append(dist.irecv(b, q))
+    for r in reqs:
+        r.wait()
+    return torch.cat([h] + [bufs[q] for q in lg.recv[p][nodes]], 1)
+
+
+class _DistHalo(torch.autograd.Function):
+    """``[h; halo rows from their owners]``; backward: ``dL/dh = g_own + sum_q scatter_add(g from q's
+    halo rows of ours)`` -- each rank returns the gradients of its halo pieces to their owners."""
+
+    @staticmethod
+    def forward(ctx, h, lg, p, nodes):
+        ctx.lg, ctx.p, ctx.nodes, ctx.n_own = lg, p, nodes, h.shape[1]
+        with torch.no_grad():
+            return _dist_halo_forward(lg, p, nodes, h)
+
+    @staticmethod
+    def backward(ctx, g):
         import torch.distributed as dist
 
-        reqs, keep = [], []
-        for q, idx in lg.send[p][nodes].items():
-            t = h.index_select(1, idx).contiguous()
+        lg, p, nodes, n = ctx.lg, ctx.p, ctx.nodes, ctx.n_own
+        g = g.contiguous()
+        grad = g[:, :n].clone()
+        reqs, keep, off = [], [], n
+        for q, ids in lg.recv[p][nodes].items():  # halo pieces, in the forward's order, back to owner q
+            t = g[:, off:off + len(ids)].contiguous()
+            off += len(ids)
             keep.append(t)
             reqs.append(dist.isend(t, q))
-        bufs = {q: h.new_empty(h.shape[0], len(ids), h.shape[2]) for q, ids in lg.recv[p][nodes].items()}
+        bufs = {q: g.new_empty(g.shape[0], len(idx), g.shape[2]) for q, idx in lg.send[p][nodes].items()}
         for q, b in bufs.items():
             reqs.append(dist.irecv(b, q))
         for r in reqs:
             r.wait()
-        return torch.cat([h] + [bufs[q] for q in lg.recv[p][nodes]], 1)
+        for q, b in bufs.items():  # gradients of our rows that q read as its halo
+            grad.index_add_(1, lg.send[p][nodes][q], b)
+        return grad, None, None, None
 
 
 def _run_threads(fn, parts: int):

@@ -60,6 +60,8 @@ class EvalConfig:
     # the trained K-means Njord run again by K-means domain decomposition (njord.decomposition) into
     # this many parts (threads, halo exchange) on the oracle subset of test starts; 0 = off
     decomposition_parts: int = 0
+    # rebalance the parts' cells by greedy moves of whole level-1 clusters (cluster_partition(balance=))
+    decomposition_balance: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ CONFIGS = {
         model=ModelConfig(d_h=8),
         train=TrainConfig(steps_1=2, steps_2=2, unroll_stages=(1, 2), batch=2, val_every=1, val_leads=1,
                           val_starts=2, val_members=2),
-        eval=EvalConfig(members=3, leads=2, stride=2, oracle_starts=2, decomposition_parts=2),
+        eval=EvalConfig(members=3, leads=2, stride=2, oracle_starts=2, decomposition_parts=2,
+                        decomposition_balance=True),
         ablation_models=("twin", "njord"),
         spherical_models=("twin",),
         open_basin=OpenBasinConfig(sponge_width=2, days=30, models=("twin", "njord")),
@@ -127,7 +130,7 @@ CONFIGS = {
         model=ModelConfig(zero_out=True),
         train=TrainConfig(steps_1=60, steps_2=80, unroll_stages=(2, 4), batch=4, lr=3e-3, lambda_crps=5.0,
                           val_every=20),
-        eval=EvalConfig(stride=2, oracle_starts=8, decomposition_parts=4),
+        eval=EvalConfig(stride=2, oracle_starts=8, decomposition_parts=4, decomposition_balance=True),
         ablation_models=("twin", "njord"),
         spherical_models=("twin",),
         seeds=(0, 1),
@@ -140,7 +143,7 @@ CONFIGS = {
         model=ModelConfig(d_h=128),
         train=TrainConfig(steps_1=20000, steps_2=10000, unroll_stages=(4, 6, 8, 10), batch=8, lambda_crps=5.0,
                           val_every=500, val_starts=50, val_members=8, val_leads=10),
-        eval=EvalConfig(members=32, leads=10, oracle_starts=50, decomposition_parts=8),
+        eval=EvalConfig(members=32, leads=10, oracle_starts=50, decomposition_parts=8, decomposition_balance=True),
         ablation_models=("twin", "njord"),
         spherical_models=("twin", "njord"),
         open_basin=OpenBasinConfig(sponge_width=12, days=1825, models=("twin", "njord")),  # 120 km at dx 10 km
@@ -355,7 +358,7 @@ def _decomposed(model, mesh, ds, starts, E, seed, timing) -> dict:
     from neurips26.njord.decomposition import GRID, LocalGraph, cluster_partition, decomposed_rollout, decomposed_scores
 
     t = time.perf_counter()
-    part = cluster_partition(mesh, E.decomposition_parts, seed=seed)
+    part = cluster_partition(mesh, E.decomposition_parts, seed=seed, balance=E.decomposition_balance)
     lg = LocalGraph(mesh, part)
     timing["decomposition_build_s"] = time.perf_counter() - t
     y = truth(ds, starts, E.leads)
@@ -374,6 +377,13 @@ def _decomposed(model, mesh, ds, starts, E, seed, timing) -> dict:
         level=part.level,
         cells=part.info["cells"],
         imbalance=part.info["imbalance"],
+        balanced=bool(E.decomposition_balance),
+        imbalance_before=part.info.get("imbalance_before", part.info["imbalance"]),  # K-means groups, unbalanced
+        moves=part.info.get("moves", 0),
+        part_own=st["part_own"],       # nodes of every set owned per part
+        part_halo=st["part_halo"],     # halo nodes received per part
+        imbalance_edges=st["imbalance"]["edges"],
+        imbalance_halo=st["imbalance"]["halo"],
         # measured on the local graphs (built from the owner map, not by it): every wet cell and every edge
         # of every set belongs to exactly one part, and no part is empty
         partition_exact=_exact_cover(lg, mesh),
@@ -625,7 +635,11 @@ def _check_decomposition(m):
     d = runs[0]
     return verdict(whole and diff <= DECOMP_TOL and crps_rel <= DECOMP_TOL), (
         f"{d['parts']} parts of whole K-means clusters, each cell and edge in exactly one (level {d['level'] + 1}; cells {d['cells']}, "
-        f"imbalance {np.mean([r['imbalance'] for r in runs]):.2f}; halo {np.mean([r['halo_fraction'] for r in runs]):.2f} "
+        f"imbalance {np.mean([r['imbalance'] for r in runs]):.2f}"
+        + (f" after balancing ({np.mean([r['imbalance_before'] for r in runs]):.2f} before; halo nodes per part "
+           f"{d['part_halo']}, halo imbalance {np.mean([r['imbalance_halo'] for r in runs]):.2f})"
+           if d.get("balanced") else "")
+        + f"; halo {np.mean([r['halo_fraction'] for r in runs]):.2f} "
         f"of own nodes): decomposed Njord ensemble vs undivided max |diff| {diff:.2g} (tol {DECOMP_TOL}), "
         f"CRPS from per-part sums rel. diff {crps_rel:.2g}; over {len(runs)} seed(s), {d['n_starts']} starts"
     )

@@ -41,7 +41,7 @@ class TrainConfig:
     lambda_crps: float = 1.0
     kl_warmup: int = 0  # steps of linear KL warm-up (0 = off)
     free_bits: float = 0.0  # per top-level entry (0 = off)
-    clip: float = 1.0
+    clip: float = 1.0  # grad-norm clip (phase (a), and (b) unless clip_2); inf = no clipping
     # grad-norm clip of phase (b) (unrolled + CRPS); None = ``clip``. Phase (b)'s gradient norm is
     # several times phase (a)'s (the CRPS term), so one clip for both binds much harder in phase (b).
     # With Adam the clip does not cut the step in proportion (Adam divides by the running RMS of the
@@ -92,19 +92,28 @@ def loss_sigma(model, cfg: TrainConfig) -> torch.Tensor:
 
 
 def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float, crps: bool, m_b=None):
-    """Per-entry ELBO (+ fair CRPS). ``m_b`` (N,): an open boundary strip (spec §7): its states are
-    overwritten with the truth after every step (``X = m_b X_true + (1 - m_b) X_hat``) and the
-    likelihood, the CRPS and the entry count cover the interior (``m_b == 0``) only."""
+    """Per-entry ELBO (+ fair CRPS), Graph-EFM's (spec §6) over one normaliser, the whole grid's entry
+    count ``N d_x``::
+
+        loss = 1/T sum_t mean_b [ sum_{n in I, j} NLL(X^t_nj) + lambda_KL KL(q_t || p_t) ] / (N d_x)
+               + lambda_CRPS / (T N d_x) sum_t mean_b sum_{n in I, j} CRPS_fair(X^t_nj)
+
+    with ``I`` every cell (no boundary) or the interior ``m_b == 0``. ``m_b`` (N,): an open boundary
+    strip (spec §7): its states are overwritten with the truth after every step (``X = m_b X_true +
+    (1 - m_b) X_hat``) and only the likelihood and the CRPS are masked to the interior (Graph-EFM
+    masks its likelihood and CRPS, not its KL). The normaliser is ``N d_x`` with or without a strip,
+    so each interior entry and the KL weigh the same in a strip-trained and a free model (dividing by
+    the interior count ``|I| d_x`` would raise the KL's weight by ``N / |I|``)."""
     sigma = loss_sigma(model, cfg)
     inner = slice(None) if m_b is None else m_b == 0
     a, b = xp2, xp1
     loss, kls = 0.0, []
-    ent = tgt[:, :, inner].shape[2] * tgt.shape[3]
+    ent = tgt.shape[2] * tgt.shape[3]  # N d_x: the whole grid, with or without a strip
     for t in range(tgt.shape[1]):
         pred, kl = model.posterior_step(a, b, f[:, t], tgt[:, t])
         kl_e = kl.sum((1, 2)) if cfg.free_bits <= 0 else kl.clamp(min=cfg.free_bits).sum((1, 2))
-        nll = gaussian_nll(tgt[:, t, inner], pred[:, inner], sigma).sum((1, 2))
-        loss = loss + ((nll + lam_kl * kl_e) / ent).mean()
+        nll = gaussian_nll(tgt[:, t, inner], pred[:, inner], sigma).sum((1, 2))  # sum_{n in I, j} NLL
+        loss = loss + ((nll + lam_kl * kl_e) / ent).mean()  # [NLL_I + lambda_KL KL] / (N d_x)
         kls.append(float(kl.detach().sum((1, 2)).mean() / ent))
         if m_b is not None:  # X = m_b X_true + (1 - m_b) X_hat feeds the next step
             pred = m_b[None, :, None] * tgt[:, t] + (1 - m_b[None, :, None]) * pred
@@ -113,16 +122,20 @@ def _loss_njord(model: Njord, xp2, xp1, f, tgt, cfg: TrainConfig, lam_kl: float,
     if crps:
         ens = model.rollout(xp2, xp1, f, members=2, boundary=None if m_b is None else (m_b, tgt))
         scale = sigma if cfg.crps_units == "diff_std" else 1.0
-        loss = loss + cfg.lambda_crps * crps_fair(ens[:, :, :, inner] / scale, tgt[:, :, inner] / scale).mean()
+        c = crps_fair(ens[:, :, :, inner] / scale, tgt[:, :, inner] / scale)  # (B, T, |I|, d_x)
+        # lambda_CRPS sum_I CRPS / (T N d_x) = lambda_CRPS mean_I CRPS * |I| / N (|I| / N = 1.0 free)
+        loss = loss + cfg.lambda_crps * c.mean() * (c.shape[2] / tgt.shape[2])
     return loss, float(np.mean(kls))
 
 
 def _loss_twin(model: DeterministicTwin, xp2, xp1, f, tgt, cfg: TrainConfig, m_b=None):
-    """Weighted MSE (NLL with the fixed sigma) of the rollout; with ``m_b`` as in ``_loss_njord``."""
+    """Weighted MSE (NLL with the fixed sigma) of the rollout, ``1/(T N d_x) sum_t sum_{n in I, j}
+    NLL(X^t_nj)`` (batch mean), with ``I`` and the normaliser as in ``_loss_njord``."""
     pred = model.rollout(xp2, xp1, f, members=1, boundary=None if m_b is None else (m_b, tgt))[0]
     sigma = loss_sigma(model, cfg)
     inner = slice(None) if m_b is None else m_b == 0
-    return gaussian_nll(tgt[:, :, inner], pred[:, :, inner], sigma).mean(), 0.0
+    nll = gaussian_nll(tgt[:, :, inner], pred[:, :, inner], sigma)  # (B, T, |I|, d_x)
+    return nll.mean() * (nll.shape[2] / tgt.shape[2]), 0.0  # sum_I NLL / (T N d_x) = mean_I NLL * |I| / N
 
 
 class _StepLoss(torch.nn.Module):
@@ -196,7 +209,7 @@ def train(model, ds: Dataset, cfg: TrainConfig, seed: int = 0, log=None, distrib
             raise ValueError(f"batch = {cfg.batch} must be divisible by the world size {world}")
     check_scalar(cfg.unroll, "unroll", int, min=1)
     check_scalar(cfg.val_every, "val_every", int, min=0)
-    check_scalar(cfg.clip, "clip", float, min=0.0, inclusive="neither")
+    check_scalar(cfg.clip, "clip", float, min=0.0, inclusive="neither", finite=False)  # inf: no clip
     if cfg.clip_2 is not None:
         check_scalar(cfg.clip_2, "clip_2", float, min=0.0, inclusive="neither", finite=False)  # inf: no clip
     clip_2 = cfg.clip if cfg.clip_2 is None else cfg.clip_2
